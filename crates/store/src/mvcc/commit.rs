@@ -1,0 +1,96 @@
+//! Group commit: writers that wait for durability at the same time share one flush.
+//!
+//! Every applied batch takes a sequence number. A writer waits until the durable sequence
+//! reaches its own; the first waiter to find no flush running starts one (off the async
+//! runtime), which covers everything applied before it started, and wakes every waiter when it
+//! ends. Under load each flush covers the batches that arrived during the previous one, so the
+//! cost of durability is shared instead of paid per write.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::StoreError;
+use crate::mvcc::backend::Backend;
+
+/// A sequence number given to each applied batch, in apply order.
+pub(crate) type Seq = u64;
+
+#[derive(Debug, Default)]
+pub(crate) struct GroupCommit {
+    applied: AtomicU64,
+    state: Mutex<CommitState>,
+    flushed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct CommitState {
+    durable: Seq,
+    flushing: bool,
+    /// The last flush that failed: everything up to `.0` may not be durable.
+    failure: Option<(Seq, String)>,
+}
+
+impl GroupCommit {
+    /// Records that one more batch has been applied; called with the engine's write lock held,
+    /// so sequence numbers follow apply order.
+    pub(crate) fn next_seq(&self) -> Seq {
+        self.applied.fetch_add(1, Ordering::AcqRel) + 1
+    }
+
+    /// Resolves once batch `seq` is durable, answering the durable sequence reached.
+    pub(crate) async fn wait(
+        self: &Arc<Self>,
+        backend: &Arc<dyn Backend>,
+        seq: Seq,
+    ) -> Result<Seq, StoreError> {
+        if !backend.is_persistent() {
+            return Ok(self.applied.load(Ordering::Acquire));
+        }
+        loop {
+            let flushed = self.flushed.notified();
+            tokio::pin!(flushed);
+            flushed.as_mut().enable();
+            {
+                let mut state = self.state.lock().expect("group commit lock poisoned");
+                if state.durable >= seq {
+                    return Ok(state.durable);
+                }
+                if let Some((upto, reason)) = &state.failure
+                    && *upto >= seq
+                    && !state.flushing
+                {
+                    return Err(StoreError::engine("make a write durable", reason.clone()));
+                }
+                if !state.flushing {
+                    state.flushing = true;
+                    state.failure = None;
+                    self.start_flush(backend.clone());
+                }
+            }
+            flushed.await;
+        }
+    }
+
+    /// Flushes on a blocking thread. The flush finishes and wakes the waiters even if the
+    /// writer that started it is cancelled.
+    fn start_flush(self: &Arc<Self>, backend: Arc<dyn Backend>) {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let upto = this.applied.load(Ordering::Acquire);
+            let result = backend.flush();
+            let mut state = this.state.lock().expect("group commit lock poisoned");
+            state.flushing = false;
+            match result {
+                Ok(()) => state.durable = state.durable.max(upto),
+                Err(error) => {
+                    tracing::error!(%error, "flushing the store failed");
+                    state.failure = Some((upto, error.to_string()));
+                }
+            }
+            drop(state);
+            this.flushed.notify_waiters();
+        });
+    }
+}

@@ -1,0 +1,83 @@
+//! Engine behaviour the conformance suite cannot see: automatic compaction, lease expiry on a
+//! paused clock, and reopening a backend.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::backend::{Backend, MemoryBackend};
+use super::{MvccStore, Options};
+use crate::{Op, RangeRequest, Store, StoreError, Txn};
+
+#[tokio::test]
+async fn history_beyond_the_bound_is_compacted_automatically() {
+    let store = MvccStore::in_memory(Options { history: 16, ..Options::default() }).unwrap();
+    for i in 0..100u32 {
+        store.put(&format!("k{}", i % 3), i.to_be_bytes().to_vec()).await.unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !matches!(store.watch("", 10).await, Err(StoreError::Compacted { .. })) {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("housekeeping compacts old history");
+    let compacted = store.inner.read().compacted;
+    assert!((100 - 16 - 2..=100 - 16).contains(&compacted), "kept about 16 revisions, compacted at {compacted}");
+    assert!(store.watch("", 100 - 16).await.is_ok(), "the retained history stays watchable");
+    assert_eq!(store.range(&RangeRequest::prefix("k")).await.unwrap().kvs.len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn leases_expire_on_the_clock_and_keep_alive_defers_them() {
+    let store = MvccStore::in_memory(Options::default()).unwrap();
+    let lease = store.grant_lease(Duration::from_millis(1500)).await.unwrap();
+    assert_eq!(lease.ttl, Duration::from_secs(2), "TTLs round up to whole seconds");
+    let op = Op::Put { key: "node/a".into(), value: b"up".to_vec(), lease: Some(lease.id) };
+    store.txn(Txn { compares: vec![], ops: vec![op] }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1900)).await;
+    store.keep_alive(lease.id).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1900)).await;
+    assert!(store.get("node/a").await.unwrap().is_some());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(store.get("node/a").await.unwrap(), None);
+    assert!(matches!(store.keep_alive(lease.id).await, Err(StoreError::LeaseNotFound(_))));
+}
+
+#[tokio::test]
+async fn reopening_a_backend_restores_keys_history_and_leases() {
+    let backend: Arc<dyn Backend> = Arc::new(MemoryBackend::default());
+    let (lease, written) = {
+        let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+        let lease = store.grant_lease(Duration::from_secs(30)).await.unwrap();
+        store.put("a", b"1".to_vec()).await.unwrap();
+        let op = Op::Put { key: "b".into(), value: b"2".to_vec(), lease: Some(lease.id) };
+        let written = store.txn(Txn { compares: vec![], ops: vec![op] }).await.unwrap().revision();
+        store.put("a", b"3".to_vec()).await.unwrap();
+        (lease, written)
+    };
+    let store = MvccStore::open(backend, Options::default()).unwrap();
+    assert_eq!(store.revision().await.unwrap(), written + 1);
+    assert_eq!(store.get("a").await.unwrap().unwrap().version, 2);
+    let mut watcher = store.watch("", written).await.unwrap();
+    assert_eq!(watcher.next().await.unwrap().unwrap().prev.unwrap().value, b"1");
+    store.revoke_lease(lease.id).await.unwrap();
+    assert_eq!(store.get("b").await.unwrap(), None, "the lease still owned its key after reopening");
+    let next = store.grant_lease(Duration::from_secs(1)).await.unwrap();
+    assert!(next.id > lease.id, "lease ids are never reused");
+}
+
+#[tokio::test]
+async fn damaged_records_are_reported_not_panicked_on() {
+    let backend = Arc::new(MemoryBackend::default());
+    backend.apply(vec![(b"r\0\0\0\0\0\0\0\x01\0\0\0\0".to_vec(), Some(b"short".to_vec()))]).unwrap();
+    match MvccStore::open(backend, Options::default()) {
+        Err(StoreError::Corrupt(message)) => assert!(message.contains("malformed record"), "{message}"),
+        other => panic!("a damaged record must fail the open, got {other:?}"),
+    }
+}
+
+#[test]
+fn opening_outside_a_runtime_is_an_error() {
+    assert!(matches!(MvccStore::in_memory(Options::default()), Err(StoreError::InvalidArgument(_))));
+}

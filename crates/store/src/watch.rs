@@ -1,0 +1,131 @@
+//! The receiving end of a watch, and the bounded channel that feeds it.
+//!
+//! A watcher is fed whole revisions. When it cannot keep up, the feeding side cuts it off
+//! instead of skipping events: the watcher then drains what it was sent and reports
+//! [`StoreError::WatchLagged`] naming the last revision it received in full, so a new watch
+//! after that revision continues with no gap and no duplicate.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::mpsc;
+
+use crate::{Event, Revision, StoreError};
+
+/// The events of one revision that a watcher's prefix selects, in the order they were written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchBatch {
+    /// The revision every event in the batch was written at.
+    pub revision: Revision,
+    /// The events, at least one.
+    pub events: Vec<Event>,
+}
+
+/// A stream of events under a prefix, in revision order. Dropping it ends the watch.
+#[derive(Debug)]
+pub struct Watcher {
+    ready: VecDeque<Event>,
+    receiver: mpsc::Receiver<Result<Arc<WatchBatch>, StoreError>>,
+    cut_off: Arc<AtomicBool>,
+    last_revision: Revision,
+    finished: bool,
+}
+
+impl Watcher {
+    /// The next event; `None` once the store has shut down. After an error nothing follows.
+    pub async fn next(&mut self) -> Option<Result<Event, StoreError>> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(Ok(event));
+            }
+            if self.finished {
+                return None;
+            }
+            match self.receiver.recv().await {
+                Some(Ok(batch)) => {
+                    self.last_revision = batch.revision;
+                    self.ready.extend(batch.events.iter().cloned());
+                }
+                Some(Err(error)) => {
+                    self.finished = true;
+                    return Some(Err(error));
+                }
+                None => {
+                    self.finished = true;
+                    if self.cut_off.load(Ordering::Acquire) {
+                        return Some(Err(StoreError::WatchLagged {
+                            resume_after: self.last_revision,
+                        }));
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+/// The feeding end of a [`Watcher`], held by whatever delivers its events.
+#[derive(Debug)]
+pub struct WatchSender {
+    sender: mpsc::Sender<Result<Arc<WatchBatch>, StoreError>>,
+    cut_off: Arc<AtomicBool>,
+}
+
+/// Whether a watcher is still listening after a delivery attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// The batch was queued.
+    Queued,
+    /// The watcher is gone or was cut off; drop this sender.
+    Gone,
+}
+
+impl WatchSender {
+    /// Queues a batch without waiting. A full queue cuts the watcher off: it will report
+    /// [`StoreError::WatchLagged`] once it has drained what it holds.
+    pub fn offer(&self, batch: Arc<WatchBatch>) -> Delivery {
+        match self.sender.try_send(Ok(batch)) {
+            Ok(()) => Delivery::Queued,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.cut_off.store(true, Ordering::Release);
+                Delivery::Gone
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Delivery::Gone,
+        }
+    }
+
+    /// Ends the watch with an error, delivered after what the watcher already holds. When the
+    /// queue is full the watcher is cut off instead, which it reports as lagged.
+    pub fn fail(self, error: StoreError) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.sender.try_send(Err(error)) {
+            self.cut_off.store(true, Ordering::Release);
+        }
+    }
+
+    /// Resolves when the watcher has been dropped.
+    pub async fn closed(&self) {
+        self.sender.closed().await;
+    }
+
+    /// Whether the watcher has been dropped.
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+}
+
+/// A watcher that starts after revision `after`, first yields `backlog` (history read before
+/// the watch went live), then whatever the returned sender queues, holding at most `capacity`
+/// queued batches before it is cut off.
+pub fn watch_channel(
+    capacity: usize,
+    after: Revision,
+    backlog: Vec<WatchBatch>,
+) -> (WatchSender, Watcher) {
+    let (sender, receiver) = mpsc::channel(capacity.max(1));
+    let cut_off = Arc::new(AtomicBool::new(false));
+    let last_revision = backlog.last().map_or(after, |batch| batch.revision);
+    let ready = backlog.into_iter().flat_map(|batch| batch.events).collect();
+    let watcher = Watcher { ready, receiver, cut_off: cut_off.clone(), last_revision, finished: false };
+    (WatchSender { sender, cut_off }, watcher)
+}
