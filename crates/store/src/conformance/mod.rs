@@ -437,7 +437,8 @@ pub async fn revoking_a_lease_deletes_its_keys(harness: &dyn Harness) {
     assert!(a.revision() > r1);
     let left = store.range(&RangeRequest::prefix("l/")).await.unwrap();
     assert_eq!(keys(&left.kvs), ["l/detached", "l/kept"]);
-    assert!(matches!(store.keep_alive(lease.id).await, Err(StoreError::LeaseNotFound(_))));
+    let renewed = store.keep_alive(lease.id).await;
+    assert!(matches!(renewed, Err(StoreError::LeaseNotFound(_))), "{renewed:?}");
     assert!(matches!(store.revoke_lease(lease.id).await, Err(StoreError::LeaseNotFound(_))));
 }
 
@@ -455,5 +456,6 @@ pub async fn unrenewed_leases_expire_with_their_keys(harness: &dyn Harness) {
     let expired = next_event(&mut watcher).await;
     assert_eq!((expired.kind, expired.kv.key.as_str()), (EventKind::Delete, "e/session"));
     assert_eq!(store.get("e/session").await.unwrap(), None);
-    assert!(matches!(store.keep_alive(lease.id).await, Err(StoreError::LeaseNotFound(_))));
+    let renewed = store.keep_alive(lease.id).await;
+    assert!(matches!(renewed, Err(StoreError::LeaseNotFound(_))), "{renewed:?}");
 }

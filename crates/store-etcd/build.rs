@@ -1,0 +1,2 @@
+//! Build-time only: protoc-bin-vendored is unpacked for tools/protoc.
+fn main() {}

@@ -1,0 +1,103 @@
+//! A private etcd server on loopback, for tests and benchmarks: Debian's `etcd` binary on two
+//! free ports with a temporary data directory, stopped when dropped.
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{EtcdOptions, EtcdStore};
+
+/// A running etcd, killed when dropped.
+#[derive(Debug)]
+pub struct EtcdServer {
+    child: Child,
+    endpoint: String,
+    _data: tempfile::TempDir,
+}
+
+/// Why no server could be started.
+#[derive(Debug)]
+pub enum StartError {
+    /// No `etcd` binary on this machine (Debian's `etcd-server` package provides it).
+    Missing,
+    /// The binary is there but the server did not come up.
+    Failed(String),
+}
+
+impl EtcdServer {
+    /// Starts a server and waits until it answers.
+    pub async fn start() -> Result<EtcdServer, StartError> {
+        let binary = etcd_binary().ok_or(StartError::Missing)?;
+        let data = tempfile::tempdir().map_err(|error| StartError::Failed(error.to_string()))?;
+        let (client_port, peer_port) = (free_port()?, free_port()?);
+        let client = format!("http://127.0.0.1:{client_port}");
+        let peer = format!("http://127.0.0.1:{peer_port}");
+        let log = std::fs::File::create(data.path().join("etcd.log"))
+            .map_err(|error| StartError::Failed(error.to_string()))?;
+        let child = Command::new(binary)
+            .args(["--name", "kayra-test", "--data-dir"])
+            .arg(data.path().join("data"))
+            .args(["--listen-client-urls", &client, "--advertise-client-urls", &client])
+            .args(["--listen-peer-urls", &peer, "--initial-advertise-peer-urls", &peer])
+            .arg(format!("--initial-cluster=kayra-test={peer}"))
+            .args(["--max-request-bytes", "4194304", "--log-level", "warn"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|error| StartError::Failed(format!("cannot run etcd: {error}")))?;
+        let server = EtcdServer { child, endpoint: client, _data: data };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let options = EtcdOptions { connect_timeout: Duration::from_millis(500), ..server.options("/ready/") };
+            if EtcdStore::connect(options).await.is_ok() {
+                return Ok(server);
+            }
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(server._data.path().join("etcd.log")).unwrap_or_default();
+                return Err(StartError::Failed(format!("etcd did not become ready within 20 s:\n{log}")));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The client URL.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Options reaching this server, with keys under `prefix`.
+    pub fn options(&self, prefix: &str) -> EtcdOptions {
+        EtcdOptions::new(vec![self.endpoint.clone()], prefix)
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn etcd_binary() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/local/bin")])
+        .map(|dir| dir.join("etcd"))
+        .find(|candidate| candidate.is_file())
+}
+
+fn free_port() -> Result<u16, StartError> {
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|error| StartError::Failed(error.to_string()))?;
+    listener.local_addr().map(|addr| addr.port()).map_err(|error| StartError::Failed(error.to_string()))
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Missing => f.write_str("no etcd binary found (install Debian's etcd-server)"),
+            StartError::Failed(reason) => write!(f, "etcd did not start: {reason}"),
+        }
+    }
+}
