@@ -491,3 +491,39 @@ impl EtcdStore {
         }
     }
 }
+
+/// The etcd client used directly, for benchmarks: the ceiling the store's overhead is measured
+/// against.
+#[cfg(feature = "bench")]
+pub mod raw {
+    /// An etcd client with nothing on top.
+    #[derive(Clone)]
+    pub struct RawEtcd {
+        client: etcd_client::Client,
+    }
+
+    impl std::fmt::Debug for RawEtcd {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("RawEtcd")
+        }
+    }
+
+    impl RawEtcd {
+        /// Connects to one endpoint.
+        pub async fn connect(endpoint: &str) -> Result<RawEtcd, String> {
+            let client = etcd_client::Client::connect([endpoint], None).await.map_err(|error| error.to_string())?;
+            Ok(RawEtcd { client })
+        }
+
+        /// A plain put; etcd acknowledges once it is committed.
+        pub async fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+            self.client.clone().put(key, value, None).await.map(drop).map_err(|error| error.to_string())
+        }
+
+        /// A plain get; answers whether the key exists.
+        pub async fn get(&self, key: &[u8]) -> Result<bool, String> {
+            let response = self.client.clone().get(key, None).await.map_err(|error| error.to_string())?;
+            Ok(!response.kvs().is_empty())
+        }
+    }
+}

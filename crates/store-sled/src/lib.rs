@@ -12,7 +12,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use kayra_store::StoreError;
-use kayra_store::mvcc::backend::{Backend, BatchEntry, Visitor};
+use kayra_store::mvcc::backend::{Backend, BatchEntry, Reader, Visitor};
 use kayra_store::mvcc::{MvccStore, Options};
 
 /// Opens (creating if needed) the store kept in the directory `path`. Must be called inside a
@@ -40,9 +40,11 @@ struct SledBackend {
 }
 
 impl Backend for SledBackend {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        let value = self.db.get(key).map_err(|error| engine_error("read a record", error))?;
-        Ok(value.map(|value| value.to_vec()))
+    fn get(&self, key: &[u8], read: &mut Reader<'_>) -> Result<bool, StoreError> {
+        match self.db.get(key).map_err(|error| engine_error("read a record", error))? {
+            Some(value) => read(&value).map(|()| true),
+            None => Ok(false),
+        }
     }
 
     fn scan(&self, from: &[u8], to: &[u8], visit: &mut Visitor<'_>) -> Result<(), StoreError> {
@@ -53,7 +55,17 @@ impl Backend for SledBackend {
         Ok(())
     }
 
-    fn apply(&self, batch: Vec<BatchEntry>) -> Result<(), StoreError> {
+    fn apply(&self, mut batch: Vec<BatchEntry>) -> Result<(), StoreError> {
+        // A single write is atomic by itself; sled's batches take an exclusive lock that waits
+        // for any flush in progress, so they are kept for writes that need them.
+        if batch.len() == 1 {
+            let (key, value) = batch.pop().expect("one entry");
+            let written = match value {
+                Some(value) => self.db.insert(key, value),
+                None => self.db.remove(key),
+            };
+            return written.map(drop).map_err(|error| engine_error("write a record", error));
+        }
         let mut sled_batch = sled::Batch::default();
         for (key, value) in batch {
             match value {
@@ -81,5 +93,47 @@ fn engine_error(action: &str, error: sled::Error) -> StoreError {
             None => format!("sled found damaged data while trying to {action}"),
         }),
         other => StoreError::engine(action, other),
+    }
+}
+
+/// Bare sled with the settings the store uses, for benchmarks: the ceiling the store's
+/// overhead is measured against.
+#[cfg(feature = "bench")]
+pub mod raw {
+    use std::path::Path;
+
+    /// A sled database used directly.
+    #[derive(Debug, Clone)]
+    pub struct RawSled {
+        db: sled::Db,
+    }
+
+    impl RawSled {
+        /// Opens a database in `path` as [`open`](crate::open) would.
+        pub fn open(path: &Path) -> Result<RawSled, String> {
+            let db = sled::Config::new()
+                .path(path)
+                .flush_every_ms(None)
+                .mode(sled::Mode::HighThroughput)
+                .open()
+                .map_err(|error| error.to_string())?;
+            Ok(RawSled { db })
+        }
+
+        /// Inserts and waits until the insert is on disk.
+        pub fn insert_durably(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+            self.db.insert(key, value).map_err(|error| error.to_string())?;
+            self.db.flush().map(drop).map_err(|error| error.to_string())
+        }
+
+        /// Inserts without waiting for the disk.
+        pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+            self.db.insert(key, value).map(drop).map_err(|error| error.to_string())
+        }
+
+        /// Reads a key; answers the value's length.
+        pub fn get(&self, key: &[u8]) -> Result<Option<usize>, String> {
+            self.db.get(key).map(|value| value.map(|value| value.len())).map_err(|error| error.to_string())
+        }
     }
 }

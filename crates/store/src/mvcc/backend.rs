@@ -9,14 +9,18 @@ use crate::StoreError;
 /// One entry of an atomic write: a key and its new value, or `None` to remove it.
 pub type BatchEntry = (Vec<u8>, Option<Vec<u8>>);
 
+/// What a point read calls with the value it finds.
+pub type Reader<'a> = dyn FnMut(&[u8]) -> Result<(), StoreError> + 'a;
+
 /// What a scan calls for each entry it finds.
 pub type Visitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<(), StoreError> + 'a;
 
 /// An ordered map of byte strings that applies batches atomically. The engine serialises all
 /// writes; a backend only has to be safe to read while a batch is applied.
 pub trait Backend: Send + Sync + 'static {
-    /// The value stored under `key`.
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Calls `read` with the value stored under `key`, if any; answers whether there was one.
+    /// Reading in place spares a copy on the hottest path.
+    fn get(&self, key: &[u8], read: &mut Reader<'_>) -> Result<bool, StoreError>;
 
     /// Calls `visit` with every entry with `from <= key < to`, in key order, stopping at the
     /// first error it returns.
@@ -40,8 +44,11 @@ pub struct MemoryBackend {
 }
 
 impl Backend for MemoryBackend {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self.map.read().expect("memory backend lock poisoned").get(key).cloned())
+    fn get(&self, key: &[u8], read: &mut Reader<'_>) -> Result<bool, StoreError> {
+        match self.map.read().expect("memory backend lock poisoned").get(key) {
+            Some(value) => read(value).map(|()| true),
+            None => Ok(false),
+        }
     }
 
     fn scan(&self, from: &[u8], to: &[u8], visit: &mut Visitor<'_>) -> Result<(), StoreError> {

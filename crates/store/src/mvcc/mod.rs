@@ -149,12 +149,20 @@ impl MvccStore {
 /// Reads the metadata, leases and records a backend holds into a fresh state.
 fn load(backend: &dyn Backend) -> Result<State, StoreError> {
     let meta = |key: &[u8], name: &str| -> Result<u64, StoreError> {
-        backend.get(key)?.map_or(Ok(0), |bytes| record::decode_u64(name, &bytes))
+        let mut value = 0;
+        backend.get(key, &mut |bytes| {
+            value = record::decode_u64(name, bytes)?;
+            Ok(())
+        })?;
+        Ok(value)
     };
+    let compacted = meta(record::COMPACTED_KEY, "the compaction point")?;
     let mut state = State {
         index: BTreeMap::new(),
-        revision: meta(record::REVISION_KEY, "the revision")?,
-        compacted: meta(record::COMPACTED_KEY, "the compaction point")?,
+        // Every write that advances the revision leaves a record at it, unless compaction has
+        // since removed it, and then the compaction point is at least as high.
+        revision: compacted,
+        compacted,
         leases: HashMap::new(),
         lease_seq: meta(record::LEASE_SEQ_KEY, "the lease sequence")? as i64,
     };
@@ -172,6 +180,10 @@ fn load(backend: &dyn Backend) -> Result<State, StoreError> {
         state.index.entry(record.key).or_default().push(Entry { rev, version: record.version });
         Ok(())
     })?;
+    // A compaction interrupted by a crash may have left records it no longer needed.
+    for rev in trim(&mut state.index, state.compacted) {
+        backend.apply(vec![(rev.key().to_vec(), None)])?;
+    }
     for (key, entries) in &state.index {
         if let Some(Entry { version: Version::Live { lease: Some(lease), .. }, .. }) = entries.last()
             && let Some(lease) = state.leases.get_mut(lease)
@@ -196,13 +208,17 @@ impl Inner {
         let Version::Live { create_revision, version, lease } = entry.version else {
             return Ok(None);
         };
-        let bytes = self.backend.get(&entry.rev.key())?.ok_or_else(|| {
+        let mut value = None;
+        self.backend.get(&entry.rev.key(), &mut |bytes| {
+            value = Some(record::value(bytes)?);
+            Ok(())
+        })?;
+        let value = value.ok_or_else(|| {
             StoreError::Corrupt(format!("the record of {key:?} at revision {} is missing", entry.rev.main))
         })?;
-        let record = record::decode(&bytes)?;
         Ok(Some(KeyValue {
-            key: record.key,
-            value: record.value,
+            key: key.to_owned(),
+            value,
             create_revision,
             mod_revision: entry.rev.main,
             version,
@@ -269,7 +285,6 @@ impl Inner {
         }
         let revision = if entries.is_empty() { state.revision } else { main };
         batch.append(&mut extra);
-        batch.push((record::REVISION_KEY.to_vec(), Some(revision.to_be_bytes().to_vec())));
         self.backend.apply(batch)?;
 
         for (key, entry, old_lease) in entries {
@@ -365,32 +380,15 @@ impl Inner {
         Ok(batches)
     }
 
-    /// Drops the history no read at or after `revision` needs.
+    /// Drops the history no read at or after `revision` needs. The compaction point is
+    /// recorded first and the records removed after, one by one: a crash in between leaves
+    /// records that the next open removes.
     fn compact_locked(&self, state: &mut State, revision: Revision) -> Result<Seq, StoreError> {
-        let mut batch = Vec::new();
-        let mut trims = Vec::new();
-        for (key, entries) in &state.index {
-            let upto = entries.partition_point(|entry| entry.rev.main <= revision);
-            let Some(latest) = upto.checked_sub(1) else { continue };
-            let drop = match entries[latest].version {
-                Version::Tombstone => upto,
-                Version::Live { .. } => latest,
-            };
-            if drop > 0 {
-                batch.extend(entries[..drop].iter().map(|entry| (entry.rev.key().to_vec(), None)));
-                trims.push((key.clone(), drop));
-            }
-        }
-        batch.push((record::COMPACTED_KEY.to_vec(), Some(revision.to_be_bytes().to_vec())));
-        self.backend.apply(batch)?;
-        for (key, drop) in trims {
-            let entries = state.index.get_mut(&key).expect("trimmed keys are in the index");
-            entries.drain(..drop);
-            if entries.is_empty() {
-                state.index.remove(&key);
-            }
-        }
+        self.backend.apply(vec![(record::COMPACTED_KEY.to_vec(), Some(revision.to_be_bytes().to_vec()))])?;
         state.compacted = revision;
+        for rev in trim(&mut state.index, revision) {
+            self.backend.apply(vec![(rev.key().to_vec(), None)])?;
+        }
         Ok(self.commit.next_seq())
     }
 
@@ -484,6 +482,25 @@ fn deliver(subscriber: &Subscriber, batch: &Arc<WatchBatch>) -> Delivery {
         return if subscriber.sender.is_closed() { Delivery::Gone } else { Delivery::Queued };
     }
     subscriber.sender.offer(Arc::new(WatchBatch { revision: batch.revision, events }))
+}
+
+/// Removes from the index every entry no read at or after `revision` needs: for each key,
+/// everything before its last entry at or before `revision`, and that entry too when it is a
+/// deletion. Answers the removed entries' records.
+fn trim(index: &mut BTreeMap<String, Vec<Entry>>, revision: Revision) -> Vec<Rev> {
+    let mut removed = Vec::new();
+    index.retain(|_, entries| {
+        let upto = entries.partition_point(|entry| entry.rev.main <= revision);
+        if let Some(latest) = upto.checked_sub(1) {
+            let drop = match entries[latest].version {
+                Version::Tombstone => upto,
+                Version::Live { .. } => latest,
+            };
+            removed.extend(entries.drain(..drop).map(|entry| entry.rev));
+        }
+        !entries.is_empty()
+    });
+    removed
 }
 
 /// The entry visible at revision `at`: the last one written at or before it, unless deleted.
@@ -615,10 +632,11 @@ impl Store for MvccStore {
         let (lease, seq) = {
             let mut state = self.inner.write();
             let lease = LeaseId(state.lease_seq + 1);
-            self.inner.backend.apply(vec![
-                (record::lease_key(lease).to_vec(), Some(ttl.as_secs().to_be_bytes().to_vec())),
-                (record::LEASE_SEQ_KEY.to_vec(), Some(lease.0.to_be_bytes().to_vec())),
-            ])?;
+            // The sequence first: a crash between the two writes only skips an id.
+            let seq = (record::LEASE_SEQ_KEY.to_vec(), Some(lease.0.to_be_bytes().to_vec()));
+            self.inner.backend.apply(vec![seq])?;
+            let ttl_bytes = ttl.as_secs().to_be_bytes().to_vec();
+            self.inner.backend.apply(vec![(record::lease_key(lease).to_vec(), Some(ttl_bytes))])?;
             state.lease_seq = lease.0;
             let deadline = Instant::now() + ttl;
             state.leases.insert(lease, LeaseState { ttl, deadline, keys: BTreeSet::new() });

@@ -5,15 +5,12 @@
 //! r <main:u64 BE> <sub:u32 BE>  -> record: flags:u8 create:u64 version:u64 lease:i64
 //!                                  key_len:u32 key value
 //! l <lease:i64 BE>              -> ttl seconds: u64 BE
-//! m/revision                    -> the current revision: u64 BE
 //! m/compacted                   -> the compaction point: u64 BE
 //! m/lease-seq                   -> the last lease id granted: i64 BE
 //! ```
 
 use crate::{LeaseId, Revision, StoreError};
 
-/// The backend key of the current revision.
-pub(crate) const REVISION_KEY: &[u8] = b"m/revision";
 /// The backend key of the compaction point.
 pub(crate) const COMPACTED_KEY: &[u8] = b"m/compacted";
 /// The backend key of the last lease id granted.
@@ -95,13 +92,9 @@ pub(crate) fn encode(key: &str, version: Version, value: &[u8]) -> Vec<u8> {
 
 pub(crate) fn decode(bytes: &[u8]) -> Result<Record, StoreError> {
     let corrupt = || StoreError::Corrupt(format!("malformed record of {} bytes", bytes.len()));
-    if bytes.len() < HEADER_LEN {
-        return Err(corrupt());
-    }
+    let key_end = key_end(bytes)?;
     let u64_at = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("eight bytes"));
     let flags = bytes[0];
-    let key_len = u32::from_be_bytes(bytes[25..29].try_into().expect("four bytes")) as usize;
-    let key_end = HEADER_LEN.checked_add(key_len).filter(|end| *end <= bytes.len()).ok_or_else(corrupt)?;
     let key = std::str::from_utf8(&bytes[HEADER_LEN..key_end]).map_err(|_| corrupt())?.to_owned();
     let version = if flags & TOMBSTONE != 0 {
         Version::Tombstone
@@ -110,6 +103,21 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Record, StoreError> {
         Version::Live { create_revision: u64_at(1), version: u64_at(9), lease }
     };
     Ok(Record { key, version, value: bytes[key_end..].to_vec() })
+}
+
+/// Only the value of a record: what a read needs once the index has told it the rest.
+pub(crate) fn value(bytes: &[u8]) -> Result<Vec<u8>, StoreError> {
+    Ok(bytes[key_end(bytes)?..].to_vec())
+}
+
+/// Where the key ends and the value starts, checking the header on the way.
+fn key_end(bytes: &[u8]) -> Result<usize, StoreError> {
+    let corrupt = || StoreError::Corrupt(format!("malformed record of {} bytes", bytes.len()));
+    if bytes.len() < HEADER_LEN {
+        return Err(corrupt());
+    }
+    let key_len = u32::from_be_bytes(bytes[25..29].try_into().expect("four bytes")) as usize;
+    HEADER_LEN.checked_add(key_len).filter(|end| *end <= bytes.len()).ok_or_else(corrupt)
 }
 
 pub(crate) fn lease_key(lease: LeaseId) -> [u8; 9] {

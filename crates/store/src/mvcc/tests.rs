@@ -81,3 +81,39 @@ async fn damaged_records_are_reported_not_panicked_on() {
 fn opening_outside_a_runtime_is_an_error() {
     assert!(matches!(MvccStore::in_memory(Options::default()), Err(StoreError::InvalidArgument(_))));
 }
+
+#[tokio::test]
+async fn a_compaction_cut_short_by_a_crash_is_finished_on_open() {
+    let backend = Arc::new(MemoryBackend::default());
+    {
+        let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+        for value in ["1", "2", "3"] {
+            store.put("a", value.as_bytes().to_vec()).await.unwrap();
+        }
+        store.put("b", b"x".to_vec()).await.unwrap();
+    }
+    // What a crash leaves after the compaction point was written but before any record went.
+    backend.apply(vec![(super::record::COMPACTED_KEY.to_vec(), Some(3u64.to_be_bytes().to_vec()))]).unwrap();
+    let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+    let mut records = 0;
+    backend.scan(b"r", b"s", &mut |_, _| Ok(records += 1)).unwrap();
+    assert_eq!(records, 2, "only a@3 and b@4 are still needed");
+    let at = RangeRequest { revision: Some(3), ..RangeRequest::prefix("") };
+    assert_eq!(store.range(&at).await.unwrap().kvs[0].value, b"3");
+    let before = RangeRequest { revision: Some(2), ..RangeRequest::prefix("") };
+    assert!(matches!(store.range(&before).await, Err(StoreError::Compacted { requested: 2, compacted: 3 })));
+}
+
+#[tokio::test]
+async fn the_revision_survives_compacting_away_every_record() {
+    let backend = Arc::new(MemoryBackend::default());
+    {
+        let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+        store.put("a", b"1".to_vec()).await.unwrap();
+        let deleted = store.txn(Txn { compares: vec![], ops: vec![Op::delete("a")] }).await.unwrap().revision();
+        store.compact(deleted).await.unwrap();
+    }
+    let store = MvccStore::open(backend, Options::default()).unwrap();
+    assert_eq!(store.revision().await.unwrap(), 2, "revisions never move back");
+    assert_eq!(store.put("a", b"again".to_vec()).await.unwrap(), 3);
+}
