@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use kayra_store::mvcc::{MvccStore, Options};
 use kayra_store::{Op, RangeRequest, Store, Txn};
+use kayra_store_etcd::EtcdStore;
 use kayra_store_etcd::raw::RawEtcd;
 use kayra_store_etcd::test_server::EtcdServer;
-use kayra_store_etcd::EtcdStore;
 use kayra_store_sled::raw::RawSled;
 
 const VALUE: [u8; 256] = [b'v'; 256];
@@ -50,7 +50,8 @@ pub(crate) async fn run() -> Result<(), String> {
     report("memory", &figures, None);
 
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let sled = kayra_store_sled::open(&dir.path().join("kayra"), Options::default()).map_err(|e| e.to_string())?;
+    let sled =
+        kayra_store_sled::open(&dir.path().join("kayra"), Options::default()).map_err(|e| e.to_string())?;
     let figures = measure(Arc::new(sled), ENGINE).await?;
     let ceiling = sled_ceiling(&dir.path().join("raw"), ENGINE).await?;
     report("sled", &figures, Some(&ceiling));
@@ -215,7 +216,12 @@ fn report(backend: &str, ours: &Figures, ceiling: Option<&Ceiling>) {
     };
     println!("{backend}{}", ceiling.map(|c| format!("  (ceiling: {})", c.name)).unwrap_or_default());
     println!("  {:<34} {:>12}   {:>14}   {:>5}", "workload", "ours", "ceiling", "ratio");
-    println!("  {:<34} {:>10.0}/s   {}", "put, 1 writer, durable", ours.single_put, against(ours.single_put, |c| c.single_put));
+    println!(
+        "  {:<34} {:>10.0}/s   {}",
+        "put, 1 writer, durable",
+        ours.single_put,
+        against(ours.single_put, |c| c.single_put)
+    );
     println!(
         "  {:<34} {:>10.0}/s   {}",
         format!("put, {WRITERS} writers, durable"),
@@ -223,7 +229,11 @@ fn report(backend: &str, ours: &Figures, ceiling: Option<&Ceiling>) {
         against(ours.concurrent_put, |c| c.concurrent_put)
     );
     println!("  {:<34} {:>10.0}/s   {}", "point get", ours.get, against(ours.get, |c| c.get));
-    println!("  {:<34} {:>10.1}ms", format!("range read of {RANGE_KEYS} keys (median)"), ours.range.as_secs_f64() * 1e3);
+    println!(
+        "  {:<34} {:>10.1}ms",
+        format!("range read of {RANGE_KEYS} keys (median)"),
+        ours.range.as_secs_f64() * 1e3
+    );
     println!(
         "  {:<34} {:>10.0}µs   p99 {:.0}µs",
         "watch delivery, put to event (p50)",

@@ -15,8 +15,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{
-    Client, CompactionOptions, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions,
-    TxnOp, TxnOpResponse, WatchOptions,
+    Client, CompactionOptions, CompareOp, ConnectOptions, DeleteOptions, GetOptions, PutOptions, TxnOp,
+    TxnOpResponse, WatchOptions,
 };
 use kayra_store::watch::{Delivery, WatchSender, watch_channel};
 use kayra_store::{
@@ -103,9 +103,9 @@ impl EtcdStore {
 
     /// The key as the port knows it: etcd's key without the prefix.
     fn own_key(&self, key: &[u8]) -> Result<String, StoreError> {
-        let own = key.strip_prefix(self.prefix.as_slice()).ok_or_else(|| {
-            StoreError::Corrupt(format!("etcd returned key {key:?} outside the prefix"))
-        })?;
+        let own = key
+            .strip_prefix(self.prefix.as_slice())
+            .ok_or_else(|| StoreError::Corrupt(format!("etcd returned key {key:?} outside the prefix")))?;
         String::from_utf8(own.to_vec())
             .map_err(|_| StoreError::Corrupt(format!("etcd holds a key that is not UTF-8: {key:?}")))
     }
@@ -220,7 +220,9 @@ fn store_error(action: &str, error: etcd_client::Error) -> StoreError {
             }
             _ => StoreError::engine(action, error),
         },
-        E::TransportError(_) | E::IoError(_) | E::WatchError(_) | E::LeaseKeepAliveError(_) => unavailable(error),
+        E::TransportError(_) | E::IoError(_) | E::WatchError(_) | E::LeaseKeepAliveError(_) => {
+            unavailable(error)
+        }
         other => StoreError::engine(action, other),
     }
 }
@@ -239,10 +241,8 @@ mod grpc_code {
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
         let mut client = self.client.clone();
-        let response = client
-            .get(self.full_key(key), None)
-            .await
-            .map_err(|error| store_error("read a key", error))?;
+        let response =
+            client.get(self.full_key(key), None).await.map_err(|error| store_error("read a key", error))?;
         response.kvs().first().map(|kv| self.key_value(kv)).transpose()
     }
 
@@ -279,10 +279,14 @@ impl Store for EtcdStore {
             .compares
             .iter()
             .map(|compare| match compare {
-                Compare::Absent(key) => etcd_client::Compare::create_revision(self.full_key(key), CompareOp::Equal, 0),
-                Compare::ModifiedAt(key, at) => {
-                    etcd_client::Compare::mod_revision(self.full_key(key), CompareOp::Equal, etcd_revision(*at))
+                Compare::Absent(key) => {
+                    etcd_client::Compare::create_revision(self.full_key(key), CompareOp::Equal, 0)
                 }
+                Compare::ModifiedAt(key, at) => etcd_client::Compare::mod_revision(
+                    self.full_key(key),
+                    CompareOp::Equal,
+                    etcd_revision(*at),
+                ),
             })
             .collect();
         let ops: Vec<TxnOp> = txn
@@ -296,10 +300,13 @@ impl Store for EtcdStore {
                     }
                     TxnOp::put(self.full_key(key), value.clone(), Some(options))
                 }
-                Op::Delete { key } => TxnOp::delete(self.full_key(key), Some(DeleteOptions::new().with_prev_key())),
+                Op::Delete { key } => {
+                    TxnOp::delete(self.full_key(key), Some(DeleteOptions::new().with_prev_key()))
+                }
             })
             .collect();
-        let reads: Vec<TxnOp> = txn.compares.iter().map(|c| TxnOp::get(self.full_key(c.key()), None)).collect();
+        let reads: Vec<TxnOp> =
+            txn.compares.iter().map(|c| TxnOp::get(self.full_key(c.key()), None)).collect();
         let request = etcd_client::Txn::new().when(compares).and_then(ops).or_else(reads);
         let mut client = self.client.clone();
         let response = client.txn(request).await.map_err(|error| match classify(&error) {
@@ -352,7 +359,8 @@ impl Store for EtcdStore {
             .with_start_revision(etcd_revision(after + 1))
             .with_prev_key();
         let mut client = self.client.clone();
-        let mut stream = client.watch(key, Some(options)).await.map_err(|error| store_error("start a watch", error))?;
+        let mut stream =
+            client.watch(key, Some(options)).await.map_err(|error| store_error("start a watch", error))?;
         match stream.message().await {
             Ok(Some(response)) if response.created() => {}
             Ok(_) => {
@@ -449,7 +457,10 @@ impl EtcdStore {
             let response = match stream.message().await {
                 Ok(Some(response)) => response,
                 Ok(None) => {
-                    return Some(StoreError::Unavailable { message: "etcd ended the watch".to_owned(), source: None });
+                    return Some(StoreError::Unavailable {
+                        message: "etcd ended the watch".to_owned(),
+                        source: None,
+                    });
                 }
                 Err(error) => return Some(store_error("follow a watch", error)),
             };
@@ -511,7 +522,8 @@ pub mod raw {
     impl RawEtcd {
         /// Connects to one endpoint.
         pub async fn connect(endpoint: &str) -> Result<RawEtcd, String> {
-            let client = etcd_client::Client::connect([endpoint], None).await.map_err(|error| error.to_string())?;
+            let client =
+                etcd_client::Client::connect([endpoint], None).await.map_err(|error| error.to_string())?;
             Ok(RawEtcd { client })
         }
 

@@ -50,7 +50,8 @@ impl EtcdServer {
         let server = EtcdServer { child, endpoint: client, _data: data };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            let options = EtcdOptions { connect_timeout: Duration::from_millis(500), ..server.options("/ready/") };
+            let options =
+                EtcdOptions { connect_timeout: Duration::from_millis(500), ..server.options("/ready/") };
             if EtcdStore::connect(options).await.is_ok() {
                 return Ok(server);
             }

@@ -18,8 +18,8 @@ pub mod conformance;
 
 pub use error::StoreError;
 pub use model::{
-    Compare, DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Lease, LeaseId, Op,
-    RangeRequest, RangeResult, Revision, Txn, TxnResult,
+    Compare, DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Lease, LeaseId, Op, RangeRequest,
+    RangeResult, Revision, Txn, TxnResult,
 };
 pub use port::{Outcome, Store};
 pub use watch::{WatchBatch, Watcher};

@@ -204,9 +204,10 @@ impl RangeRequest {
     /// Checks that the start key, if any, lies inside the prefix.
     pub fn validate(&self) -> Result<(), StoreError> {
         match &self.start {
-            Some(start) if !start.starts_with(&self.prefix) => Err(StoreError::InvalidArgument(
-                format!("start key {start:?} is outside the prefix {:?}", self.prefix),
-            )),
+            Some(start) if !start.starts_with(&self.prefix) => Err(StoreError::InvalidArgument(format!(
+                "start key {start:?} is outside the prefix {:?}",
+                self.prefix
+            ))),
             _ => Ok(()),
         }
     }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Compare, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResult, Revision, StoreError, Txn,
-    TxnResult, Watcher,
+    Compare, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResult, Revision, StoreError, Txn, TxnResult,
+    Watcher,
 };
 
 /// A revisioned key-value store in the spirit of etcd v3, held as `Arc<dyn Store>`.
@@ -52,12 +52,7 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// Replaces the key's value if its last write was at `revision`.
-    async fn update_if(
-        &self,
-        key: &str,
-        value: Vec<u8>,
-        revision: Revision,
-    ) -> Result<Outcome, StoreError> {
+    async fn update_if(&self, key: &str, value: Vec<u8>, revision: Revision) -> Result<Outcome, StoreError> {
         let txn = Txn {
             compares: vec![Compare::ModifiedAt(key.to_owned(), revision)],
             ops: vec![Op::put(key, value)],
@@ -67,10 +62,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Deletes the key if its last write was at `revision`.
     async fn delete_if(&self, key: &str, revision: Revision) -> Result<Outcome, StoreError> {
-        let txn = Txn {
-            compares: vec![Compare::ModifiedAt(key.to_owned(), revision)],
-            ops: vec![Op::delete(key)],
-        };
+        let txn =
+            Txn { compares: vec![Compare::ModifiedAt(key.to_owned(), revision)], ops: vec![Op::delete(key)] };
         Ok(Outcome::from(self.txn(txn).await?))
     }
 
@@ -85,9 +78,9 @@ pub trait Store: Send + Sync + 'static {
         let txn = Txn { compares: Vec::new(), ops: vec![Op::delete(key)] };
         match self.txn(txn).await? {
             TxnResult::Applied { mut prev, .. } => Ok(prev.pop().flatten()),
-            TxnResult::Conflict { .. } => Err(StoreError::InvalidArgument(
-                "an unconditional delete reported a conflict".to_owned(),
-            )),
+            TxnResult::Conflict { .. } => {
+                Err(StoreError::InvalidArgument("an unconditional delete reported a conflict".to_owned()))
+            }
         }
     }
 }

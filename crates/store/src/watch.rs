@@ -54,9 +54,7 @@ impl Watcher {
                 None => {
                     self.finished = true;
                     if self.cut_off.load(Ordering::Acquire) {
-                        return Some(Err(StoreError::WatchLagged {
-                            resume_after: self.last_revision,
-                        }));
+                        return Some(Err(StoreError::WatchLagged { resume_after: self.last_revision }));
                     }
                     return None;
                 }
@@ -117,11 +115,7 @@ impl WatchSender {
 /// A watcher that starts after revision `after`, first yields `backlog` (history read before
 /// the watch went live), then whatever the returned sender queues, holding at most `capacity`
 /// queued batches before it is cut off.
-pub fn watch_channel(
-    capacity: usize,
-    after: Revision,
-    backlog: Vec<WatchBatch>,
-) -> (WatchSender, Watcher) {
+pub fn watch_channel(capacity: usize, after: Revision, backlog: Vec<WatchBatch>) -> (WatchSender, Watcher) {
     let (sender, receiver) = mpsc::channel(capacity.max(1));
     let cut_off = Arc::new(AtomicBool::new(false));
     let last_revision = backlog.last().map_or(after, |batch| batch.revision);

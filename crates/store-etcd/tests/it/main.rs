@@ -55,7 +55,10 @@ async fn keys_stay_under_their_prefix() {
 async fn an_unreachable_etcd_is_a_clear_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let endpoint = format!("http://127.0.0.1:{port}");
-    let options = EtcdOptions { connect_timeout: Duration::from_millis(500), ..EtcdOptions::new(vec![endpoint.clone()], "/x/") };
+    let options = EtcdOptions {
+        connect_timeout: Duration::from_millis(500),
+        ..EtcdOptions::new(vec![endpoint.clone()], "/x/")
+    };
     match EtcdStore::connect(options).await {
         Err(error @ StoreError::Unavailable { .. }) => {
             assert!(error.to_string().contains(&endpoint), "{error}");

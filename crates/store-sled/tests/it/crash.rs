@@ -60,21 +60,38 @@ fn verify(path: &std::path::Path, round: usize, acks: &[String], floor: u64) -> 
             };
             highest = highest.max(revision.parse::<u64>().expect("a revision"));
             for key in keys {
-                assert_eq!(stored.get(key), Some(&key.as_bytes()), "round {round}: acknowledged {key} was lost");
+                assert_eq!(
+                    stored.get(key),
+                    Some(&key.as_bytes()),
+                    "round {round}: acknowledged {key} was lost"
+                );
             }
         }
         for (key, value) in stored.iter().filter(|(key, _)| **key != "probe") {
             assert_eq!(key.as_bytes(), *value, "round {round}: {key} holds a torn value");
             if let Some(rest) = key.strip_prefix("a/") {
-                assert!(stored.contains_key(format!("b/{rest}").as_str()), "round {round}: half a transaction: {key}");
+                assert!(
+                    stored.contains_key(format!("b/{rest}").as_str()),
+                    "round {round}: half a transaction: {key}"
+                );
             }
             if let Some(rest) = key.strip_prefix("b/") {
-                assert!(stored.contains_key(format!("a/{rest}").as_str()), "round {round}: half a transaction: {key}");
+                assert!(
+                    stored.contains_key(format!("a/{rest}").as_str()),
+                    "round {round}: half a transaction: {key}"
+                );
             }
         }
         let revision = store.revision().await.unwrap();
-        assert!(revision >= highest && revision >= floor, "round {round}: the revision went back to {revision}");
-        eprintln!("round {round}: {} writes acknowledged, {} keys stored, revision {revision}", acks.len(), stored.len());
+        assert!(
+            revision >= highest && revision >= floor,
+            "round {round}: the revision went back to {revision}"
+        );
+        eprintln!(
+            "round {round}: {} writes acknowledged, {} keys stored, revision {revision}",
+            acks.len(),
+            stored.len()
+        );
         let next = store.put("probe", round.to_string().into_bytes()).await.unwrap();
         assert!(next > revision, "round {round}: a new write must get a new revision");
         next

@@ -18,8 +18,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::{
-    Compare, DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Op, Outcome, RangeRequest,
-    Revision, Store, StoreError, Txn, TxnResult, Watcher,
+    Compare, DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Op, Outcome, RangeRequest, Revision, Store,
+    StoreError, Txn, TxnResult, Watcher,
 };
 
 /// How the suite obtains stores to test.
@@ -92,13 +92,19 @@ pub async fn put_get_and_key_metadata(harness: &dyn Harness) {
     assert_eq!(store.get("a").await.unwrap(), None);
     let r1 = store.put("a", b"one".to_vec()).await.unwrap();
     let kv = store.get("a").await.unwrap().expect("a was written");
-    assert_eq!((kv.value.as_slice(), kv.create_revision, kv.mod_revision, kv.version), (&b"one"[..], r1, r1, 1));
+    assert_eq!(
+        (kv.value.as_slice(), kv.create_revision, kv.mod_revision, kv.version),
+        (&b"one"[..], r1, r1, 1)
+    );
     assert_eq!(kv.lease, None);
 
     let r2 = store.put("a", b"two".to_vec()).await.unwrap();
     assert_eq!(r2, r1 + 1);
     let kv = store.get("a").await.unwrap().expect("a was written");
-    assert_eq!((kv.value.as_slice(), kv.create_revision, kv.mod_revision, kv.version), (&b"two"[..], r1, r2, 2));
+    assert_eq!(
+        (kv.value.as_slice(), kv.create_revision, kv.mod_revision, kv.version),
+        (&b"two"[..], r1, r2, 2)
+    );
     assert_eq!(store.revision().await.unwrap(), r2);
 
     let prev = store.delete("a").await.unwrap().expect("a existed");
@@ -167,7 +173,8 @@ pub async fn range_reads_at_an_old_revision(harness: &dyn Harness) {
     store.delete("k/2").await.unwrap();
     store.put("k/3", b"new".to_vec()).await.unwrap();
 
-    let old = store.range(&RangeRequest { revision: Some(before), ..RangeRequest::prefix("k/") }).await.unwrap();
+    let old =
+        store.range(&RangeRequest { revision: Some(before), ..RangeRequest::prefix("k/") }).await.unwrap();
     assert_eq!(old.revision, before);
     assert_eq!(keys(&old.kvs), ["k/1", "k/2"]);
     assert!(old.kvs.iter().all(|kv| kv.value == b"old"));
@@ -248,11 +255,10 @@ pub async fn transactions_are_all_or_nothing(harness: &dyn Harness) {
         panic!("every compare holds")
     };
     assert_eq!(revision, rb + 1);
-    assert_eq!(prev.iter().map(|kv| kv.as_ref().map(|kv| kv.value.clone())).collect::<Vec<_>>(), [
-        Some(b"a".to_vec()),
-        Some(b"b".to_vec()),
-        None
-    ]);
+    assert_eq!(
+        prev.iter().map(|kv| kv.as_ref().map(|kv| kv.value.clone())).collect::<Vec<_>>(),
+        [Some(b"a".to_vec()), Some(b"b".to_vec()), None]
+    );
     let after = store.range(&RangeRequest::prefix("t/")).await.unwrap();
     assert_eq!(keys(&after.kvs), ["t/a", "t/c"]);
     assert!(after.kvs.iter().all(|kv| kv.mod_revision == revision));
@@ -268,13 +274,20 @@ pub async fn malformed_requests_change_nothing(harness: &dyn Harness) {
     let big = vec![b'x'; DEFAULT_MAX_VALUE_SIZE + 1];
     match store.put("big", big).await {
         Err(StoreError::ValueTooLarge { key, size, limit }) => {
-            assert_eq!((key.as_str(), size, limit), ("big", DEFAULT_MAX_VALUE_SIZE + 1, DEFAULT_MAX_VALUE_SIZE));
+            assert_eq!(
+                (key.as_str(), size, limit),
+                ("big", DEFAULT_MAX_VALUE_SIZE + 1, DEFAULT_MAX_VALUE_SIZE)
+            );
         }
         other => panic!("an oversize value must be refused, got {other:?}"),
     }
     let unknown_lease = Txn {
         compares: vec![],
-        ops: vec![Op::Put { key: "leased".into(), value: b"v".to_vec(), lease: Some(crate::LeaseId(0x7eed)) }],
+        ops: vec![Op::Put {
+            key: "leased".into(),
+            value: b"v".to_vec(),
+            lease: Some(crate::LeaseId(0x7eed)),
+        }],
     };
     assert!(matches!(store.txn(unknown_lease).await, Err(StoreError::LeaseNotFound(_))));
     assert_eq!(store.revision().await.unwrap(), r0);
@@ -312,15 +325,22 @@ pub async fn watch_delivers_events_in_order_with_previous_values(harness: &dyn H
     let mut watcher = store.watch("w/", r0).await.unwrap();
     store.put("outside", b"x".to_vec()).await.unwrap();
     let r1 = store.put("w/a", b"a1".to_vec()).await.unwrap();
-    let txn = Txn { compares: vec![], ops: vec![Op::put("w/b", "b1"), Op::delete("w/a"), Op::put("out/b", "x")] };
+    let txn =
+        Txn { compares: vec![], ops: vec![Op::put("w/b", "b1"), Op::delete("w/a"), Op::put("out/b", "x")] };
     let r2 = store.txn(txn).await.unwrap().revision();
 
     let e = next_event(&mut watcher).await;
-    assert_eq!((e.kind, e.kv.key.as_str(), e.kv.value.as_slice(), e.revision()), (EventKind::Put, "w/a", &b"a1"[..], r1));
+    assert_eq!(
+        (e.kind, e.kv.key.as_str(), e.kv.value.as_slice(), e.revision()),
+        (EventKind::Put, "w/a", &b"a1"[..], r1)
+    );
     assert_eq!((e.kv.version, e.kv.create_revision), (2, r0));
     assert_eq!(e.prev.as_ref().map(|kv| (kv.value.as_slice(), kv.mod_revision)), Some((&b"a0"[..], r0)));
     let e = next_event(&mut watcher).await;
-    assert_eq!((e.kind, e.kv.key.as_str(), e.revision(), e.prev.is_none()), (EventKind::Put, "w/b", r2, true));
+    assert_eq!(
+        (e.kind, e.kv.key.as_str(), e.revision(), e.prev.is_none()),
+        (EventKind::Put, "w/b", r2, true)
+    );
     let e = next_event(&mut watcher).await;
     assert_eq!((e.kind, e.kv.key.as_str(), e.revision()), (EventKind::Delete, "w/a", r2));
     assert_eq!(e.prev.map(|kv| kv.value), Some(b"a1".to_vec()));
@@ -389,10 +409,12 @@ pub async fn compaction_forgets_old_history_only(harness: &dyn Harness) {
     let r3 = store.put("c/b", b"3".to_vec()).await.unwrap();
     store.delete("c/b").await.unwrap();
     let r5 = store.put("c/a", b"5".to_vec()).await.unwrap();
-    let at_r3 = store.range(&RangeRequest { revision: Some(r3), ..RangeRequest::prefix("c/") }).await.unwrap();
+    let at_r3 =
+        store.range(&RangeRequest { revision: Some(r3), ..RangeRequest::prefix("c/") }).await.unwrap();
 
     store.compact(r3).await.unwrap();
-    let again = store.range(&RangeRequest { revision: Some(r3), ..RangeRequest::prefix("c/") }).await.unwrap();
+    let again =
+        store.range(&RangeRequest { revision: Some(r3), ..RangeRequest::prefix("c/") }).await.unwrap();
     assert_eq!(again.kvs, at_r3.kvs, "reads at the compaction point still work");
     let old = RangeRequest { revision: Some(r2), ..RangeRequest::prefix("c/") };
     assert!(matches!(store.range(&old).await, Err(StoreError::Compacted { .. })));
@@ -421,7 +443,11 @@ pub async fn revoking_a_lease_deletes_its_keys(harness: &dyn Harness) {
     let lease = store.grant_lease(Duration::from_secs(60)).await.unwrap();
     assert!(lease.ttl >= Duration::from_secs(60));
     let leased = |key: &str| Op::Put { key: key.into(), value: b"v".to_vec(), lease: Some(lease.id) };
-    let r1 = store.txn(Txn { compares: vec![], ops: vec![leased("l/a"), leased("l/b")] }).await.unwrap().revision();
+    let r1 = store
+        .txn(Txn { compares: vec![], ops: vec![leased("l/a"), leased("l/b")] })
+        .await
+        .unwrap()
+        .revision();
     store.put("l/kept", b"v".to_vec()).await.unwrap();
     // Rewriting a key without the lease detaches it.
     store.txn(Txn { compares: vec![], ops: vec![leased("l/detached")] }).await.unwrap();

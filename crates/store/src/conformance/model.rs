@@ -10,8 +10,8 @@ use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
 use super::Harness;
 use crate::{
-    Compare, Event, EventKind, KeyValue, Op, Outcome, RangeRequest, Revision, Store, StoreError,
-    Txn, TxnResult,
+    Compare, Event, EventKind, KeyValue, Op, Outcome, RangeRequest, Revision, Store, StoreError, Txn,
+    TxnResult,
 };
 
 const KEYS: &[&str] = &["a", "a/b", "a/c", "ab", "b", "b/a", "c"];
@@ -174,7 +174,8 @@ async fn run(store: Arc<dyn Store>, steps: Vec<Step>) -> Result<(), TestCaseErro
             Step::DeleteIf { key, stale } => {
                 let current = model.current().get(KEYS[key]).cloned();
                 let revision = current.as_ref().map_or(1, |kv| kv.mod_revision + u64::from(stale));
-                let outcome = store.delete_if(KEYS[key], revision).await.map_err(|e| error("delete_if", e))?;
+                let outcome =
+                    store.delete_if(KEYS[key], revision).await.map_err(|e| error("delete_if", e))?;
                 let expected = match current {
                     Some(_) if !stale => {
                         model.write(&[(KEYS[key].to_owned(), None)]);

@@ -24,8 +24,8 @@ use tokio::time::Instant;
 
 use crate::watch::{Delivery, WatchSender, watch_channel};
 use crate::{
-    DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Lease, LeaseId, Op, RangeRequest,
-    RangeResult, Revision, Store, StoreError, Txn, TxnResult, WatchBatch, Watcher,
+    DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResult,
+    Revision, Store, StoreError, Txn, TxnResult, WatchBatch, Watcher,
 };
 use backend::{Backend, BatchEntry, MemoryBackend};
 use commit::{GroupCommit, Seq};

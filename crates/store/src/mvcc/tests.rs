@@ -22,7 +22,10 @@ async fn history_beyond_the_bound_is_compacted_automatically() {
     .await
     .expect("housekeeping compacts old history");
     let compacted = store.inner.read().compacted;
-    assert!((100 - 16 - 2..=100 - 16).contains(&compacted), "kept about 16 revisions, compacted at {compacted}");
+    assert!(
+        (100 - 16 - 2..=100 - 16).contains(&compacted),
+        "kept about 16 revisions, compacted at {compacted}"
+    );
     assert!(store.watch("", 100 - 16).await.is_ok(), "the retained history stays watchable");
     assert_eq!(store.range(&RangeRequest::prefix("k")).await.unwrap().kvs.len(), 3);
 }
@@ -96,7 +99,12 @@ async fn a_compaction_cut_short_by_a_crash_is_finished_on_open() {
     backend.apply(vec![(super::record::COMPACTED_KEY.to_vec(), Some(3u64.to_be_bytes().to_vec()))]).unwrap();
     let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
     let mut records = 0;
-    backend.scan(b"r", b"s", &mut |_, _| Ok(records += 1)).unwrap();
+    backend
+        .scan(b"r", b"s", &mut |_, _| {
+            records += 1;
+            Ok(())
+        })
+        .unwrap();
     assert_eq!(records, 2, "only a@3 and b@4 are still needed");
     let at = RangeRequest { revision: Some(3), ..RangeRequest::prefix("") };
     assert_eq!(store.range(&at).await.unwrap().kvs[0].value, b"3");
@@ -110,7 +118,8 @@ async fn the_revision_survives_compacting_away_every_record() {
     {
         let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
         store.put("a", b"1".to_vec()).await.unwrap();
-        let deleted = store.txn(Txn { compares: vec![], ops: vec![Op::delete("a")] }).await.unwrap().revision();
+        let deleted =
+            store.txn(Txn { compares: vec![], ops: vec![Op::delete("a")] }).await.unwrap().revision();
         store.compact(deleted).await.unwrap();
     }
     let store = MvccStore::open(backend, Options::default()).unwrap();

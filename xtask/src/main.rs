@@ -1,0 +1,181 @@
+//! `cargo xtask <task>`: the project's tasks, in Rust so they run wherever cargo does.
+//!
+//! - `ci`: formatting, clippy with warnings denied, every test, cargo-deny (bans, licences,
+//!   sources), tidy (every `.rs` file opens with a `//!` comment) and the boundary check (no
+//!   domain crate depends on an adapter). Green here means green in CI.
+//! - `bench store`: the storage benchmark, in release mode.
+
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// Crates on the outside of the hexagon: they may use axum, tonic, sled or etcd-client, and
+/// nothing at the centre may depend on them.
+const ADAPTERS: &[&str] = &["store-sled", "store-etcd", "apiserver", "grpc", "client", "testkit", "bench"];
+
+/// What a domain crate must never reach, directly or not.
+const FORBIDDEN: &[&str] = &[
+    "axum",
+    "tonic",
+    "hyper",
+    "sled",
+    "etcd-client",
+    "kayra-store-sled",
+    "kayra-store-etcd",
+    "kayra-apiserver",
+    "kayra-grpc",
+    "kayra-client",
+    "kayra-testkit",
+    "kayra-bench",
+];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let result = match args.as_slice() {
+        ["ci"] => ci(),
+        ["bench", "store"] => cargo(&["run", "--release", "--package", "kayra-bench", "--", "store"]),
+        _ => Err("usage: cargo xtask ci | cargo xtask bench store".to_owned()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("xtask: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn ci() -> Result<(), String> {
+    step("fmt", || cargo(&["fmt", "--all", "--check"]))?;
+    step("tidy", tidy)?;
+    step("boundaries", boundaries)?;
+    step("clippy", || {
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--all-features",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ])
+    })?;
+    step("deny", deny)?;
+    step("test", || cargo(&["nextest", "run", "--workspace", "--locked", "--no-fail-fast"]))?;
+    step("doctest", || cargo(&["test", "--workspace", "--doc", "--locked"]))
+}
+
+fn step(name: &str, run: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+    println!("==> {name}");
+    run().map_err(|error| format!("{name}: {error}"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace root").to_path_buf()
+}
+
+fn cargo(args: &[&str]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .map_err(|error| format!("cannot run cargo: {error}"))?;
+    if status.success() { Ok(()) } else { Err(format!("`cargo {}` failed ({status})", args.join(" "))) }
+}
+
+/// cargo-deny's bans (including the adapter wrappers), licences and sources. The advisory
+/// database cannot be fetched from these machines, so advisories are not checked here.
+fn deny() -> Result<(), String> {
+    let installed =
+        Command::new("cargo-deny").arg("--version").output().is_ok_and(|out| out.status.success());
+    if !installed {
+        if std::env::var_os("CI").is_some() {
+            return Err("cargo-deny is not installed; .ci/run installs it".to_owned());
+        }
+        println!("skipped: cargo-deny is not installed (cargo install cargo-deny --version 0.20.2 --locked)");
+        return Ok(());
+    }
+    cargo(&["deny", "--all-features", "check", "bans", "licenses", "sources"])
+}
+
+/// Every Rust file opens with a `//!` comment saying what it owns.
+fn tidy() -> Result<(), String> {
+    let mut missing = Vec::new();
+    for dir in ["crates", "bins", "xtask"] {
+        visit(&root().join(dir), &mut |path| {
+            if path.extension().is_some_and(|ext| ext == "rs") {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                if !text.starts_with("//!") {
+                    missing.push(path.display().to_string());
+                }
+            }
+        });
+    }
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("files without a //! header:\n  {}", missing.join("\n  ")))
+    }
+}
+
+fn visit(dir: &Path, found: &mut dyn FnMut(&Path)) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|name| name != "target") {
+                visit(&path, found);
+            }
+        } else {
+            found(&path);
+        }
+    }
+}
+
+/// No domain crate reaches an adapter, axum, tonic, hyper, sled or etcd-client.
+fn boundaries() -> Result<(), String> {
+    let mut violations = Vec::new();
+    let crates = std::fs::read_dir(root().join("crates")).map_err(|error| error.to_string())?;
+    for entry in crates.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if ADAPTERS.contains(&name.as_str()) || !entry.path().join("Cargo.toml").is_file() {
+            continue;
+        }
+        let package = format!("kayra-{name}");
+        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+            .args([
+                "tree",
+                "--quiet",
+                "--package",
+                &package,
+                "--edges",
+                "normal",
+                "--prefix",
+                "none",
+                "--all-features",
+            ])
+            .current_dir(root())
+            .output()
+            .map_err(|error| format!("cannot run cargo tree: {error}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "cargo tree failed for {package}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let tree = String::from_utf8_lossy(&output.stdout);
+        for line in tree.lines() {
+            let dependency = line.split_whitespace().next().unwrap_or_default();
+            if FORBIDDEN.contains(&dependency) {
+                violations.push(format!("{package} depends on {dependency}"));
+            }
+        }
+    }
+    violations.sort();
+    violations.dedup();
+    if violations.is_empty() { Ok(()) } else { Err(violations.join("\n")) }
+}
