@@ -603,6 +603,8 @@ impl Store for MvccStore {
             return Err(StoreError::FutureRevision { requested: after, current: state.revision });
         }
         let mut feed = self.inner.feed.lock().expect("watch feed lock poisoned");
+        // Watchers dropped on a quiet prefix are noticed here, as well as on delivery.
+        feed.subscribers.retain(|subscriber| !subscriber.sender.is_closed());
         let backlog = self.inner.history(&state, prefix, after, feed.published)?;
         let (sender, watcher) = watch_channel(self.inner.options.watch_buffer, after, backlog);
         feed.subscribers.push(Subscriber { prefix: prefix.to_owned(), after, sender });

@@ -22,7 +22,7 @@ pub(crate) const LEASE_TAG: u8 = b'l';
 
 const TOMBSTONE: u8 = 1;
 const HAS_LEASE: u8 = 2;
-const HEADER_LEN: usize = 1 + 8 + 8 + 8 + 4;
+pub(crate) const HEADER_LEN: usize = 1 + 8 + 8 + 8 + 4;
 
 /// The position of one key version in history: its revision and its place in the transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -141,39 +141,4 @@ pub(crate) fn decode_u64(name: &str, bytes: &[u8]) -> Result<u64, StoreError> {
         .try_into()
         .map(u64::from_be_bytes)
         .map_err(|_| StoreError::Corrupt(format!("{name} is {} bytes, not 8", bytes.len())))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn records_round_trip() {
-        let cases = [
-            ("a", Version::Live { create_revision: 3, version: 7, lease: None }, &b"v"[..]),
-            ("/registry/x", Version::Live { create_revision: 1, version: 1, lease: Some(LeaseId(-5)) }, b""),
-            ("gone", Version::Tombstone, b""),
-        ];
-        for (key, version, value) in cases {
-            let record = decode(&encode(key, version, value)).expect("a fresh record decodes");
-            assert_eq!((record.key.as_str(), record.version, record.value.as_slice()), (key, version, value));
-        }
-    }
-
-    #[test]
-    fn truncated_records_are_corrupt_not_panics() {
-        let bytes = encode("key", Version::Live { create_revision: 1, version: 1, lease: None }, b"value");
-        for len in 0..HEADER_LEN + 3 {
-            assert!(matches!(decode(&bytes[..len]), Err(StoreError::Corrupt(_))), "length {len}");
-        }
-    }
-
-    #[test]
-    fn record_keys_sort_by_revision() {
-        let revs = [Rev { main: 1, sub: 2 }, Rev { main: 2, sub: 0 }, Rev { main: 256, sub: 0 }];
-        for pair in revs.windows(2) {
-            assert!(pair[0].key() < pair[1].key());
-            assert_eq!(Rev::from_key(&pair[0].key()).expect("decodes"), pair[0]);
-        }
-    }
 }

@@ -1,12 +1,13 @@
-//! Engine behaviour the conformance suite cannot see: automatic compaction, lease expiry on a
-//! paused clock, and reopening a backend.
+//! Engine behaviour the conformance suite cannot see: the record layout, automatic compaction,
+//! lease expiry on a paused clock, and reopening a backend.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::backend::{Backend, MemoryBackend};
+use super::record::{self, HEADER_LEN, Rev, Version, decode, encode};
 use super::{MvccStore, Options};
-use crate::{Op, RangeRequest, Store, StoreError, Txn};
+use crate::{LeaseId, Op, RangeRequest, Store, StoreError, Txn};
 
 #[tokio::test]
 async fn history_beyond_the_bound_is_compacted_automatically() {
@@ -96,7 +97,7 @@ async fn a_compaction_cut_short_by_a_crash_is_finished_on_open() {
         store.put("b", b"x".to_vec()).await.unwrap();
     }
     // What a crash leaves after the compaction point was written but before any record went.
-    backend.apply(vec![(super::record::COMPACTED_KEY.to_vec(), Some(3u64.to_be_bytes().to_vec()))]).unwrap();
+    backend.apply(vec![(record::COMPACTED_KEY.to_vec(), Some(3u64.to_be_bytes().to_vec()))]).unwrap();
     let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
     let mut records = 0;
     backend
@@ -125,4 +126,34 @@ async fn the_revision_survives_compacting_away_every_record() {
     let store = MvccStore::open(backend, Options::default()).unwrap();
     assert_eq!(store.revision().await.unwrap(), 2, "revisions never move back");
     assert_eq!(store.put("a", b"again".to_vec()).await.unwrap(), 3);
+}
+
+#[test]
+fn records_round_trip() {
+    let cases = [
+        ("a", Version::Live { create_revision: 3, version: 7, lease: None }, &b"v"[..]),
+        ("/registry/x", Version::Live { create_revision: 1, version: 1, lease: Some(LeaseId(-5)) }, b""),
+        ("gone", Version::Tombstone, b""),
+    ];
+    for (key, version, value) in cases {
+        let record = decode(&encode(key, version, value)).expect("a fresh record decodes");
+        assert_eq!((record.key.as_str(), record.version, record.value.as_slice()), (key, version, value));
+    }
+}
+
+#[test]
+fn truncated_records_are_corrupt_not_panics() {
+    let bytes = encode("key", Version::Live { create_revision: 1, version: 1, lease: None }, b"value");
+    for len in 0..HEADER_LEN + 3 {
+        assert!(matches!(decode(&bytes[..len]), Err(StoreError::Corrupt(_))), "length {len}");
+    }
+}
+
+#[test]
+fn record_keys_sort_by_revision() {
+    let revs = [Rev { main: 1, sub: 2 }, Rev { main: 2, sub: 0 }, Rev { main: 256, sub: 0 }];
+    for pair in revs.windows(2) {
+        assert!(pair[0].key() < pair[1].key());
+        assert_eq!(Rev::from_key(&pair[0].key()).expect("decodes"), pair[0]);
+    }
 }
