@@ -66,31 +66,45 @@ impl GroupCommit {
                 if !state.flushing {
                     state.flushing = true;
                     state.failure = None;
-                    self.start_flush(backend.clone());
+                    drop(state);
+                    self.lead_flush(backend);
+                    continue;
                 }
             }
             flushed.await;
         }
     }
 
-    /// Flushes on a blocking thread. The flush finishes and wakes the waiters even if the
-    /// writer that started it is cancelled.
-    fn start_flush(self: &Arc<Self>, backend: Arc<dyn Backend>) {
-        let this = self.clone();
-        tokio::task::spawn_blocking(move || {
-            let upto = this.applied.load(Ordering::Acquire);
-            let result = backend.flush();
-            let mut state = this.state.lock().expect("group commit lock poisoned");
-            state.flushing = false;
-            match result {
-                Ok(()) => state.durable = state.durable.max(upto),
-                Err(error) => {
-                    tracing::error!(%error, "flushing the store failed");
-                    state.failure = Some((upto, error.to_string()));
-                }
+    /// Flushes as the leader of the next group. On a multi-threaded runtime the leader flushes
+    /// on its own thread (the runtime moves its other tasks away meanwhile), sparing two thread
+    /// hand-offs on the single-writer path; elsewhere the flush runs on a blocking thread. Either
+    /// way the flush completes and wakes the waiters even if the leader's caller goes away.
+    fn lead_flush(self: &Arc<Self>, backend: &Arc<dyn Backend>) {
+        let flush = {
+            let (this, backend) = (self.clone(), backend.clone());
+            move || {
+                let upto = this.applied.load(Ordering::Acquire);
+                let result = backend.flush();
+                this.finish_flush(upto, result);
             }
-            drop(state);
-            this.flushed.notify_waiters();
-        });
+        };
+        match tokio::runtime::Handle::current().runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(flush),
+            _ => drop(tokio::task::spawn_blocking(flush)),
+        }
+    }
+
+    fn finish_flush(&self, upto: Seq, result: Result<(), StoreError>) {
+        let mut state = self.state.lock().expect("group commit lock poisoned");
+        state.flushing = false;
+        match result {
+            Ok(()) => state.durable = state.durable.max(upto),
+            Err(error) => {
+                tracing::error!(%error, "flushing the store failed");
+                state.failure = Some((upto, error.to_string()));
+            }
+        }
+        drop(state);
+        self.flushed.notify_waiters();
     }
 }
