@@ -275,6 +275,9 @@ impl Store for EtcdStore {
 
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
         txn.validate(self.max_value_size)?;
+        if let (true, [Op::Put { key, value, lease }]) = (txn.compares.is_empty(), txn.ops.as_slice()) {
+            return self.put_one(key, value, *lease).await;
+        }
         let compares: Vec<etcd_client::Compare> = txn
             .compares
             .iter()
@@ -445,6 +448,31 @@ impl Store for EtcdStore {
 }
 
 impl EtcdStore {
+    /// An unconditional single put, which etcd serves more cheaply as a put than as a
+    /// transaction.
+    async fn put_one(
+        &self,
+        key: &str,
+        value: &[u8],
+        lease: Option<LeaseId>,
+    ) -> Result<TxnResult, StoreError> {
+        let mut options = PutOptions::new().with_prev_key();
+        if let Some(lease) = lease {
+            options = options.with_lease(lease.0);
+        }
+        let mut client = self.client.clone();
+        let response =
+            client.put(self.full_key(key), value, Some(options)).await.map_err(|error| {
+                match (classify(&error), lease) {
+                    (Some(Known::LeaseNotFound), Some(lease)) => StoreError::LeaseNotFound(lease),
+                    _ => store_error("write a key", error),
+                }
+            })?;
+        let revision = response.header().map_or(0, |header| revision(header.revision()));
+        let prev = response.prev_key().map(|kv| self.key_value(kv)).transpose()?;
+        Ok(TxnResult::Applied { revision, prev: vec![prev] })
+    }
+
     /// Feeds a watcher from etcd's stream until something ends it; answers the error to hand
     /// the watcher, or `None` when the watcher is gone or was cut off.
     async fn forward(
