@@ -1,0 +1,840 @@
+//! The registry: Kubernetes semantics over the storage port, for every Kind alike.
+//!
+//! It turns store revisions into `resourceVersion`s and compare-and-swap into optimistic
+//! concurrency; stamps `uid`, `creationTimestamp` and `generation`; keeps `status` apart when it
+//! is a subresource; runs finalizers and graceful deletion; serves lists with label and field
+//! selectors and consistent pagination. Start at [`Registry`].
+//!
+//! It knows nothing of HTTP (errors are [`RegistryError`]s that the HTTP adapter maps), of any
+//! particular Kind (a [`Resource`] describes one and its [`Strategy`] adds its rules), or of
+//! any storage engine (it holds an `Arc<dyn Store>`).
+
+mod error;
+pub mod fields;
+pub mod labels;
+mod object;
+mod resource;
+mod token;
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use kayra_store::{Outcome, RangeRequest, Revision, Store, StoreError};
+use serde_json::{Map, Value, json};
+
+pub use error::{Cause, RegistryError};
+pub use object::{Object, finalizers, is_dns_label, is_dns_subdomain, labels as object_labels, meta_str};
+pub use resource::{NoRules, Resource, Strategy, path};
+
+use fields::FieldSelector;
+use labels::LabelSelector;
+use token::Continue;
+
+/// How many times a write that lost a race to another writer is retried before the conflict
+/// is reported (patches and deletes without preconditions, generated names).
+const RETRIES: usize = 8;
+
+/// The most items one list page holds when the client sets no limit of its own.
+const MAX_PAGE: usize = 100_000;
+
+/// Where time comes from, so tests can fix it.
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// Generic create, get, list, update, patch and delete over the storage port.
+#[derive(Clone)]
+pub struct Registry {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    root: String,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry").field("root", &self.root).finish_non_exhaustive()
+    }
+}
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Part {
+    /// The object: everything but `status` when status is a subresource.
+    #[default]
+    Main,
+    /// The `/status` subresource: only `status`.
+    Status,
+}
+
+/// Options of a write.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WriteOptions {
+    /// Validate and answer as if writing, but write nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// The object or its status.
+    pub part: Part,
+}
+
+/// The patch formats the registry applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// RFC 7386 JSON merge patch (`application/merge-patch+json`).
+    Merge,
+    /// RFC 6902 JSON patch (`application/json-patch+json`).
+    Json,
+}
+
+/// The largest number of operations a JSON patch may hold.
+pub const MAX_PATCH_OPERATIONS: usize = 10_000;
+
+/// Options of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// `labelSelector`.
+    pub label_selector: Option<String>,
+    /// `fieldSelector`.
+    pub field_selector: Option<String>,
+    /// `limit`: at most this many items; a continue token brings the rest.
+    pub limit: Option<usize>,
+    /// `continue`: a token from a previous page.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`: `NotOlderThan` or `Exact`.
+    pub resource_version_match: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct List {
+    /// The objects, in key order (namespace, then name).
+    pub items: Vec<Object>,
+    /// The revision the list was read at, as `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// The token for the next page, when there is one.
+    pub continue_token: Option<String>,
+    /// How many more objects the remaining pages hold, when known.
+    pub remaining_item_count: Option<u64>,
+}
+
+/// Preconditions and policy of a delete (the `DeleteOptions` body).
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// The object must have this uid.
+    pub uid: Option<String>,
+    /// The object must be at this resourceVersion.
+    pub resource_version: Option<String>,
+    /// `Orphan`, `Background` or `Foreground`.
+    pub propagation_policy: Option<String>,
+    /// Accepted for compatibility; deletion is immediate once finalizers are done.
+    pub grace_period_seconds: Option<i64>,
+    /// Validate and answer as if deleting, but delete nothing.
+    pub dry_run: bool,
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Deleted {
+    /// The object is gone; this was its last state.
+    Gone(Object),
+    /// The object has finalizers: it is marked for deletion and stays until they are removed.
+    Pending(Object),
+}
+
+impl Registry {
+    /// A registry keeping its objects under `root` (such as `/registry/`) in the store.
+    pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, root: impl Into<String>) -> Registry {
+        Registry { store, clock, root: root.into() }
+    }
+
+    /// The store key of one object.
+    fn key(&self, resource: &Resource, namespace: Option<&str>, name: &str) -> String {
+        match (resource.namespaced, namespace) {
+            (true, Some(namespace)) => format!("{}{namespace}/{name}", resource.store_prefix(&self.root)),
+            _ => format!("{}{name}", resource.store_prefix(&self.root)),
+        }
+    }
+
+    fn now(&self) -> String {
+        let now = self.clock.now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+        let seconds = i64::try_from(now.as_secs()).unwrap_or(i64::MAX);
+        jiff::Timestamp::from_second(seconds)
+            .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string()
+    }
+
+    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<Object, RegistryError> {
+        let mut object: Object = serde_json::from_slice(value)
+            .map_err(|error| RegistryError::Corrupt { key: key.to_owned(), message: error.to_string() })?;
+        object::metadata_mut(&mut object)
+            .insert("resourceVersion".into(), Value::String(revision.to_string()));
+        Ok(object)
+    }
+
+    fn encode(object: &Object) -> Vec<u8> {
+        let mut stored = object.clone();
+        object::metadata_mut(&mut stored).remove("resourceVersion");
+        serde_json::to_vec(&stored).expect("JSON values serialise")
+    }
+
+    /// The object, with `resourceVersion` set to its last write's revision.
+    pub async fn get(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Object, RegistryError> {
+        let key = self.key(resource, namespace, name);
+        match self.store.get(&key).await? {
+            Some(kv) => self.decode(&key, &kv.value, kv.mod_revision),
+            None => Err(not_found(resource, name)),
+        }
+    }
+
+    /// Creates an object in `namespace` (ignored for cluster-scoped resources).
+    pub async fn create(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        body: Value,
+        options: WriteOptions,
+    ) -> Result<Object, RegistryError> {
+        let mut object = self.body(resource, namespace, body)?;
+        let metadata = object::metadata_mut(&mut object);
+        if metadata.get("resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
+            return Err(invalid(
+                resource,
+                &object,
+                vec![Cause::invalid(
+                    "metadata.resourceVersion",
+                    "resourceVersion should not be set on objects to be created",
+                )],
+            ));
+        }
+        let metadata = object::metadata_mut(&mut object);
+        for field in ["uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+            metadata.remove(field);
+        }
+        metadata.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        metadata.insert("creationTimestamp".into(), Value::String(self.now()));
+        metadata.insert("generation".into(), json!(1));
+        if resource.status_subresource {
+            object.remove("status");
+        }
+        resource.strategy.default(&mut object);
+        let generate = meta_str(&object, "name").is_empty() && !meta_str(&object, "generateName").is_empty();
+        let mut causes = object::check_metadata(&object);
+        if !generate {
+            causes.extend(name_causes(resource, meta_str(&object, "name")));
+        }
+        causes.extend(resource.strategy.validate(&object, None));
+        if !causes.is_empty() {
+            return Err(invalid(resource, &object, causes));
+        }
+        if resource.namespaced {
+            self.check_namespace_accepts(namespace.unwrap_or_default()).await?;
+        }
+        for _ in 0..RETRIES {
+            if generate {
+                let name = format!("{}{}", meta_str(&object, "generateName"), random_suffix());
+                if let Some(message) = resource.strategy.validate_name(&name) {
+                    return Err(invalid(
+                        resource,
+                        &object,
+                        vec![Cause::invalid("metadata.generateName", message)],
+                    ));
+                }
+                object::metadata_mut(&mut object).insert("name".into(), Value::String(name));
+            }
+            let name = meta_str(&object, "name").to_owned();
+            let key = self.key(resource, namespace, &name);
+            if options.dry_run {
+                if self.store.get(&key).await?.is_some() {
+                    return Err(already_exists(resource, &name));
+                }
+                return Ok(object);
+            }
+            match self.store.create(&key, Self::encode(&object)).await? {
+                Outcome::Applied(revision) => {
+                    object::metadata_mut(&mut object)
+                        .insert("resourceVersion".into(), Value::String(revision.to_string()));
+                    return Ok(object);
+                }
+                Outcome::Conflict(_) if generate => continue,
+                Outcome::Conflict(_) => return Err(already_exists(resource, &name)),
+            }
+        }
+        Err(RegistryError::Conflict {
+            resource: resource.qualified(),
+            name: meta_str(&object, "generateName").to_owned(),
+            message: "no free name could be generated; try again".to_owned(),
+        })
+    }
+
+    /// A namespace that does not exist, or is being deleted, takes no new objects.
+    async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), RegistryError> {
+        let key = format!("{}core/namespaces/{namespace}", self.root);
+        let Some(kv) = self.store.get(&key).await? else {
+            return Err(RegistryError::NotFound {
+                resource: "namespaces".to_owned(),
+                name: namespace.to_owned(),
+            });
+        };
+        let namespace_object = self.decode(&key, &kv.value, kv.mod_revision)?;
+        let terminating = !meta_str(&namespace_object, "deletionTimestamp").is_empty()
+            || path(&namespace_object, "status.phase").and_then(Value::as_str) == Some("Terminating");
+        if terminating {
+            return Err(RegistryError::Forbidden(format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks a request body's envelope: a map whose `apiVersion`, `kind` and namespace (when
+    /// given) agree with the request.
+    fn body(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        body: Value,
+    ) -> Result<Object, RegistryError> {
+        let Value::Object(mut object) = body else {
+            return Err(RegistryError::BadRequest("the request body must be a JSON object".to_owned()));
+        };
+        match object.get("kind").and_then(Value::as_str) {
+            None | Some("") => {
+                object.insert("kind".into(), Value::String(resource.kind.clone()));
+            }
+            Some(kind) if kind == resource.kind => {}
+            Some(kind) => {
+                return Err(RegistryError::BadRequest(format!(
+                    "the body holds a {kind}, but this endpoint serves {}",
+                    resource.kind
+                )));
+            }
+        }
+        let api_version = resource.api_version();
+        match object.get("apiVersion").and_then(Value::as_str) {
+            None | Some("") => {
+                object.insert("apiVersion".into(), Value::String(api_version));
+            }
+            Some(given) if given == api_version => {}
+            Some(given) => {
+                return Err(RegistryError::BadRequest(format!(
+                    "the body's apiVersion {given} does not match {api_version}"
+                )));
+            }
+        }
+        let metadata = object::metadata_mut(&mut object);
+        if resource.namespaced {
+            let namespace = namespace.unwrap_or_default();
+            match metadata.get("namespace").and_then(Value::as_str) {
+                None | Some("") => {
+                    metadata.insert("namespace".into(), Value::String(namespace.to_owned()));
+                }
+                Some(given) if given == namespace => {}
+                Some(_) => {
+                    return Err(RegistryError::BadRequest(
+                        "the namespace of the provided object does not match the namespace sent on the request"
+                            .to_owned(),
+                    ));
+                }
+            }
+        } else {
+            metadata.remove("namespace");
+        }
+        Ok(object)
+    }
+
+    /// Replaces an object (or its status). A `resourceVersion` in the body must be current;
+    /// without one the write applies to whatever is current.
+    pub async fn update(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        body: Value,
+        options: WriteOptions,
+    ) -> Result<Object, RegistryError> {
+        let object = self.body(resource, namespace, body)?;
+        let given = meta_str(&object, "name");
+        if given != name {
+            return Err(RegistryError::BadRequest(format!(
+                "the name of the object ({given}) does not match the name on the URL ({name})"
+            )));
+        }
+        let expected = match meta_str(&object, "resourceVersion") {
+            "" => None,
+            rv => Some(parse_revision(rv)?),
+        };
+        self.replace(resource, namespace, name, expected, options, |_| Ok(object.clone())).await
+    }
+
+    /// Applies a patch to the current object (or its status) and writes the result. A patch
+    /// that sets `metadata.resourceVersion` applies only at that version; otherwise a patch
+    /// that loses a race to another writer is re-applied to the newer object.
+    pub async fn patch(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        patch: &[u8],
+        options: WriteOptions,
+    ) -> Result<Object, RegistryError> {
+        let patch: Value = serde_json::from_slice(patch)
+            .map_err(|error| RegistryError::BadRequest(format!("the patch is not valid JSON: {error}")))?;
+        let operations = match kind {
+            PatchKind::Json => {
+                let operations: json_patch::Patch =
+                    serde_json::from_value(patch.clone()).map_err(|error| {
+                        RegistryError::BadRequest(format!("the JSON patch is malformed: {error}"))
+                    })?;
+                if operations.0.len() > MAX_PATCH_OPERATIONS {
+                    return Err(RegistryError::BadRequest(format!(
+                        "the JSON patch has {} operations, more than the {MAX_PATCH_OPERATIONS} allowed",
+                        operations.0.len()
+                    )));
+                }
+                Some(operations)
+            }
+            PatchKind::Merge => {
+                if !patch.is_object() {
+                    return Err(RegistryError::BadRequest("a merge patch must be a JSON object".to_owned()));
+                }
+                None
+            }
+        };
+        let apply = |current: &Object| -> Result<Object, RegistryError> {
+            let mut document = Value::Object(current.clone());
+            match &operations {
+                Some(operations) => json_patch::patch(&mut document, operations).map_err(|error| {
+                    RegistryError::BadRequest(format!("the JSON patch does not apply: {error}"))
+                })?,
+                None => json_patch::merge(&mut document, &patch),
+            }
+            let patched = self.body(resource, namespace, document)?;
+            if meta_str(&patched, "name") != name {
+                return Err(RegistryError::BadRequest("a patch may not change the object's name".to_owned()));
+            }
+            Ok(patched)
+        };
+        let pinned = match kind {
+            PatchKind::Merge => patch.pointer("/metadata/resourceVersion").and_then(Value::as_str),
+            PatchKind::Json => None,
+        };
+        let expected = pinned.filter(|rv| !rv.is_empty()).map(parse_revision).transpose()?;
+        self.replace(resource, namespace, name, expected, options, apply).await
+    }
+
+    /// The heart of update and patch: read, build the new object from the current one, carry
+    /// over what clients cannot change, validate, and compare-and-swap; retried when another
+    /// writer won a race and the caller did not pin a version.
+    async fn replace(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        expected: Option<Revision>,
+        options: WriteOptions,
+        build: impl Fn(&Object) -> Result<Object, RegistryError>,
+    ) -> Result<Object, RegistryError> {
+        let key = self.key(resource, namespace, name);
+        for _ in 0..RETRIES {
+            let Some(current) = self.store.get(&key).await? else {
+                return Err(not_found(resource, name));
+            };
+            if expected.is_some_and(|expected| expected != current.mod_revision) {
+                return Err(stale(resource, name));
+            }
+            let old = self.decode(&key, &current.value, current.mod_revision)?;
+            let mut object = build(&old)?;
+            let mut causes = object::check_metadata(&object);
+            if !causes.is_empty() {
+                return Err(invalid(resource, &object, std::mem::take(&mut causes)));
+            }
+            carry_over(resource, &old, &mut object, options.part);
+            resource.strategy.default(&mut object);
+            causes.extend(resource.strategy.validate(&object, Some(&old)));
+            if !causes.is_empty() {
+                return Err(invalid(resource, &object, causes));
+            }
+            if object::spec_of(&object) != object::spec_of(&old) {
+                let generation = path(&old, "metadata.generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+                object::metadata_mut(&mut object).insert("generation".into(), json!(generation));
+            }
+            let finished =
+                !meta_str(&object, "deletionTimestamp").is_empty() && finalizers(&object).is_empty();
+            if options.dry_run {
+                return Ok(object);
+            }
+            if finished {
+                match self.store.delete_if(&key, current.mod_revision).await? {
+                    Outcome::Applied(_) => return Ok(object),
+                    Outcome::Conflict(_) if expected.is_none() => continue,
+                    Outcome::Conflict(_) => return Err(stale(resource, name)),
+                }
+            }
+            if object == old {
+                return Ok(old);
+            }
+            match self.store.update_if(&key, Self::encode(&object), current.mod_revision).await? {
+                Outcome::Applied(revision) => {
+                    object::metadata_mut(&mut object)
+                        .insert("resourceVersion".into(), Value::String(revision.to_string()));
+                    return Ok(object);
+                }
+                Outcome::Conflict(None) => return Err(not_found(resource, name)),
+                Outcome::Conflict(Some(_)) if expected.is_none() => continue,
+                Outcome::Conflict(Some(_)) => return Err(stale(resource, name)),
+            }
+        }
+        Err(stale(resource, name))
+    }
+
+    /// Deletes an object, or marks it for deletion while finalizers remain.
+    pub async fn delete(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, RegistryError> {
+        if let Some(policy) = &options.propagation_policy
+            && !matches!(policy.as_str(), "Orphan" | "Background" | "Foreground")
+        {
+            return Err(RegistryError::BadRequest(format!(
+                "propagationPolicy {policy:?} is not one of Orphan, Background, Foreground"
+            )));
+        }
+        if options.grace_period_seconds.is_some_and(|seconds| seconds < 0) {
+            return Err(RegistryError::BadRequest("gracePeriodSeconds must not be negative".to_owned()));
+        }
+        let pinned = options
+            .resource_version
+            .as_deref()
+            .filter(|rv| !rv.is_empty())
+            .map(parse_revision)
+            .transpose()?;
+        let key = self.key(resource, namespace, name);
+        for _ in 0..RETRIES {
+            let Some(current) = self.store.get(&key).await? else {
+                return Err(not_found(resource, name));
+            };
+            let mut object = self.decode(&key, &current.value, current.mod_revision)?;
+            if let Some(uid) = options.uid.as_deref().filter(|uid| *uid != meta_str(&object, "uid")) {
+                return Err(RegistryError::Conflict {
+                    resource: resource.qualified(),
+                    name: name.to_owned(),
+                    message: format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta_str(&object, "uid")
+                    ),
+                });
+            }
+            if let Some(rv) = pinned.filter(|rv| *rv != current.mod_revision) {
+                return Err(RegistryError::Conflict {
+                    resource: resource.qualified(),
+                    name: name.to_owned(),
+                    message: format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        current.mod_revision
+                    ),
+                });
+            }
+            if !finalizers(&object).is_empty() {
+                if !meta_str(&object, "deletionTimestamp").is_empty() {
+                    return Ok(Deleted::Pending(object));
+                }
+                let metadata = object::metadata_mut(&mut object);
+                metadata.insert("deletionTimestamp".into(), Value::String(self.now()));
+                metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
+                if options.dry_run {
+                    return Ok(Deleted::Pending(object));
+                }
+                match self.store.update_if(&key, Self::encode(&object), current.mod_revision).await? {
+                    Outcome::Applied(revision) => {
+                        object::metadata_mut(&mut object)
+                            .insert("resourceVersion".into(), Value::String(revision.to_string()));
+                        return Ok(Deleted::Pending(object));
+                    }
+                    Outcome::Conflict(_) => continue,
+                }
+            }
+            if options.dry_run {
+                return Ok(Deleted::Gone(object));
+            }
+            match self.store.delete_if(&key, current.mod_revision).await? {
+                Outcome::Applied(_) => return Ok(Deleted::Gone(object)),
+                Outcome::Conflict(_) => continue,
+            }
+        }
+        Err(stale(resource, name))
+    }
+
+    /// One page of the objects in `namespace` (every namespace when `None`) that match the
+    /// selectors, read at one revision however many pages it takes.
+    pub async fn list(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<List, RegistryError> {
+        let labels = LabelSelector::parse(options.label_selector.as_deref().unwrap_or_default())
+            .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
+        let field_labels: Vec<&str> = resource.field_labels.clone();
+        let fields =
+            FieldSelector::parse(options.field_selector.as_deref().unwrap_or_default(), &field_labels)
+                .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
+        let base = resource.store_prefix(&self.root);
+        let prefix = match (resource.namespaced, namespace) {
+            (true, Some(namespace)) => format!("{base}{namespace}/"),
+            _ => base.clone(),
+        };
+        let (revision, start) = self.list_start(options, &base, &prefix).await?;
+        let limit = options.limit.filter(|limit| *limit > 0).unwrap_or(MAX_PAGE).min(MAX_PAGE);
+        let filtered = !labels.is_empty() || !fields.is_empty();
+        let mut items = Vec::new();
+        let mut next = start;
+        let mut read_at = revision;
+        let mut remaining = None;
+        let mut continue_from = None;
+        'pages: loop {
+            // Without selectors every key read is an item, so read exactly what is missing;
+            // with them, read in chunks until enough match.
+            let chunk = if filtered { (limit - items.len()).max(500) } else { limit - items.len() };
+            let request = RangeRequest {
+                prefix: prefix.clone(),
+                start: Some(next.clone()),
+                limit: Some(chunk),
+                revision: read_at,
+            };
+            let page = match self.store.range(&request).await {
+                Ok(page) => page,
+                Err(StoreError::Compacted { requested, compacted }) => {
+                    return Err(expired(
+                        options.continue_token.is_some(),
+                        &next,
+                        &base,
+                        requested,
+                        compacted,
+                    ));
+                }
+                Err(error) => return Err(error.into()),
+            };
+            read_at = Some(page.revision);
+            let read = page.kvs.len();
+            let mut last_key = None;
+            for (at, kv) in page.kvs.into_iter().enumerate() {
+                let object = self.decode(&kv.key, &kv.value, kv.mod_revision)?;
+                if labels.matches(&object::labels(&object)) && fields.matches(&Value::Object(object.clone()))
+                {
+                    items.push(object);
+                }
+                if items.len() == limit {
+                    if at + 1 < read || page.more {
+                        continue_from = Some(format!("{}\0", kv.key));
+                        remaining = (!filtered).then(|| (page.count - (at + 1)) as u64);
+                    }
+                    break 'pages;
+                }
+                last_key = Some(kv.key);
+            }
+            match last_key {
+                Some(key) if page.more => next = format!("{key}\0"),
+                _ => break,
+            }
+        }
+        let revision = read_at.unwrap_or_default();
+        let continue_token = continue_from
+            .and_then(|key| key.strip_prefix(&base).map(str::to_owned))
+            .map(|start| Continue::new(revision, start).encode());
+        Ok(List {
+            items,
+            resource_version: revision.to_string(),
+            remaining_item_count: remaining.filter(|_| continue_token.is_some()).filter(|n| *n > 0),
+            continue_token,
+        })
+    }
+
+    /// Where a list starts: the revision to read at (`None` for the latest) and the first key.
+    async fn list_start(
+        &self,
+        options: &ListOptions,
+        base: &str,
+        prefix: &str,
+    ) -> Result<(Option<Revision>, String), RegistryError> {
+        let rv = options.resource_version.as_deref().filter(|rv| !rv.is_empty());
+        if let Some(token) = options.continue_token.as_deref().filter(|token| !token.is_empty()) {
+            if rv.is_some_and(|rv| rv != "0") {
+                return Err(RegistryError::BadRequest(
+                    "specifying resource version is not allowed when using continue".to_owned(),
+                ));
+            }
+            let token = Continue::decode(token).ok_or_else(|| {
+                RegistryError::BadRequest(
+                    "continue key is not valid: it was not issued by this server".to_owned(),
+                )
+            })?;
+            let start = format!("{base}{}", token.start);
+            if !start.starts_with(prefix) {
+                return Err(RegistryError::BadRequest(
+                    "continue key does not belong to this list".to_owned(),
+                ));
+            }
+            return Ok(((token.rv > 0).then_some(token.rv), start));
+        }
+        let revision = match (rv, options.resource_version_match.as_deref().filter(|m| !m.is_empty())) {
+            (None, Some(_)) => {
+                return Err(RegistryError::BadRequest(
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided".to_owned(),
+                ));
+            }
+            (None | Some("0"), None) => None,
+            (Some(rv), Some("Exact")) => Some(parse_revision(rv)?),
+            (Some(rv), None | Some("NotOlderThan")) => {
+                let requested = parse_revision(rv)?;
+                let current = self.store.revision().await?;
+                if requested > current {
+                    return Err(RegistryError::TooLargeResourceVersion { requested, current });
+                }
+                None
+            }
+            (Some(_), Some(other)) => {
+                return Err(RegistryError::BadRequest(format!(
+                    "resourceVersionMatch {other:?} is not one of NotOlderThan, Exact"
+                )));
+            }
+        };
+        Ok((revision, prefix.to_owned()))
+    }
+}
+
+/// The answer to a list whose revision is older than the retained history: for a continue
+/// token, a hint token that lists the rest at the latest revision.
+fn expired(
+    continuing: bool,
+    next: &str,
+    base: &str,
+    requested: Revision,
+    compacted: Revision,
+) -> RegistryError {
+    if continuing {
+        let hint = next.strip_prefix(base).map(|start| Continue::new(0, start.to_owned()).encode());
+        return RegistryError::Expired {
+            message: "The provided continue parameter is too old to display a consistent list result. You can \
+                      start a new list without the continue parameter, or use the continue token in this \
+                      response to retrieve the remainder of the results. Continuing with the provided token \
+                      results in an inconsistent list - objects that were created, modified, or deleted between \
+                      the time the first chunk was returned and now may show up in the list."
+                .to_owned(),
+            continue_from: hint,
+        };
+    }
+    RegistryError::Expired {
+        message: format!("too old resource version: {requested} ({compacted})"),
+        continue_from: None,
+    }
+}
+
+/// Copies onto a written object what the writer may not change: identity and history always,
+/// and `status` (on the object) or everything but `status` (on `/status`).
+fn carry_over(resource: &Resource, old: &Object, object: &mut Object, part: Part) {
+    if part == Part::Status {
+        let status = object.remove("status");
+        *object = old.clone();
+        match status {
+            Some(status) => object.insert("status".into(), status),
+            None => object.remove("status"),
+        };
+        return;
+    }
+    if resource.status_subresource {
+        match old.get("status") {
+            Some(status) => object.insert("status".into(), status.clone()),
+            None => object.remove("status"),
+        };
+    }
+    let old_metadata = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
+    let metadata = object::metadata_mut(object);
+    for field in [
+        "uid",
+        "creationTimestamp",
+        "generation",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "namespace",
+        "resourceVersion",
+    ] {
+        match old_metadata.get(field) {
+            Some(value) => metadata.insert(field.into(), value.clone()),
+            None => metadata.remove(field),
+        };
+    }
+}
+
+fn parse_revision(rv: &str) -> Result<Revision, RegistryError> {
+    rv.parse::<Revision>().map_err(|_| {
+        RegistryError::BadRequest(format!("resourceVersion {rv:?} is not one this server issued"))
+    })
+}
+
+fn name_causes(resource: &Resource, name: &str) -> Vec<Cause> {
+    if name.is_empty() {
+        return vec![Cause::required("metadata.name")];
+    }
+    resource
+        .strategy
+        .validate_name(name)
+        .map(|message| Cause::invalid("metadata.name", message))
+        .into_iter()
+        .collect()
+}
+
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    uuid::Uuid::new_v4().as_bytes()[..5]
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect()
+}
+
+fn not_found(resource: &Resource, name: &str) -> RegistryError {
+    RegistryError::NotFound { resource: resource.qualified(), name: name.to_owned() }
+}
+
+fn already_exists(resource: &Resource, name: &str) -> RegistryError {
+    RegistryError::AlreadyExists { resource: resource.qualified(), name: name.to_owned() }
+}
+
+fn stale(resource: &Resource, name: &str) -> RegistryError {
+    RegistryError::Conflict {
+        resource: resource.qualified(),
+        name: name.to_owned(),
+        message:
+            "the object has been modified; please apply your changes to the latest version and try again"
+                .to_owned(),
+    }
+}
+
+fn invalid(resource: &Resource, object: &Object, causes: Vec<Cause>) -> RegistryError {
+    RegistryError::Invalid { kind: resource.kind.clone(), name: meta_str(object, "name").to_owned(), causes }
+}
+
+/// A map from a list of pairs, for building objects in tests and strategies.
+pub fn map(pairs: impl IntoIterator<Item = (&'static str, Value)>) -> Map<String, Value> {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}

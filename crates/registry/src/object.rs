@@ -1,0 +1,117 @@
+//! Reading and writing the parts of an object the registry owns, on its JSON form: every Kind
+//! shares `apiVersion`, `kind` and `metadata`, and the registry needs nothing else.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::Cause;
+
+/// An object as JSON: a map with `apiVersion`, `kind`, `metadata` and the Kind's own fields.
+pub type Object = Map<String, Value>;
+
+/// The object's `metadata`, created empty if missing or not a map.
+pub(crate) fn metadata_mut(object: &mut Object) -> &mut Map<String, Value> {
+    let metadata = object.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    if !metadata.is_object() {
+        *metadata = Value::Object(Map::new());
+    }
+    metadata.as_object_mut().expect("made a map above")
+}
+
+/// A string field of `metadata`; empty when missing.
+pub fn meta_str<'a>(object: &'a Object, field: &str) -> &'a str {
+    object.get("metadata").and_then(|m| m.get(field)).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The object's labels.
+pub fn labels(object: &Object) -> BTreeMap<String, String> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels.iter().filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned()))).collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The object's finalizers.
+pub fn finalizers(object: &Object) -> Vec<String> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Everything the Kind's spec is made of: the object without `apiVersion`, `kind`,
+/// `metadata` and `status`. A change here bumps `metadata.generation`.
+pub(crate) fn spec_of(object: &Object) -> Map<String, Value> {
+    object
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "apiVersion" | "kind" | "metadata" | "status"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Checks the shape of `metadata` fields clients may write: strings where strings belong,
+/// string-to-string maps for labels and annotations, label keys and values well formed.
+pub(crate) fn check_metadata(object: &Object) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    let Some(metadata) = object.get("metadata") else { return causes };
+    let Some(metadata) = metadata.as_object() else {
+        causes.push(Cause::invalid("metadata", "must be an object"));
+        return causes;
+    };
+    for field in ["name", "generateName", "namespace", "resourceVersion", "uid"] {
+        if metadata.get(field).is_some_and(|v| !v.is_string() && !v.is_null()) {
+            causes.push(Cause::invalid(format!("metadata.{field}"), "must be a string"));
+        }
+    }
+    for field in ["labels", "annotations"] {
+        match metadata.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(map)) => {
+                for (key, value) in map {
+                    if !value.is_string() {
+                        causes.push(Cause::invalid(format!("metadata.{field}.{key}"), "must be a string"));
+                    } else if field == "labels" {
+                        if let Err(error) = crate::labels::validate_key(key) {
+                            causes.push(Cause::invalid(format!("metadata.labels.{key}"), error.0));
+                        } else if let Err(error) =
+                            crate::labels::validate_value(value.as_str().unwrap_or_default())
+                        {
+                            causes.push(Cause::invalid(format!("metadata.labels.{key}"), error.0));
+                        }
+                    }
+                }
+            }
+            Some(_) => causes.push(Cause::invalid(format!("metadata.{field}"), "must be a map of strings")),
+        }
+    }
+    match metadata.get("finalizers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => {}
+        Some(_) => causes.push(Cause::invalid("metadata.finalizers", "must be a list of strings")),
+    }
+    causes
+}
+
+/// Whether `name` is a DNS subdomain (RFC 1123): lowercase alphanumerics, `-` and `.`, at
+/// most 253 characters, alphanumeric at both ends of each label.
+pub fn is_dns_subdomain(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 253 && name.split('.').all(is_dns_label)
+}
+
+/// Whether `name` is a DNS label (RFC 1123): at most 63 lowercase alphanumerics or `-`,
+/// alphanumeric at both ends.
+pub fn is_dns_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+}

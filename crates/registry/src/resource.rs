@@ -1,0 +1,93 @@
+//! What the registry must know about a Kind, and the hooks through which a Kind adds its own
+//! defaults and rules.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::{Cause, Object};
+
+/// One resource the registry serves: a Kind in one group and version, and how it is stored.
+#[derive(Clone)]
+pub struct Resource {
+    /// The API group; empty for the core group.
+    pub group: String,
+    /// The version served.
+    pub version: String,
+    /// The Kind, as in `kind:`.
+    pub kind: String,
+    /// The lowercase plural used in paths.
+    pub plural: String,
+    /// Whether objects live in a namespace.
+    pub namespaced: bool,
+    /// Whether `status` is a subresource: writes to the object leave it alone, and only
+    /// writes to `/status` change it.
+    pub status_subresource: bool,
+    /// Fields beyond `metadata.name` and `metadata.namespace` that field selectors may use.
+    pub field_labels: Vec<&'static str>,
+    /// The Kind's defaults and rules.
+    pub strategy: Arc<dyn Strategy>,
+}
+
+impl std::fmt::Debug for Resource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resource")
+            .field("group", &self.group)
+            .field("plural", &self.plural)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Resource {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// `plural.group`, or `plural` for the core group: how errors name the resource.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() { self.plural.clone() } else { format!("{}.{}", self.plural, self.group) }
+    }
+
+    /// The folder of the store all this resource's objects live under.
+    pub(crate) fn store_prefix(&self, root: &str) -> String {
+        let group = if self.group.is_empty() { "core" } else { &self.group };
+        format!("{root}{group}/{}/", self.plural)
+    }
+}
+
+/// A Kind's own behaviour on writes.
+pub trait Strategy: Send + Sync {
+    /// Fills the Kind's defaults into a new or updated object.
+    fn default(&self, object: &mut Object) {
+        let _ = object;
+    }
+
+    /// Checks the object (and, on update, what it replaces); answers every offending field.
+    fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<Cause> {
+        let _ = (object, old);
+        Vec::new()
+    }
+
+    /// Checks an object's name; the default accepts DNS subdomains.
+    fn validate_name(&self, name: &str) -> Option<String> {
+        (!crate::object::is_dns_subdomain(name)).then(|| {
+            "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
+             and must start and end with an alphanumeric character"
+                .to_owned()
+        })
+    }
+}
+
+/// A Kind with no rules beyond the registry's own.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoRules;
+
+impl Strategy for NoRules {}
+
+/// Reads a field of an object by a dotted path, for strategies and selectors.
+pub fn path<'a>(object: &'a Object, dotted: &str) -> Option<&'a Value> {
+    let mut steps = dotted.split('.');
+    let first = object.get(steps.next()?)?;
+    steps.try_fold(first, |at, step| at.get(step))
+}

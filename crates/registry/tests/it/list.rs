@@ -1,0 +1,226 @@
+//! Lists: selectors, pagination, resourceVersion semantics, and pages that stay consistent
+//! while objects come and go.
+
+use std::collections::BTreeSet;
+
+use kayra_registry::{DeleteOptions, ListOptions, RegistryError, WriteOptions};
+use kayra_store::Store;
+use proptest::prelude::*;
+use serde_json::json;
+
+use super::{World, meta, widget, world};
+
+async fn seed(w: &World, names: &[(&str, &str, &str)]) {
+    for (namespace, name, tier) in names {
+        let mut body = widget(name, 1);
+        body["metadata"]["labels"] = json!({"tier": tier});
+        w.registry.create(&w.widgets, Some(namespace), body, WriteOptions::default()).await.unwrap();
+    }
+}
+
+fn names(list: &kayra_registry::List) -> Vec<String> {
+    list.items.iter().map(|item| meta(item, "name").as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn lists_filter_by_namespace_labels_and_fields() {
+    let w = world().await;
+    seed(
+        &w,
+        &[("default", "a", "web"), ("default", "b", "db"), ("team-a", "c", "web"), ("default", "d", "web")],
+    )
+    .await;
+    let list = |namespace: Option<&'static str>, labels: &str, fields: &str| {
+        let options = ListOptions {
+            label_selector: Some(labels.to_owned()),
+            field_selector: Some(fields.to_owned()),
+            ..ListOptions::default()
+        };
+        let (registry, widgets) = (w.registry.clone(), w.widgets.clone());
+        async move { registry.list(&widgets, namespace, &options).await }
+    };
+    assert_eq!(names(&list(Some("default"), "", "").await.unwrap()), ["a", "b", "d"]);
+    assert_eq!(names(&list(None, "", "").await.unwrap()), ["a", "b", "d", "c"], "namespace, then name");
+    assert_eq!(names(&list(None, "tier=web", "").await.unwrap()), ["a", "d", "c"]);
+    assert_eq!(names(&list(None, "tier notin (web)", "").await.unwrap()), ["b"]);
+    assert_eq!(names(&list(None, "", "metadata.name=c").await.unwrap()), ["c"]);
+    assert_eq!(names(&list(None, "", "metadata.namespace=team-a").await.unwrap()), ["c"]);
+    assert_eq!(names(&list(Some("default"), "tier=web", "metadata.name!=a").await.unwrap()), ["d"]);
+    assert_eq!(names(&list(None, "", "spec.size=1").await.unwrap()).len(), 4);
+    let unsupported = list(None, "", "status.bogus=x").await;
+    assert!(
+        matches!(unsupported, Err(RegistryError::BadRequest(ref m)) if m == "field label not supported: status.bogus")
+    );
+    assert!(matches!(list(None, "tier in (web", "").await, Err(RegistryError::BadRequest(_))));
+}
+
+#[tokio::test]
+async fn pages_carry_a_token_and_the_count_of_what_remains() {
+    let w = world().await;
+    let all: Vec<(&str, String, &str)> = (0..8).map(|i| ("default", format!("w{i}"), "web")).collect();
+    let seeded: Vec<(&str, &str, &str)> =
+        all.iter().map(|(ns, name, tier)| (*ns, name.as_str(), *tier)).collect();
+    seed(&w, &seeded).await;
+    let mut options = ListOptions { limit: Some(3), ..ListOptions::default() };
+    let mut seen = Vec::new();
+    let mut remaining = Vec::new();
+    let mut versions = BTreeSet::new();
+    loop {
+        let page = w.registry.list(&w.widgets, Some("default"), &options).await.unwrap();
+        seen.extend(names(&page));
+        remaining.push(page.remaining_item_count);
+        versions.insert(page.resource_version.clone());
+        // A write between pages does not show up in a list read at one revision.
+        w.registry
+            .create(
+                &w.widgets,
+                Some("default"),
+                widget(&format!("late{}", seen.len()), 1),
+                WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+        match page.continue_token {
+            Some(token) => options.continue_token = Some(token),
+            None => break,
+        }
+    }
+    assert_eq!(seen, (0..8).map(|i| format!("w{i}")).collect::<Vec<_>>());
+    assert_eq!(remaining, [Some(5), Some(2), None]);
+    assert_eq!(versions.len(), 1, "every page is read at the first page's revision");
+
+    let filtered =
+        ListOptions { limit: Some(2), label_selector: Some("tier=web".into()), ..ListOptions::default() };
+    let page = w.registry.list(&w.widgets, Some("default"), &filtered).await.unwrap();
+    assert_eq!((page.items.len(), page.remaining_item_count, page.continue_token.is_some()), (2, None, true));
+
+    let exact = ListOptions { limit: Some(8), ..ListOptions::default() };
+    let page = w.registry.list(&w.widgets, Some("default"), &exact).await.unwrap();
+    assert!(page.continue_token.is_some(), "the late objects are still to come");
+    let bogus = ListOptions { continue_token: Some("garbage".into()), ..ListOptions::default() };
+    assert!(matches!(w.registry.list(&w.widgets, None, &bogus).await, Err(RegistryError::BadRequest(_))));
+    let mixed = ListOptions {
+        continue_token: page.continue_token.clone(),
+        resource_version: Some("5".into()),
+        ..ListOptions::default()
+    };
+    assert!(matches!(
+        w.registry.list(&w.widgets, Some("default"), &mixed).await,
+        Err(RegistryError::BadRequest(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_token_older_than_history_expires_with_a_fresh_one() {
+    let w = world().await;
+    seed(&w, &[("default", "a", "x"), ("default", "b", "x"), ("default", "c", "x")]).await;
+    let first = w
+        .registry
+        .list(&w.widgets, Some("default"), &ListOptions { limit: Some(1), ..ListOptions::default() })
+        .await
+        .unwrap();
+    w.registry.delete(&w.widgets, Some("default"), "a", &DeleteOptions::default()).await.unwrap();
+    let current = w.store.revision().await.unwrap();
+    w.store.compact(current).await.unwrap();
+    let next = ListOptions { limit: Some(1), continue_token: first.continue_token, ..ListOptions::default() };
+    let Err(RegistryError::Expired { message, continue_from: Some(hint) }) =
+        w.registry.list(&w.widgets, Some("default"), &next).await
+    else {
+        panic!("a compacted token must expire with a hint")
+    };
+    assert!(message.starts_with("The provided continue parameter is too old"));
+    let rest = ListOptions { continue_token: Some(hint), ..ListOptions::default() };
+    assert_eq!(names(&w.registry.list(&w.widgets, Some("default"), &rest).await.unwrap()), ["b", "c"]);
+}
+
+#[tokio::test]
+async fn resource_versions_select_what_a_list_reads() {
+    let w = world().await;
+    seed(&w, &[("default", "a", "x")]).await;
+    let before = w.store.revision().await.unwrap();
+    seed(&w, &[("default", "b", "x")]).await;
+    let exact = ListOptions {
+        resource_version: Some(before.to_string()),
+        resource_version_match: Some("Exact".into()),
+        ..ListOptions::default()
+    };
+    let old = w.registry.list(&w.widgets, Some("default"), &exact).await.unwrap();
+    assert_eq!((names(&old), old.resource_version.clone()), (vec!["a".to_owned()], before.to_string()));
+    let not_older = ListOptions { resource_version: Some(before.to_string()), ..ListOptions::default() };
+    assert_eq!(names(&w.registry.list(&w.widgets, Some("default"), &not_older).await.unwrap()), ["a", "b"]);
+    let any = ListOptions { resource_version: Some("0".into()), ..ListOptions::default() };
+    assert_eq!(names(&w.registry.list(&w.widgets, Some("default"), &any).await.unwrap()), ["a", "b"]);
+    let future = ListOptions { resource_version: Some("999999".into()), ..ListOptions::default() };
+    assert!(matches!(
+        w.registry.list(&w.widgets, None, &future).await,
+        Err(RegistryError::TooLargeResourceVersion { .. })
+    ));
+    let match_alone = ListOptions { resource_version_match: Some("Exact".into()), ..ListOptions::default() };
+    assert!(matches!(
+        w.registry.list(&w.widgets, None, &match_alone).await,
+        Err(RegistryError::BadRequest(_))
+    ));
+    let unknown = ListOptions {
+        resource_version: Some("1".into()),
+        resource_version_match: Some("Newest".into()),
+        ..ListOptions::default()
+    };
+    assert!(matches!(w.registry.list(&w.widgets, None, &unknown).await, Err(RegistryError::BadRequest(_))));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Objects that exist from before the first page to after the last appear exactly once,
+    /// whatever is created and deleted between pages; nothing appears twice.
+    #[test]
+    fn continuation_never_skips_or_repeats(
+        initial in proptest::collection::btree_set(0..40u32, 0..25),
+        churn in proptest::collection::vec((any::<bool>(), 0..40u32), 0..30),
+        limit in 1..6usize,
+        selector in any::<bool>(),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let w = world().await;
+            for n in &initial {
+                let mut body = widget(&format!("w{n:02}"), 1);
+                body["metadata"]["labels"] = json!({"parity": if n % 2 == 0 { "even" } else { "odd" }});
+                w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+            }
+            let mut options = ListOptions {
+                limit: Some(limit),
+                label_selector: selector.then(|| "parity=even".to_owned()),
+                ..ListOptions::default()
+            };
+            let mut seen = Vec::new();
+            let mut touched = BTreeSet::new();
+            let mut churn = churn.into_iter();
+            loop {
+                let page = w.registry.list(&w.widgets, Some("default"), &options).await.unwrap();
+                seen.extend(names(&page));
+                for (create, n) in churn.by_ref().take(3) {
+                    touched.insert(format!("w{n:02}"));
+                    if create {
+                        let _ = w.registry.create(&w.widgets, Some("default"), widget(&format!("w{n:02}"), 1), WriteOptions::default()).await;
+                    } else {
+                        let _ = w.registry.delete(&w.widgets, Some("default"), &format!("w{n:02}"), &DeleteOptions::default()).await;
+                    }
+                }
+                match page.continue_token {
+                    Some(token) => options.continue_token = Some(token),
+                    None => break,
+                }
+            }
+            let unique: BTreeSet<&String> = seen.iter().collect();
+            prop_assert_eq!(unique.len(), seen.len(), "an item came twice: {:?}", seen);
+            let expected: Vec<String> = initial
+                .iter()
+                .filter(|n| !selector || *n % 2 == 0)
+                .map(|n| format!("w{n:02}"))
+                .collect();
+            prop_assert_eq!(&seen, &expected, "a list reads one revision: {:?}", touched);
+            Ok(())
+        })?;
+    }
+}

@@ -1,0 +1,371 @@
+//! Create, update, patch and delete.
+
+use kayra_registry::{DeleteOptions, Deleted, Part, PatchKind, RegistryError, WriteOptions};
+use kayra_store::Store;
+use serde_json::json;
+
+use super::{meta, widget, world};
+
+const DRY_RUN: WriteOptions = WriteOptions { dry_run: true, part: Part::Main };
+const STATUS: WriteOptions = WriteOptions { dry_run: false, part: Part::Status };
+
+#[tokio::test]
+async fn create_stamps_identity_and_get_reads_it_back() {
+    let w = world().await;
+    let created = w
+        .registry
+        .create(&w.widgets, Some("default"), widget("a", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(meta(&created, "namespace"), "default");
+    assert_eq!(meta(&created, "generation"), 1);
+    assert_eq!(meta(&created, "creationTimestamp"), "2026-11-30T12:00:00Z");
+    assert_eq!(meta(&created, "uid").as_str().unwrap().len(), 36);
+    assert_eq!(meta(&created, "resourceVersion"), &json!(w.store.revision().await.unwrap().to_string()));
+    assert_eq!(created["spec"]["color"], "blue", "the Kind's defaults apply");
+    let read = w.registry.get(&w.widgets, Some("default"), "a").await.unwrap();
+    assert_eq!(read, created);
+    assert!(matches!(
+        w.registry.get(&w.widgets, Some("team-a"), "a").await,
+        Err(RegistryError::NotFound { resource, name }) if resource == "widgets.fleet.example.com" && name == "a"
+    ));
+}
+
+#[tokio::test]
+async fn create_refuses_what_kubernetes_refuses_and_writes_nothing() {
+    let w = world().await;
+    w.registry
+        .create(&w.widgets, Some("default"), widget("taken", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    let before = w.store.revision().await.unwrap();
+    let cases: Vec<(serde_json::Value, Option<&str>, &str)> = vec![
+        (widget("taken", 1), Some("default"), "AlreadyExists"),
+        (widget("Bad_Name", 1), Some("default"), "Invalid metadata.name"),
+        (widget("zero", 0), Some("default"), "Invalid spec.size"),
+        (json!({"kind": "Widget", "metadata": {"name": "nospec"}}), Some("default"), "Invalid spec.size"),
+        (
+            json!({"kind": "Widget", "metadata": {}, "spec": {"size": 1}}),
+            Some("default"),
+            "Invalid metadata.name",
+        ),
+        (
+            json!({"kind": "Gadget", "metadata": {"name": "g"}, "spec": {"size": 1}}),
+            Some("default"),
+            "BadRequest",
+        ),
+        (
+            json!({"apiVersion": "v2", "kind": "Widget", "metadata": {"name": "g"}, "spec": {"size": 1}}),
+            Some("default"),
+            "BadRequest",
+        ),
+        (
+            json!({"kind": "Widget", "metadata": {"name": "x", "namespace": "team-a"}, "spec": {"size": 1}}),
+            Some("default"),
+            "BadRequest",
+        ),
+        (
+            json!({"kind": "Widget", "metadata": {"name": "x", "resourceVersion": "5"}, "spec": {"size": 1}}),
+            Some("default"),
+            "Invalid metadata.resourceVersion",
+        ),
+        (
+            json!({"kind": "Widget", "metadata": {"name": "x", "labels": {"a": 1}}, "spec": {"size": 1}}),
+            Some("default"),
+            "Invalid metadata.labels.a",
+        ),
+        (
+            json!({"kind": "Widget", "metadata": {"name": "x", "labels": {"bad key": "v"}}, "spec": {"size": 1}}),
+            Some("default"),
+            "Invalid metadata.labels.bad key",
+        ),
+        (json!(["not", "an", "object"]), Some("default"), "BadRequest"),
+        (widget("elsewhere", 1), Some("nowhere"), "NotFound namespaces"),
+    ];
+    for (body, namespace, expected) in cases {
+        let error = w
+            .registry
+            .create(&w.widgets, namespace, body.clone(), WriteOptions::default())
+            .await
+            .unwrap_err();
+        let described = match &error {
+            RegistryError::AlreadyExists { .. } => "AlreadyExists".to_owned(),
+            RegistryError::Invalid { causes, .. } => format!("Invalid {}", causes[0].field),
+            RegistryError::BadRequest(_) => "BadRequest".to_owned(),
+            RegistryError::NotFound { resource, .. } => format!("NotFound {resource}"),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(described, expected, "{body}: {error}");
+    }
+    assert_eq!(w.store.revision().await.unwrap(), before, "refused creates write nothing");
+}
+
+#[tokio::test]
+async fn generate_name_and_dry_run() {
+    let w = world().await;
+    let body = json!({"kind": "Widget", "metadata": {"generateName": "job-"}, "spec": {"size": 1}});
+    let a =
+        w.registry.create(&w.widgets, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
+    let b = w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+    let (a, b) = (meta(&a, "name").as_str().unwrap(), meta(&b, "name").as_str().unwrap());
+    assert!(a.starts_with("job-") && a.len() == 9 && a != b, "{a} {b}");
+
+    let before = w.store.revision().await.unwrap();
+    let dry = w.registry.create(&w.widgets, Some("default"), widget("dry", 1), DRY_RUN).await.unwrap();
+    assert_eq!(meta(&dry, "name"), "dry");
+    assert!(matches!(
+        w.registry.get(&w.widgets, Some("default"), "dry").await,
+        Err(RegistryError::NotFound { .. })
+    ));
+    assert_eq!(w.store.revision().await.unwrap(), before);
+}
+
+#[tokio::test]
+async fn updates_are_optimistic_and_generation_follows_the_spec() {
+    let w = world().await;
+    let created = w
+        .registry
+        .create(&w.widgets, Some("default"), widget("u", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    let mut body = serde_json::Value::Object(created.clone());
+    body["metadata"]["labels"] = json!({"tier": "web"});
+    let relabelled = w
+        .registry
+        .update(&w.widgets, Some("default"), "u", body.clone(), WriteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(meta(&relabelled, "generation"), 1, "metadata changes leave generation alone");
+    assert_ne!(meta(&relabelled, "resourceVersion"), meta(&created, "resourceVersion"));
+
+    let stale =
+        w.registry.update(&w.widgets, Some("default"), "u", body.clone(), WriteOptions::default()).await;
+    assert!(
+        matches!(stale, Err(RegistryError::Conflict { ref message, .. }) if message.contains("has been modified")),
+        "{stale:?}"
+    );
+
+    let mut body = serde_json::Value::Object(relabelled.clone());
+    body["spec"]["size"] = json!(2);
+    body["status"] = json!({"phase": "Forged"});
+    body["metadata"]["uid"] = json!("forged");
+    let resized =
+        w.registry.update(&w.widgets, Some("default"), "u", body, WriteOptions::default()).await.unwrap();
+    assert_eq!(meta(&resized, "generation"), 2);
+    assert_eq!(resized.get("status"), None, "the object's endpoint never writes status");
+    assert_eq!(meta(&resized, "uid"), meta(&created, "uid"), "uid is immutable");
+
+    let same = w
+        .registry
+        .update(
+            &w.widgets,
+            Some("default"),
+            "u",
+            serde_json::Value::Object(resized.clone()),
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        meta(&same, "resourceVersion"),
+        meta(&resized, "resourceVersion"),
+        "a no-op update writes nothing"
+    );
+
+    let mut body = serde_json::Value::Object(resized.clone());
+    body["status"] = json!({"phase": "Running"});
+    body["spec"]["size"] = json!(99);
+    let status = w.registry.update(&w.widgets, Some("default"), "u", body, STATUS).await.unwrap();
+    assert_eq!(status["status"]["phase"], "Running");
+    assert_eq!(status["spec"]["size"], 2, "/status never writes anything else");
+    assert_eq!(meta(&status, "generation"), 2);
+
+    let renamed = w
+        .registry
+        .update(&w.widgets, Some("default"), "u", widget("other", 1), WriteOptions::default())
+        .await;
+    assert!(matches!(renamed, Err(RegistryError::BadRequest(_))));
+    let missing = w
+        .registry
+        .update(&w.widgets, Some("default"), "gone", widget("gone", 1), WriteOptions::default())
+        .await;
+    assert!(matches!(missing, Err(RegistryError::NotFound { .. })));
+}
+
+#[tokio::test]
+async fn patches_merge_or_apply_operations_and_change_nothing_when_they_fail() {
+    let w = world().await;
+    w.registry.create(&w.widgets, Some("default"), widget("p", 1), WriteOptions::default()).await.unwrap();
+    let merged = w
+        .registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "p",
+            PatchKind::Merge,
+            br#"{"metadata":{"labels":{"a":"b"}},"spec":{"color":null,"size":3}}"#,
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(merged["metadata"]["labels"]["a"], "b");
+    assert_eq!(merged["spec"]["size"], 3);
+    assert_eq!(merged["spec"]["color"], "blue", "defaults fill what a patch removed");
+    let patched = w
+        .registry
+        .patch(&w.widgets, Some("default"), "p", PatchKind::Json, br#"[{"op":"test","path":"/spec/size","value":3},{"op":"replace","path":"/spec/size","value":4}]"#, WriteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(patched["spec"]["size"], 4);
+    let before = w.store.revision().await.unwrap();
+    for (kind, patch) in [
+        (PatchKind::Json, &br#"[{"op":"test","path":"/spec/size","value":1},{"op":"replace","path":"/spec/size","value":9}]"#[..]),
+        (PatchKind::Json, br#"{"op":"replace"}"#),
+        (PatchKind::Merge, br#"[1,2]"#),
+        (PatchKind::Merge, br#"{"metadata":{"name":"renamed"}}"#),
+        (PatchKind::Merge, b"not json"),
+    ] {
+        let refused = w.registry.patch(&w.widgets, Some("default"), "p", kind, patch, WriteOptions::default()).await;
+        assert!(matches!(refused, Err(RegistryError::BadRequest(_))), "{}: {refused:?}", String::from_utf8_lossy(patch));
+    }
+    let invalid = w
+        .registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "p",
+            PatchKind::Merge,
+            br#"{"spec":{"size":-1}}"#,
+            WriteOptions::default(),
+        )
+        .await;
+    assert!(matches!(invalid, Err(RegistryError::Invalid { .. })));
+    let pinned = w
+        .registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "p",
+            PatchKind::Merge,
+            br#"{"metadata":{"resourceVersion":"1"},"spec":{"size":5}}"#,
+            WriteOptions::default(),
+        )
+        .await;
+    assert!(
+        matches!(pinned, Err(RegistryError::Conflict { .. })),
+        "a patch pinned to an old version conflicts"
+    );
+    assert_eq!(w.store.revision().await.unwrap(), before);
+
+    let status = w
+        .registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "p",
+            PatchKind::Merge,
+            br#"{"status":{"phase":"Running"},"spec":{"size":7}}"#,
+            STATUS,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (status["status"]["phase"].as_str(), status["spec"]["size"].as_i64()),
+        (Some("Running"), Some(4))
+    );
+}
+
+#[tokio::test]
+async fn finalizers_hold_a_deleted_object_until_they_are_removed() {
+    let w = world().await;
+    let mut body = widget("f", 1);
+    body["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
+    let created =
+        w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+    let pending =
+        w.registry.delete(&w.widgets, Some("default"), "f", &DeleteOptions::default()).await.unwrap();
+    let Deleted::Pending(marked) = pending else { panic!("finalizers keep the object") };
+    assert_eq!(meta(&marked, "deletionTimestamp"), "2026-11-30T12:00:00Z");
+    assert_eq!(meta(&marked, "uid"), meta(&created, "uid"));
+    let again = w.registry.delete(&w.widgets, Some("default"), "f", &DeleteOptions::default()).await.unwrap();
+    assert!(matches!(again, Deleted::Pending(_)));
+    let released = w
+        .registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "f",
+            PatchKind::Merge,
+            br#"{"metadata":{"finalizers":null}}"#,
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(kayra_registry::finalizers(&released).is_empty());
+    assert!(matches!(
+        w.registry.get(&w.widgets, Some("default"), "f").await,
+        Err(RegistryError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn deletes_honour_preconditions_policy_and_dry_run() {
+    let w = world().await;
+    let created = w
+        .registry
+        .create(&w.widgets, Some("default"), widget("d", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    let refusals = [
+        DeleteOptions { uid: Some("someone-else".into()), ..DeleteOptions::default() },
+        DeleteOptions { resource_version: Some("1".into()), ..DeleteOptions::default() },
+    ];
+    for options in &refusals {
+        let refused = w.registry.delete(&w.widgets, Some("default"), "d", options).await;
+        assert!(
+            matches!(refused, Err(RegistryError::Conflict { ref message, .. }) if message.starts_with("Precondition failed")),
+            "{refused:?}"
+        );
+    }
+    let bad_policy =
+        DeleteOptions { propagation_policy: Some("Eventually".into()), ..DeleteOptions::default() };
+    assert!(matches!(
+        w.registry.delete(&w.widgets, Some("default"), "d", &bad_policy).await,
+        Err(RegistryError::BadRequest(_))
+    ));
+    let dry = DeleteOptions { dry_run: true, ..DeleteOptions::default() };
+    assert!(matches!(w.registry.delete(&w.widgets, Some("default"), "d", &dry).await, Ok(Deleted::Gone(_))));
+    assert!(w.registry.get(&w.widgets, Some("default"), "d").await.is_ok(), "a dry run deletes nothing");
+    let exact = DeleteOptions {
+        uid: meta(&created, "uid").as_str().map(str::to_owned),
+        resource_version: meta(&created, "resourceVersion").as_str().map(str::to_owned),
+        propagation_policy: Some("Background".into()),
+        ..DeleteOptions::default()
+    };
+    let Deleted::Gone(last) = w.registry.delete(&w.widgets, Some("default"), "d", &exact).await.unwrap()
+    else {
+        panic!("no finalizers: gone at once")
+    };
+    assert_eq!(last, created);
+    assert!(matches!(
+        w.registry.delete(&w.widgets, Some("default"), "d", &exact).await,
+        Err(RegistryError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_terminating_namespace_takes_no_new_objects() {
+    let w = world().await;
+    let namespaces = super::namespaces();
+    let mut body =
+        json!({"kind": "Namespace", "metadata": {"name": "closing", "finalizers": ["kubernetes"]}});
+    body["apiVersion"] = json!("v1");
+    w.registry.create(&namespaces, None, body, WriteOptions::default()).await.unwrap();
+    w.registry.delete(&namespaces, None, "closing", &DeleteOptions::default()).await.unwrap();
+    let refused =
+        w.registry.create(&w.widgets, Some("closing"), widget("late", 1), WriteOptions::default()).await;
+    assert!(
+        matches!(refused, Err(RegistryError::Forbidden(ref m)) if m.contains("being terminated")),
+        "{refused:?}"
+    );
+}
