@@ -15,6 +15,7 @@ pub mod labels;
 mod object;
 mod resource;
 mod token;
+mod watch;
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -29,6 +30,7 @@ pub use resource::{NoRules, Resource, Strategy, path};
 use fields::FieldSelector;
 use labels::LabelSelector;
 use token::Continue;
+pub use watch::{WatchEvent, WatchOptions, WatchStream};
 
 /// How many times a write that lost a race to another writer is retried before the conflict
 /// is reported (patches and deletes without preconditions, generated names).
@@ -59,6 +61,7 @@ pub struct Registry {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     root: String,
+    caches: Arc<watch::Caches>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -155,7 +158,17 @@ pub enum Deleted {
 impl Registry {
     /// A registry keeping its objects under `root` (such as `/registry/`) in the store.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, root: impl Into<String>) -> Registry {
-        Registry { store, clock, root: root.into() }
+        Registry { store, clock, root: root.into(), caches: Arc::default() }
+    }
+
+    /// Watches a resource through its watch cache: one store watch per resource, however many
+    /// clients. Must be called inside a Tokio runtime, which runs the cache.
+    pub async fn watch(
+        &self,
+        resource: &Resource,
+        options: &WatchOptions,
+    ) -> Result<WatchStream, RegistryError> {
+        self.caches.watch(&self.store, resource, resource.store_prefix(&self.root), options).await
     }
 
     /// The store key of one object.

@@ -1,0 +1,297 @@
+//! Watches through the watch cache.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use kayra_registry::{
+    DeleteOptions, ListOptions, PatchKind, Registry, RegistryError, WatchEvent, WatchOptions, WatchStream,
+    WriteOptions,
+};
+use kayra_store::mvcc::{MvccStore, Options};
+use kayra_store::{
+    KeyValue, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult, Watcher,
+};
+use serde_json::json;
+
+use super::{FixedClock, meta, widget, widgets, world};
+
+async fn next(stream: &mut WatchStream) -> (String, String) {
+    let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("an event in time")
+        .expect("the watch goes on");
+    (event.kind().to_owned(), meta(event.object(), "name").as_str().unwrap().to_owned())
+}
+
+fn from(rv: Option<&str>) -> WatchOptions {
+    WatchOptions { resource_version: rv.map(str::to_owned), ..WatchOptions::default() }
+}
+
+#[tokio::test]
+async fn a_watch_from_now_starts_with_what_exists() {
+    let w = world().await;
+    for name in ["a", "b"] {
+        w.registry
+            .create(&w.widgets, Some("default"), widget(name, 1), WriteOptions::default())
+            .await
+            .unwrap();
+    }
+    for rv in [None, Some("0")] {
+        let mut stream = w.registry.watch(&w.widgets, &from(rv)).await.unwrap();
+        assert_eq!(next(&mut stream).await, ("ADDED".into(), "a".into()));
+        assert_eq!(next(&mut stream).await, ("ADDED".into(), "b".into()));
+    }
+    let mut stream = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    next(&mut stream).await;
+    next(&mut stream).await;
+    w.registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "a",
+            PatchKind::Merge,
+            br#"{"spec":{"size":2}}"#,
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    w.registry.delete(&w.widgets, Some("default"), "b", &DeleteOptions::default()).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("MODIFIED".into(), "a".into()));
+    assert_eq!(next(&mut stream).await, ("DELETED".into(), "b".into()));
+}
+
+#[tokio::test]
+async fn a_watch_from_a_list_sees_only_later_changes_with_their_versions() {
+    let w = world().await;
+    w.registry.create(&w.widgets, Some("default"), widget("old", 1), WriteOptions::default()).await.unwrap();
+    let list = w.registry.list(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
+    let created = w
+        .registry
+        .create(&w.widgets, Some("default"), widget("new", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    let mut stream = w.registry.watch(&w.widgets, &from(Some(&list.resource_version))).await.unwrap();
+    let event = stream.next().await.unwrap();
+    assert!(matches!(&event, WatchEvent::Added(object) if **object == created), "{event:?}");
+    let deleted =
+        w.registry.delete(&w.widgets, Some("default"), "new", &DeleteOptions::default()).await.unwrap();
+    let event = stream.next().await.unwrap();
+    let WatchEvent::Deleted(last) = event else { panic!("expected a delete") };
+    assert_eq!(meta(&last, "uid"), meta(&created, "uid"));
+    assert_ne!(
+        meta(&last, "resourceVersion"),
+        meta(&created, "resourceVersion"),
+        "DELETED carries the delete's version"
+    );
+    drop(deleted);
+}
+
+#[tokio::test]
+async fn selectors_turn_changes_into_arrivals_and_departures() {
+    let w = world().await;
+    let mut body = widget("sel", 1);
+    body["metadata"]["labels"] = json!({"tier": "web"});
+    w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+    w.registry
+        .create(&w.widgets, Some("team-a"), widget("elsewhere", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    let options = WatchOptions {
+        namespace: Some("default".into()),
+        label_selector: Some("tier=web".into()),
+        field_selector: Some("metadata.name=sel".into()),
+        resource_version: None,
+    };
+    let mut stream = w.registry.watch(&w.widgets, &options).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "sel".into()));
+    let relabel = |tier: &'static str| {
+        let (registry, widgets) = (w.registry.clone(), w.widgets.clone());
+        async move {
+            let patch = format!(r#"{{"metadata":{{"labels":{{"tier":"{tier}"}}}}}}"#);
+            registry
+                .patch(
+                    &widgets,
+                    Some("default"),
+                    "sel",
+                    PatchKind::Merge,
+                    patch.as_bytes(),
+                    WriteOptions::default(),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    relabel("db").await;
+    w.registry
+        .patch(
+            &w.widgets,
+            Some("team-a"),
+            "elsewhere",
+            PatchKind::Merge,
+            br#"{"metadata":{"labels":{"tier":"web"}}}"#,
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    relabel("web").await;
+    assert_eq!(next(&mut stream).await, ("DELETED".into(), "sel".into()), "leaving the selector");
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "sel".into()), "entering it again");
+    let bad = WatchOptions { field_selector: Some("spec.bogus=1".into()), ..WatchOptions::default() };
+    assert!(matches!(w.registry.watch(&w.widgets, &bad).await, Err(RegistryError::BadRequest(_))));
+}
+
+#[tokio::test]
+async fn revisions_outside_the_cache_are_refused() {
+    let w = world().await;
+    let created = w
+        .registry
+        .create(&w.widgets, Some("default"), widget("x", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    for size in 2..4200 {
+        let patch = format!(r#"{{"spec":{{"size":{size}}}}}"#);
+        w.registry
+            .patch(
+                &w.widgets,
+                Some("default"),
+                "x",
+                PatchKind::Merge,
+                patch.as_bytes(),
+                WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+    let current = w.store.revision().await.unwrap().to_string();
+    w.registry.watch(&w.widgets, &from(Some(&current))).await.expect("the cache catches up");
+    let old = meta(&created, "resourceVersion").as_str().unwrap().to_owned();
+    match w.registry.watch(&w.widgets, &from(Some(&old))).await {
+        Err(RegistryError::Expired { message, .. }) => {
+            assert!(message.starts_with("too old resource version"), "{message}")
+        }
+        other => panic!("a revision older than the cache's window must expire, got {other:?}"),
+    }
+    let future = (w.store.revision().await.unwrap() + 100).to_string();
+    assert!(matches!(
+        w.registry.watch(&w.widgets, &from(Some(&future))).await,
+        Err(RegistryError::TooLargeResourceVersion { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_slow_client_is_cut_off_and_resumes_without_gaps() {
+    let w = world().await;
+    w.registry.create(&w.widgets, Some("default"), widget("s", 1), WriteOptions::default()).await.unwrap();
+    let mut stream = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    assert_eq!(next(&mut stream).await.0, "ADDED");
+    let total = 1500;
+    for size in 2..2 + total {
+        let patch = format!(r#"{{"spec":{{"size":{size}}}}}"#);
+        w.registry
+            .patch(
+                &w.widgets,
+                Some("default"),
+                "s",
+                PatchKind::Merge,
+                patch.as_bytes(),
+                WriteOptions::default(),
+            )
+            .await
+            .unwrap();
+    }
+    // Once the cache has seen every write, the unread client has overflowed.
+    let current = w.store.revision().await.unwrap().to_string();
+    w.registry.watch(&w.widgets, &from(Some(&current))).await.unwrap();
+    let mut sizes = Vec::new();
+    let mut cut_offs = 0;
+    while sizes.len() < total as usize {
+        match tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("in time") {
+            Ok(event) => sizes.push(event.object()["spec"]["size"].as_i64().unwrap()),
+            Err(RegistryError::Expired { .. }) => {
+                cut_offs += 1;
+                let resume = stream.revision().to_string();
+                stream = w.registry.watch(&w.widgets, &from(Some(&resume))).await.unwrap();
+            }
+            Err(other) => panic!("{other}"),
+        }
+    }
+    assert_eq!(
+        sizes,
+        (2..2 + total).collect::<Vec<_>>(),
+        "every change once, in order ({cut_offs} cut-offs)"
+    );
+    assert!(cut_offs > 0, "1500 unread events overflow a client's queue");
+}
+
+/// A store that counts the watches opened on it.
+struct Counting {
+    inner: MvccStore,
+    watches: AtomicUsize,
+}
+
+#[async_trait]
+impl Store for Counting {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn range(&self, request: &RangeRequest) -> Result<RangeResult, StoreError> {
+        self.inner.range(request).await
+    }
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        self.inner.txn(txn).await
+    }
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {
+        self.watches.fetch_add(1, Ordering::SeqCst);
+        self.inner.watch(prefix, after).await
+    }
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        self.inner.compact(revision).await
+    }
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision().await
+    }
+    async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
+        self.inner.grant_lease(ttl).await
+    }
+    async fn keep_alive(&self, lease: LeaseId) -> Result<Duration, StoreError> {
+        self.inner.keep_alive(lease).await
+    }
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.inner.revoke_lease(lease).await
+    }
+}
+
+#[tokio::test]
+async fn many_clients_share_one_store_watch() {
+    let store = Arc::new(Counting {
+        inner: MvccStore::in_memory(Options::default()).unwrap(),
+        watches: AtomicUsize::new(0),
+    });
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    let widgets = widgets();
+    let mut streams = Vec::new();
+    for _ in 0..100 {
+        streams.push(registry.watch(&widgets, &from(None)).await.unwrap());
+    }
+    registry.create(&widgets, Some("default"), widget("fan", 1), WriteOptions::default()).await.unwrap();
+    for stream in &mut streams {
+        assert_eq!(next(stream).await, ("ADDED".into(), "fan".into()));
+    }
+    assert_eq!(store.watches.load(Ordering::SeqCst), 1, "one store watch for a hundred clients");
+}
+
+#[tokio::test]
+async fn a_watch_on_an_empty_store_sees_the_first_write() {
+    let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
+    let registry = Registry::new(store, Arc::new(FixedClock), "/registry/");
+    let namespaces = super::namespaces();
+    let mut stream = registry.watch(&namespaces, &from(None)).await.unwrap();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}});
+    registry.create(&namespaces, None, namespace, WriteOptions::default()).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "first".into()));
+}
