@@ -1,0 +1,468 @@
+//! Application: one supervised process on one node.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Condition, Kind, duplicates, validate_conditions};
+use crate::quantity::Quantity;
+use crate::validation::{FieldError, has_control_breaks, is_clean_absolute_path, is_dns_subdomain};
+
+/// The most environment entries an Application may have.
+pub const MAX_ENV: usize = 256;
+
+/// Application is one supervised process on one node: what to run, with what environment and
+/// resources, where, and how to restart it. Scaling out is an ApplicationSet's job.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Application {
+    /// APIVersion defines the versioned schema of this representation of an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind is a string value representing the REST resource this object represents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Standard object's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What to run and how.
+    #[serde(default)]
+    pub spec: ApplicationSpec,
+    /// What the node reports about the process; written through the status subresource.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ApplicationStatus>,
+}
+
+/// What to run and how.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationSpec {
+    /// The program and its first arguments; `command[0]` is an absolute path or a name looked
+    /// up in the agent's PATH. Required.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// Arguments appended to `command`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// The working directory: an absolute, clean path. Defaults to the agent's per-application
+    /// directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_dir: Option<String>,
+    /// Environment variables, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Ports the process listens on: a declaration for service discovery.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<Port>,
+    /// CPU and memory the process asks for and may not exceed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// Restart behaviour and limits.
+    #[serde(default)]
+    pub lifecycle: Lifecycle,
+    /// Where the process may run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+    /// The Service in the same namespace this Application is a member of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_name: Option<String>,
+}
+
+/// One environment variable: a literal value, or a value from a Secret.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvVar {
+    /// The variable's name, `[A-Za-z_][A-Za-z0-9_]*`. Empty only when every key of a Secret is
+    /// imported (`secretRef.key: "*"`).
+    #[serde(default)]
+    pub name: String,
+    /// A literal value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// A value taken from a Secret in the same namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<SecretKeyRef>,
+    /// With `secretRef.key: "*"`: prepended to every imported key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+/// A key of a Secret.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// The Secret's name.
+    pub name: String,
+    /// The key within the Secret, or `*` for every key.
+    pub key: String,
+    /// Whether the Application may start without the Secret or key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub optional: Option<bool>,
+}
+
+/// A port the process listens on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Port {
+    /// A name for the port, unique within the Application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The port number, 1 to 65535.
+    pub port: i64,
+    /// `TCP` (the default) or `UDP`.
+    #[serde(default = "tcp")]
+    pub protocol: String,
+}
+
+fn tcp() -> String {
+    "TCP".to_owned()
+}
+
+/// CPU and memory requests and limits.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resources {
+    /// What the process needs; the scheduler places by requests. An unset request takes the
+    /// limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<ResourceList>,
+    /// What the process may not exceed; the agent enforces limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ResourceList>,
+}
+
+/// Amounts of CPU and memory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceList {
+    /// CPU in cores, such as `500m` or `2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    /// Memory in bytes, such as `128Mi` or `1G`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+}
+
+/// Restart behaviour and limits.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Lifecycle {
+    /// `Always` (the default), `OnFailure`, or `Never` (a job that runs once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
+    /// Seconds between the stop signal and a forced kill; default 30.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub termination_grace_period_seconds: Option<i64>,
+    /// For jobs: how many failed attempts before the job is Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff_limit: Option<i64>,
+    /// For jobs: seconds the job may run in all before it is Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub active_deadline_seconds: Option<i64>,
+}
+
+/// Where the process may run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// The node to run on: pinned by the user, or written by the scheduler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Labels a node must carry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Rules over node labels and other Applications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<serde_json::Value>,
+    /// Higher priorities are placed first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i64>,
+}
+
+/// What the node reports about the process.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationStatus {
+    /// `Pending`, `Running`, `Succeeded`, `Failed` or `Terminating`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// A human-readable account of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Scheduled` and `Ready`, in the Kubernetes condition shape.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// When the current process started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    /// When the last process ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    /// The last process's exit code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i64>,
+    /// How many times the process was restarted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restarts: Option<i64>,
+    /// For jobs: how many times the process was started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<i64>,
+    /// The address the process is reachable at.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
+const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
+const PHASES: &[&str] = &["Pending", "Running", "Succeeded", "Failed", "Terminating"];
+
+impl Kind for Application {
+    fn default_fields(&mut self) {
+        let lifecycle = &mut self.spec.lifecycle;
+        lifecycle.restart_policy.get_or_insert_with(|| "Always".to_owned());
+        lifecycle.termination_grace_period_seconds.get_or_insert(30);
+        if let Some(resources) = &mut self.spec.resources
+            && let Some(limits) = resources.limits.clone()
+        {
+            let requests = resources.requests.get_or_insert_with(ResourceList::default);
+            if requests.cpu.is_none() {
+                requests.cpu = limits.cpu;
+            }
+            if requests.memory.is_none() {
+                requests.memory = limits.memory;
+            }
+        }
+    }
+
+    fn validate(&self, _old: Option<&Self>) -> Vec<FieldError> {
+        let spec = &self.spec;
+        let mut errors = Vec::new();
+        if spec.command.is_empty() {
+            errors.push(FieldError::required("spec.command"));
+        }
+        if let Some(program) = spec.command.first()
+            && program.is_empty()
+        {
+            errors.push(FieldError::invalid("spec.command[0]", "\"\"", "must name a program"));
+        }
+        for (field, list) in [("spec.command", &spec.command), ("spec.args", &spec.args)] {
+            for (at, arg) in list.iter().enumerate() {
+                if has_control_breaks(arg) {
+                    errors.push(FieldError::invalid(
+                        format!("{field}[{at}]"),
+                        format!("{arg:?}"),
+                        "must not contain NUL, CR or LF",
+                    ));
+                }
+            }
+        }
+        if let Some(dir) = &spec.working_dir
+            && !is_clean_absolute_path(dir)
+        {
+            errors.push(FieldError::invalid(
+                "spec.workingDir",
+                format!("\"{dir}\""),
+                "must be an absolute, clean path",
+            ));
+        }
+        errors.extend(validate_env(&spec.env));
+        errors.extend(validate_ports(&spec.ports));
+        if let Some(resources) = &spec.resources {
+            errors.extend(validate_resources(resources));
+        }
+        let lifecycle = &spec.lifecycle;
+        let policy = lifecycle.restart_policy.as_deref().unwrap_or("Always");
+        if !RESTART_POLICIES.contains(&policy) {
+            errors.push(FieldError::not_supported("spec.lifecycle.restartPolicy", policy, RESTART_POLICIES));
+        }
+        for (field, value) in [
+            ("terminationGracePeriodSeconds", lifecycle.termination_grace_period_seconds),
+            ("backoffLimit", lifecycle.backoff_limit),
+            ("activeDeadlineSeconds", lifecycle.active_deadline_seconds),
+        ] {
+            if let Some(value) = value.filter(|value| *value < 0) {
+                errors.push(FieldError::invalid(
+                    format!("spec.lifecycle.{field}"),
+                    value,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        if policy == "Always" {
+            for (field, value) in [
+                ("backoffLimit", lifecycle.backoff_limit),
+                ("activeDeadlineSeconds", lifecycle.active_deadline_seconds),
+            ] {
+                if value.is_some() {
+                    errors.push(FieldError::forbidden(
+                        format!("spec.lifecycle.{field}"),
+                        "only jobs (restartPolicy OnFailure or Never) have one",
+                    ));
+                }
+            }
+        }
+        if let Some(placement) = &spec.placement
+            && let Some(node) = placement.node_name.as_deref().filter(|node| !is_dns_subdomain(node))
+        {
+            errors.push(FieldError::invalid(
+                "spec.placement.nodeName",
+                format!("\"{node}\""),
+                "must be a DNS subdomain",
+            ));
+        }
+        if let Some(service) = spec.service_name.as_deref().filter(|name| !is_dns_subdomain(name)) {
+            errors.push(FieldError::invalid(
+                "spec.serviceName",
+                format!("\"{service}\""),
+                "must be a DNS subdomain",
+            ));
+        }
+        if let Some(status) = &self.status {
+            if let Some(phase) = status.phase.as_deref().filter(|phase| !PHASES.contains(phase)) {
+                errors.push(FieldError::not_supported("status.phase", phase, PHASES));
+            }
+            errors.extend(validate_conditions("status.conditions", &status.conditions));
+        }
+        errors
+    }
+}
+
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn validate_env(env: &[EnvVar]) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if env.len() > MAX_ENV {
+        errors.push(FieldError::too_many("spec.env", env.len(), MAX_ENV));
+    }
+    for (at, var) in env.iter().enumerate() {
+        let field = format!("spec.env[{at}]");
+        let import_all = var.secret_ref.as_ref().is_some_and(|secret| secret.key == "*");
+        if import_all {
+            if !var.name.is_empty() {
+                errors.push(FieldError::forbidden(
+                    format!("{field}.name"),
+                    "must be empty when every key of a Secret is imported",
+                ));
+            }
+        } else if var.name.is_empty() {
+            errors.push(FieldError::required(format!("{field}.name")));
+        } else if !is_env_name(&var.name) {
+            errors.push(FieldError::invalid(
+                format!("{field}.name"),
+                format!("\"{}\"", var.name),
+                "must match [A-Za-z_][A-Za-z0-9_]*",
+            ));
+        }
+        if var.prefix.is_some() && !import_all {
+            errors.push(FieldError::forbidden(format!("{field}.prefix"), "only with secretRef.key \"*\""));
+        }
+        if let Some(prefix) = var.prefix.as_deref().filter(|p| !p.is_empty() && !is_env_name(p)) {
+            errors.push(FieldError::invalid(
+                format!("{field}.prefix"),
+                format!("\"{prefix}\""),
+                "must match [A-Za-z_][A-Za-z0-9_]*",
+            ));
+        }
+        match (&var.value, &var.secret_ref) {
+            (Some(_), Some(_)) => errors.push(FieldError::forbidden(
+                format!("{field}.secretRef"),
+                "may not be set together with value",
+            )),
+            (Some(value), None) if has_control_breaks(value) => {
+                errors.push(FieldError::invalid(
+                    format!("{field}.value"),
+                    "<value>",
+                    "must not contain NUL, CR or LF",
+                ));
+            }
+            (_, Some(secret)) => {
+                if !is_dns_subdomain(&secret.name) {
+                    errors.push(FieldError::invalid(
+                        format!("{field}.secretRef.name"),
+                        format!("\"{}\"", secret.name),
+                        "must be a DNS subdomain",
+                    ));
+                }
+                if secret.key.is_empty() {
+                    errors.push(FieldError::required(format!("{field}.secretRef.key")));
+                }
+            }
+            _ => {}
+        }
+    }
+    errors.extend(duplicates(
+        "spec.env",
+        env.iter().map(|var| var.name.as_str()).filter(|name| !name.is_empty()),
+    ));
+    errors
+}
+
+fn validate_ports(ports: &[Port]) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (at, port) in ports.iter().enumerate() {
+        if !(1..=65535).contains(&port.port) {
+            errors.push(FieldError::invalid(
+                format!("spec.ports[{at}].port"),
+                port.port,
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+        if !matches!(port.protocol.as_str(), "TCP" | "UDP") {
+            errors.push(FieldError::not_supported(
+                format!("spec.ports[{at}].protocol"),
+                &port.protocol,
+                &["TCP", "UDP"],
+            ));
+        }
+    }
+    errors.extend(duplicates("spec.ports", ports.iter().filter_map(|port| port.name.as_deref())));
+    errors
+}
+
+fn validate_resources(resources: &Resources) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let mut parsed = |side: &str, list: &Option<ResourceList>| -> [Option<Quantity>; 2] {
+        let Some(list) = list else { return [None, None] };
+        [("cpu", &list.cpu), ("memory", &list.memory)].map(|(name, value)| {
+            let value = value.as_deref()?;
+            let quantity = Quantity::parse(value);
+            if quantity.is_none() {
+                errors.push(FieldError::invalid(
+                    format!("spec.resources.{side}.{name}"),
+                    format!("\"{value}\""),
+                    "must be a quantity such as 500m, 2, 128Mi or 1G",
+                ));
+            }
+            quantity
+        })
+    };
+    let requests = parsed("requests", &resources.requests);
+    let limits = parsed("limits", &resources.limits);
+    for (at, name) in ["cpu", "memory"].iter().enumerate() {
+        if let (Some(request), Some(limit)) = (requests[at], limits[at])
+            && request > limit
+        {
+            errors.push(FieldError::invalid(
+                format!("spec.resources.requests.{name}"),
+                format!(
+                    "\"{}\"",
+                    resources
+                        .requests
+                        .as_ref()
+                        .and_then(|r| if at == 0 { r.cpu.clone() } else { r.memory.clone() })
+                        .unwrap_or_default()
+                ),
+                &format!("must be less than or equal to {name} limit"),
+            ));
+        }
+    }
+    errors
+}

@@ -1,0 +1,77 @@
+//! Every Kind's shape, defaults and validation.
+//!
+//! A Kind is a serde type with a JSON schema (its doc comments are what `kubectl explain`
+//! prints) that implements [`Kind`]. The core `v1` Kinds are `k8s-openapi`'s builtin shapes.
+
+pub mod application;
+pub mod core;
+pub mod secret;
+pub mod service;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::validation::FieldError;
+
+/// What every Kind provides beyond its shape.
+pub trait Kind: Serialize + DeserializeOwned + schemars::JsonSchema + Send + Sync + 'static {
+    /// Fills in defaults.
+    fn default_fields(&mut self) {}
+
+    /// Checks the object; on update, `old` is what it replaces.
+    fn validate(&self, old: Option<&Self>) -> Vec<FieldError> {
+        let _ = old;
+        Vec::new()
+    }
+}
+
+/// Checks a list of environment-style names for uniqueness, naming each repeat.
+pub(crate) fn duplicates<'a>(field: &str, names: impl Iterator<Item = &'a str>) -> Vec<FieldError> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .enumerate()
+        .filter(|(_, name)| !seen.insert(*name))
+        .map(|(at, name)| FieldError::duplicate(format!("{field}[{at}]"), name))
+        .collect()
+}
+
+/// A Kubernetes-shaped condition: `kubectl wait --for=condition=X` reads `type` and `status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's name, such as `Ready` or `Scheduled`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// A CamelCase word for why the condition last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// A human-readable account of the last change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the condition last changed status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// The `metadata.generation` the condition was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Checks conditions: a type each, a known status, no type twice.
+pub(crate) fn validate_conditions(field: &str, conditions: &[Condition]) -> Vec<FieldError> {
+    let mut errors = duplicates(field, conditions.iter().map(|c| c.type_.as_str()));
+    for (at, condition) in conditions.iter().enumerate() {
+        if condition.type_.is_empty() {
+            errors.push(FieldError::required(format!("{field}[{at}].type")));
+        }
+        if !matches!(condition.status.as_str(), "True" | "False" | "Unknown") {
+            errors.push(FieldError::not_supported(
+                format!("{field}[{at}].status"),
+                &condition.status,
+                &["True", "False", "Unknown"],
+            ));
+        }
+    }
+    errors
+}

@@ -1,0 +1,109 @@
+//! Secret: named sensitive values that Applications import into their environment.
+
+use std::collections::BTreeMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::Kind;
+use crate::validation::FieldError;
+
+/// The most a Secret may hold, all values together.
+pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
+
+/// Secret holds sensitive values by key. Its values are never logged, never put in an error
+/// message and never put in an event.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Secret {
+    /// APIVersion defines the versioned schema of this representation of an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind is a string value representing the REST resource this object represents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Standard object's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// What the Secret is for; `Opaque` by default.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// The values, base64-encoded, by key. Keys are single clean path components.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub data: BTreeMap<String, String>,
+    /// Values as plain text, folded into `data` on write; never read back.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub string_data: BTreeMap<String, String>,
+    /// Once true, `data` can no longer change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub immutable: Option<bool>,
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Secret")
+            .field("metadata", &self.metadata.name)
+            .field("keys", &self.data.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= 253
+        && key != "."
+        && key != ".."
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+impl Kind for Secret {
+    fn default_fields(&mut self) {
+        self.type_.get_or_insert_with(|| "Opaque".to_owned());
+        for (key, value) in std::mem::take(&mut self.string_data) {
+            self.data.insert(key, STANDARD.encode(value));
+        }
+    }
+
+    fn validate(&self, old: Option<&Self>) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let mut total = 0;
+        for (key, value) in &self.data {
+            if !is_key(key) {
+                errors.push(FieldError::invalid(
+                    format!("data[{key}]"),
+                    format!("\"{key}\""),
+                    "a key must consist of alphanumeric characters, '-', '_' or '.'",
+                ));
+            }
+            match STANDARD.decode(value) {
+                Ok(bytes) => total += bytes.len(),
+                Err(_) => errors.push(FieldError::invalid(
+                    format!("data[{key}]"),
+                    "<value omitted>",
+                    "must be base64-encoded",
+                )),
+            }
+        }
+        if total > MAX_SECRET_BYTES {
+            errors.push(FieldError::invalid(
+                "data",
+                format!("{total} bytes"),
+                "a Secret may hold at most 1 MiB",
+            ));
+        }
+        if let Some(old) = old
+            && old.immutable == Some(true)
+        {
+            if old.data != self.data {
+                errors.push(FieldError::forbidden("data", "field is immutable when `immutable` is set"));
+            }
+            if self.immutable != Some(true) {
+                errors.push(FieldError::forbidden("immutable", "field is immutable when `immutable` is set"));
+            }
+        }
+        errors
+    }
+}

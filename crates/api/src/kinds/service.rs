@@ -1,0 +1,129 @@
+//! Service: a stable name for the Applications that join it.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Kind, duplicates};
+use crate::validation::{FieldError, is_dns_label};
+
+/// Service gives the Applications whose `spec.serviceName` names it one stable name and set
+/// of ports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Service {
+    /// APIVersion defines the versioned schema of this representation of an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind is a string value representing the REST resource this object represents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Standard object's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The ports the Service exposes.
+    #[serde(default)]
+    pub spec: ServiceSpec,
+}
+
+/// The ports a Service exposes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceSpec {
+    /// The virtual address of the Service, when it has one.
+    #[serde(default, rename = "clusterIP", skip_serializing_if = "Option::is_none")]
+    pub cluster_ip: Option<String>,
+    /// The ports; with more than one, each must be named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<ServicePort>,
+}
+
+/// One port of a Service.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServicePort {
+    /// The port's name; required when the Service has several ports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The port the Service listens on, 1 to 65535.
+    pub port: i64,
+    /// The members' port number; defaults to `port`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_port: Option<i64>,
+    /// The name of a port the members declare, instead of a number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_name: Option<String>,
+    /// `TCP` (the default) or `UDP`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+}
+
+impl Kind for Service {
+    fn default_fields(&mut self) {
+        for port in &mut self.spec.ports {
+            port.protocol.get_or_insert_with(|| "TCP".to_owned());
+            if port.target_name.is_none() {
+                port.target_port.get_or_insert(port.port);
+            }
+        }
+    }
+
+    fn validate(&self, _old: Option<&Self>) -> Vec<FieldError> {
+        let ports = &self.spec.ports;
+        let mut errors = Vec::new();
+        for (at, port) in ports.iter().enumerate() {
+            let field = format!("spec.ports[{at}]");
+            if !(1..=65535).contains(&port.port) {
+                errors.push(FieldError::invalid(
+                    format!("{field}.port"),
+                    port.port,
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+            if let Some(target) = port.target_port.filter(|target| !(1..=65535).contains(target)) {
+                errors.push(FieldError::invalid(
+                    format!("{field}.targetPort"),
+                    target,
+                    "must be between 1 and 65535, inclusive",
+                ));
+            }
+            if port.target_port.is_some() && port.target_name.is_some() && port.target_port != Some(port.port)
+            {
+                errors.push(FieldError::forbidden(
+                    format!("{field}.targetName"),
+                    "may not be set together with targetPort",
+                ));
+            }
+            match port.name.as_deref() {
+                None | Some("") if ports.len() > 1 => {
+                    errors.push(FieldError::required(format!("{field}.name")))
+                }
+                Some(name) if !name.is_empty() && !is_dns_label(name) => {
+                    errors.push(FieldError::invalid(
+                        format!("{field}.name"),
+                        format!("\"{name}\""),
+                        "must be a DNS label",
+                    ));
+                }
+                _ => {}
+            }
+            if let Some(protocol) = port.protocol.as_deref().filter(|p| !matches!(*p, "TCP" | "UDP")) {
+                errors.push(FieldError::not_supported(
+                    format!("{field}.protocol"),
+                    protocol,
+                    &["TCP", "UDP"],
+                ));
+            }
+        }
+        errors.extend(duplicates(
+            "spec.ports",
+            ports.iter().filter_map(|port| port.name.as_deref()).filter(|n| !n.is_empty()),
+        ));
+        let numbers: Vec<String> = ports
+            .iter()
+            .map(|port| format!("{}/{}", port.port, port.protocol.as_deref().unwrap_or("TCP")))
+            .collect();
+        errors.extend(duplicates("spec.ports", numbers.iter().map(String::as_str)));
+        errors
+    }
+}

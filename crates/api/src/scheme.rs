@@ -1,0 +1,559 @@
+//! The scheme: every Kind Kayra serves, with the names, scope, subresources, selectable
+//! fields and table columns that discovery, routing and printing need.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::codec;
+use crate::kinds::Kind;
+use crate::kinds::application::Application;
+use crate::kinds::secret::Secret;
+use crate::kinds::service::Service;
+use crate::table::{AGE, Column, NAME, text, text_or_none};
+use crate::validation::{FieldError, is_dns_label, is_dns_subdomain};
+
+/// Every verb a fully served resource answers.
+pub const ALL_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+
+/// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
+pub trait Behaviour: Send + Sync {
+    /// Decodes the object into its shape, fills defaults, and answers it as JSON again with
+    /// the paths of the fields the Kind does not have (dropped from the answer).
+    fn normalize(&self, object: &Value) -> Result<(Value, Vec<String>), String>;
+
+    /// Checks the object (and on update what it replaces); a value of the wrong type is an
+    /// error too.
+    fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError>;
+
+    /// The Kind's schema, registering what it refers to with the generator.
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+}
+
+/// The behaviour of a typed Kind.
+struct Typed<T>(PhantomData<fn() -> T>);
+
+impl<T: Kind> Behaviour for Typed<T> {
+    fn normalize(&self, object: &Value) -> Result<(Value, Vec<String>), String> {
+        let decoded = codec::decode::<T>(object)?;
+        let mut typed = decoded.object;
+        typed.default_fields();
+        Ok((codec::encode(&typed), decoded.unknown))
+    }
+
+    fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let decode = |value: &Value| serde_json::from_value::<T>(value.clone());
+        match (decode(object), old.map(decode).transpose()) {
+            (Ok(object), Ok(old)) => object.validate(old.as_ref()),
+            (Err(error), _) | (_, Err(error)) => {
+                vec![FieldError::invalid("", "<object>", &error.to_string())]
+            }
+        }
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        generator.subschema_for::<T>()
+    }
+}
+
+fn typed<T: Kind>() -> Arc<dyn Behaviour> {
+    Arc::new(Typed::<T>(PhantomData))
+}
+
+/// Which names a Kind accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// A DNS subdomain (most Kinds).
+    Subdomain,
+    /// A DNS label (namespaces).
+    Label,
+}
+
+impl NameRule {
+    /// Why `name` is refused, if it is.
+    pub fn check(self, name: &str) -> Option<String> {
+        match self {
+            NameRule::Subdomain if !is_dns_subdomain(name) => Some(
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and \
+                 must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is \
+                 '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+                    .to_owned(),
+            ),
+            NameRule::Label if !is_dns_label(name) => Some(
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must \
+                 start and end with an alphanumeric character (e.g. 'my-name', or '123-abc', regex used for \
+                 validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+                    .to_owned(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+/// One Kind as served.
+#[derive(Clone)]
+pub struct KindInfo {
+    /// The API group; empty for core.
+    pub group: String,
+    /// The version.
+    pub version: &'static str,
+    /// The Kind.
+    pub kind: &'static str,
+    /// The plural resource name used in paths.
+    pub plural: &'static str,
+    /// The singular name.
+    pub singular: &'static str,
+    /// Short names (`app`).
+    pub short_names: &'static [&'static str],
+    /// Categories (`all`).
+    pub categories: &'static [&'static str],
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+    /// Subresources served (`status`).
+    pub subresources: &'static [&'static str],
+    /// Fields beyond `metadata.name` and `metadata.namespace` that field selectors may use.
+    pub field_labels: &'static [&'static str],
+    /// Table columns after `Name`; `Age` is appended unless the Kind shows its own time.
+    pub columns: &'static [Column],
+    /// The verbs served.
+    pub verbs: &'static [&'static str],
+    /// Whether the Kind has kubectl's builtin shape, so strategic merge patch applies.
+    pub builtin: bool,
+    /// Which names the Kind accepts.
+    pub names: NameRule,
+    /// Decoding, defaults, validation and schema.
+    pub behaviour: Arc<dyn Behaviour>,
+}
+
+impl std::fmt::Debug for KindInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{} {}", self.group, self.version, self.kind)
+    }
+}
+
+impl KindInfo {
+    /// `group/version`, or `v1` for core.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// Whether `status` is a subresource.
+    pub fn has_status(&self) -> bool {
+        self.subresources.contains(&"status")
+    }
+
+    /// The full table columns: `Name`, the Kind's own, `Age`.
+    pub fn table_columns(&self) -> Vec<Column> {
+        let mut columns = vec![NAME];
+        columns.extend_from_slice(self.columns);
+        if !self.columns.iter().any(|column| column.name == "Last Seen") {
+            columns.push(AGE);
+        }
+        columns
+    }
+}
+
+/// Every Kind served by one deployment.
+#[derive(Debug, Clone)]
+pub struct Scheme {
+    domain: String,
+    kinds: Vec<KindInfo>,
+}
+
+impl Scheme {
+    /// The Kinds of a deployment whose domain is `domain` (so `fleet.<domain>`).
+    pub fn new(domain: &str) -> Scheme {
+        let fleet = format!("fleet.{domain}");
+        let kinds = vec![
+            KindInfo {
+                group: String::new(),
+                version: "v1",
+                kind: "Namespace",
+                plural: "namespaces",
+                singular: "namespace",
+                short_names: &["ns"],
+                categories: &[],
+                namespaced: false,
+                subresources: &["status"],
+                field_labels: &["status.phase"],
+                columns: &[Column {
+                    name: "Status",
+                    type_: "string",
+                    format: "",
+                    description: "The status of the namespace",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "status.phase")),
+                }],
+                verbs: ALL_VERBS,
+                builtin: true,
+                names: NameRule::Label,
+                behaviour: typed::<k8s_openapi::api::core::v1::Namespace>(),
+            },
+            KindInfo {
+                group: String::new(),
+                version: "v1",
+                kind: "Node",
+                plural: "nodes",
+                singular: "node",
+                short_names: &["no"],
+                categories: &[],
+                namespaced: false,
+                subresources: &["status"],
+                field_labels: &["spec.unschedulable"],
+                columns: &[
+                    Column {
+                        name: "Status",
+                        type_: "string",
+                        format: "",
+                        description: "The node's readiness",
+                        priority: 0,
+                        cell: node_status,
+                    },
+                    Column {
+                        name: "Roles",
+                        type_: "string",
+                        format: "",
+                        description: "The roles of the node",
+                        priority: 0,
+                        cell: |_, _| Value::String("<none>".into()),
+                    },
+                    Column {
+                        name: "Version",
+                        type_: "string",
+                        format: "",
+                        description: "Agent version reported by the node",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "status.nodeInfo.kubeletVersion")),
+                    },
+                    Column {
+                        name: "Internal-IP",
+                        type_: "string",
+                        format: "",
+                        description: "The node's internal address",
+                        priority: 1,
+                        cell: node_internal_ip,
+                    },
+                    Column {
+                        name: "OS-Image",
+                        type_: "string",
+                        format: "",
+                        description: "OS image reported by the node",
+                        priority: 1,
+                        cell: |o, _| text_or_none(o, "status.nodeInfo.osImage"),
+                    },
+                    Column {
+                        name: "Kernel-Version",
+                        type_: "string",
+                        format: "",
+                        description: "Kernel version reported by the node",
+                        priority: 1,
+                        cell: |o, _| text_or_none(o, "status.nodeInfo.kernelVersion"),
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: true,
+                names: NameRule::Subdomain,
+                behaviour: typed::<k8s_openapi::api::core::v1::Node>(),
+            },
+            KindInfo {
+                group: String::new(),
+                version: "v1",
+                kind: "Event",
+                plural: "events",
+                singular: "event",
+                short_names: &["ev"],
+                categories: &[],
+                namespaced: true,
+                subresources: &[],
+                field_labels: &[
+                    "involvedObject.kind",
+                    "involvedObject.namespace",
+                    "involvedObject.name",
+                    "involvedObject.uid",
+                    "involvedObject.apiVersion",
+                    "involvedObject.resourceVersion",
+                    "involvedObject.fieldPath",
+                    "reason",
+                    "reportingComponent",
+                    "source",
+                    "type",
+                ],
+                columns: &[
+                    Column {
+                        name: "Last Seen",
+                        type_: "string",
+                        format: "",
+                        description: "Time since the event was last seen",
+                        priority: 0,
+                        cell: |o, now| Value::String(crate::table::age_of(&text(o, "lastTimestamp"), now)),
+                    },
+                    Column {
+                        name: "Type",
+                        type_: "string",
+                        format: "",
+                        description: "Normal or Warning",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "type")),
+                    },
+                    Column {
+                        name: "Reason",
+                        type_: "string",
+                        format: "",
+                        description: "Why the event happened",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "reason")),
+                    },
+                    Column {
+                        name: "Object",
+                        type_: "string",
+                        format: "",
+                        description: "The object the event is about",
+                        priority: 0,
+                        cell: |o, _| {
+                            Value::String(format!(
+                                "{}/{}",
+                                text(o, "involvedObject.kind").to_lowercase(),
+                                text(o, "involvedObject.name")
+                            ))
+                        },
+                    },
+                    Column {
+                        name: "Message",
+                        type_: "string",
+                        format: "",
+                        description: "What happened",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "message")),
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: true,
+                names: NameRule::Subdomain,
+                behaviour: typed::<k8s_openapi::api::core::v1::Event>(),
+            },
+            KindInfo {
+                group: fleet.clone(),
+                version: "v1",
+                kind: "Application",
+                plural: "applications",
+                singular: "application",
+                short_names: &["app", "apps"],
+                categories: &["all"],
+                namespaced: true,
+                subresources: &["status"],
+                field_labels: &["spec.placement.nodeName", "spec.serviceName", "status.phase"],
+                columns: &[
+                    Column {
+                        name: "Phase",
+                        type_: "string",
+                        format: "",
+                        description: "The process's phase",
+                        priority: 0,
+                        cell: |o, _| text_or_none(o, "status.phase"),
+                    },
+                    Column {
+                        name: "Node",
+                        type_: "string",
+                        format: "",
+                        description: "The node the process runs on",
+                        priority: 0,
+                        cell: |o, _| text_or_none(o, "spec.placement.nodeName"),
+                    },
+                    Column {
+                        name: "Restarts",
+                        type_: "integer",
+                        format: "",
+                        description: "How many times the process was restarted",
+                        priority: 0,
+                        cell: |o, _| o.pointer("/status/restarts").cloned().unwrap_or(Value::from(0)),
+                    },
+                    Column {
+                        name: "Command",
+                        type_: "string",
+                        format: "",
+                        description: "The program and its arguments",
+                        priority: 1,
+                        cell: application_command,
+                    },
+                    Column {
+                        name: "Address",
+                        type_: "string",
+                        format: "",
+                        description: "Where the process is reachable",
+                        priority: 1,
+                        cell: |o, _| text_or_none(o, "status.address"),
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: false,
+                names: NameRule::Subdomain,
+                behaviour: typed::<Application>(),
+            },
+            KindInfo {
+                group: fleet.clone(),
+                version: "v1",
+                kind: "Service",
+                plural: "services",
+                singular: "service",
+                short_names: &["svc"],
+                categories: &["all"],
+                namespaced: true,
+                subresources: &[],
+                field_labels: &[],
+                columns: &[
+                    Column {
+                        name: "Cluster-IP",
+                        type_: "string",
+                        format: "",
+                        description: "The Service's virtual address",
+                        priority: 0,
+                        cell: |o, _| text_or_none(o, "spec.clusterIP"),
+                    },
+                    Column {
+                        name: "Port(s)",
+                        type_: "string",
+                        format: "",
+                        description: "The Service's ports",
+                        priority: 0,
+                        cell: service_ports,
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: false,
+                names: NameRule::Label,
+                behaviour: typed::<Service>(),
+            },
+            KindInfo {
+                group: fleet,
+                version: "v1",
+                kind: "Secret",
+                plural: "secrets",
+                singular: "secret",
+                short_names: &[],
+                categories: &[],
+                namespaced: true,
+                subresources: &[],
+                field_labels: &["type"],
+                columns: &[
+                    Column {
+                        name: "Type",
+                        type_: "string",
+                        format: "",
+                        description: "The type of the Secret",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "type")),
+                    },
+                    Column {
+                        name: "Data",
+                        type_: "integer",
+                        format: "",
+                        description: "How many keys the Secret holds",
+                        priority: 0,
+                        cell: |o, _| {
+                            Value::from(o.get("data").and_then(Value::as_object).map_or(0, |d| d.len()))
+                        },
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: false,
+                names: NameRule::Subdomain,
+                behaviour: typed::<Secret>(),
+            },
+        ];
+        Scheme { domain: domain.to_owned(), kinds }
+    }
+
+    /// The deployment's domain.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// Every Kind, core first.
+    pub fn kinds(&self) -> &[KindInfo] {
+        &self.kinds
+    }
+
+    /// The Kind served at `group`/`version` under `plural`.
+    pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<&KindInfo> {
+        self.kinds.iter().find(|k| k.group == group && k.version == version && k.plural == plural)
+    }
+
+    /// The group-versions served, in discovery order (core first), each with its Kinds.
+    pub fn group_versions(&self) -> Vec<(String, &'static str, Vec<&KindInfo>)> {
+        let mut out: Vec<(String, &'static str, Vec<&KindInfo>)> = Vec::new();
+        for kind in &self.kinds {
+            match out.iter_mut().find(|(g, v, _)| *g == kind.group && *v == kind.version) {
+                Some((_, _, kinds)) => kinds.push(kind),
+                None => out.push((kind.group.clone(), kind.version, vec![kind])),
+            }
+        }
+        out
+    }
+}
+
+fn node_status(object: &Value, _: jiff::Timestamp) -> Value {
+    let ready = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|conditions| {
+            conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        })
+        .and_then(|c| c.get("status").and_then(Value::as_str))
+        .map(|status| if status == "True" { "Ready" } else { "NotReady" })
+        .unwrap_or("Unknown");
+    let cordoned = object.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
+    Value::String(if cordoned { format!("{ready},SchedulingDisabled") } else { ready.to_owned() })
+}
+
+fn node_internal_ip(object: &Value, _: jiff::Timestamp) -> Value {
+    let address = object
+        .pointer("/status/addresses")
+        .and_then(Value::as_array)
+        .and_then(|addresses| {
+            addresses.iter().find(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
+        })
+        .and_then(|a| a.get("address").and_then(Value::as_str))
+        .unwrap_or("<none>");
+    Value::String(address.to_owned())
+}
+
+fn application_command(object: &Value, _: jiff::Timestamp) -> Value {
+    let words = |pointer: &str| -> Vec<String> {
+        object
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+            .unwrap_or_default()
+    };
+    let mut argv = words("/spec/command");
+    argv.extend(words("/spec/args"));
+    Value::String(argv.join(" "))
+}
+
+fn service_ports(object: &Value, _: jiff::Timestamp) -> Value {
+    let ports: Vec<String> = object
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .map(|ports| {
+            ports
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        text(p, "port"),
+                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Value::String(if ports.is_empty() { "<none>".to_owned() } else { ports.join(",") })
+}
+
+#[cfg(test)]
+mod tests;

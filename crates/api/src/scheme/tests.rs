@@ -1,0 +1,140 @@
+//! The scheme's Kinds: decoding, defaults, validation and unknown fields.
+
+use serde_json::json;
+
+use super::Scheme;
+
+fn scheme() -> Scheme {
+    Scheme::new("example.com")
+}
+
+#[test]
+fn application_defaults_and_unknown_fields() {
+    let scheme = scheme();
+    let app = scheme.find("fleet.example.com", "v1", "applications").unwrap();
+    let (normalized, unknown) = app
+        .behaviour
+        .normalize(
+            &json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": "a"},
+                           "spec": {"command": ["/bin/sleep", "1"], "bogus": 1,
+                                    "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}, "extra": true}),
+        )
+        .unwrap();
+    assert_eq!(unknown, ["extra", "spec.bogus"]);
+    assert_eq!(normalized["spec"]["lifecycle"]["restartPolicy"], "Always");
+    assert_eq!(normalized["spec"]["lifecycle"]["terminationGracePeriodSeconds"], 30);
+    assert_eq!(normalized["spec"]["resources"]["requests"]["cpu"], "1", "an unset request takes the limit");
+    assert!(normalized.get("extra").is_none());
+    assert!(app.behaviour.validate(&normalized, None).is_empty());
+}
+
+#[test]
+fn application_validation_names_each_field() {
+    let scheme = scheme();
+    let app = scheme.find("fleet.example.com", "v1", "applications").unwrap();
+    let cases = [
+        (json!({"spec": {}}), "spec.command"),
+        (json!({"spec": {"command": ["a\nb"]}}), "spec.command[0]"),
+        (json!({"spec": {"command": ["x"], "workingDir": "rel/dir"}}), "spec.workingDir"),
+        (json!({"spec": {"command": ["x"], "env": [{"name": "1X", "value": "v"}]}}), "spec.env[0].name"),
+        (
+            json!({"spec": {"command": ["x"], "env": [{"name": "A", "value": "1"}, {"name": "A", "value": "2"}]}}),
+            "spec.env[1]",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "env": [{"name": "", "secretRef": {"name": "s", "key": "*"}, "prefix": "DB_"}]}}),
+            "",
+        ),
+        (json!({"spec": {"command": ["x"], "ports": [{"port": 70000}]}}), "spec.ports[0].port"),
+        (
+            json!({"spec": {"command": ["x"], "ports": [{"port": 80, "protocol": "SCTP"}]}}),
+            "spec.ports[0].protocol",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}}}),
+            "spec.resources.requests.cpu",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "resources": {"limits": {"memory": "lots"}}}}),
+            "spec.resources.limits.memory",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "lifecycle": {"restartPolicy": "Sometimes"}}}),
+            "spec.lifecycle.restartPolicy",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "lifecycle": {"backoffLimit": 3}}}),
+            "spec.lifecycle.backoffLimit",
+        ),
+        (json!({"spec": {"command": ["x"], "lifecycle": {"restartPolicy": "Never", "backoffLimit": 3}}}), ""),
+        (json!({"spec": {"command": ["x"]}, "status": {"phase": "Dancing"}}), "status.phase"),
+        (
+            json!({"spec": {"command": ["x"]}, "status": {"conditions": [{"type": "Ready", "status": "Yes"}]}}),
+            "status.conditions[0].status",
+        ),
+        (json!({"spec": {"command": "not-a-list"}}), "<decode>"),
+    ];
+    for (object, field) in cases {
+        let errors = match app.behaviour.normalize(&object) {
+            Ok((normalized, _)) => app.behaviour.validate(&normalized, None),
+            Err(_) => vec![crate::validation::FieldError::invalid("<decode>", "", "")],
+        };
+        let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+        if field.is_empty() {
+            assert!(errors.is_empty(), "{object}: {errors:?}");
+        } else {
+            assert!(fields.contains(&field), "{object}: expected {field}, got {errors:?}");
+        }
+    }
+}
+
+#[test]
+fn secrets_fold_string_data_and_stay_immutable() {
+    let scheme = scheme();
+    let secret = scheme.find("fleet.example.com", "v1", "secrets").unwrap();
+    let (normalized, _) = secret
+        .behaviour
+        .normalize(&json!({"stringData": {"password": "hunter2"}, "immutable": true}))
+        .unwrap();
+    assert_eq!(normalized["data"]["password"], "aHVudGVyMg==");
+    assert_eq!(normalized["type"], "Opaque");
+    assert!(normalized.get("stringData").is_none());
+    let changed = json!({"data": {"password": "b3RoZXI="}, "immutable": true});
+    let errors = secret.behaviour.validate(&changed, Some(&normalized));
+    assert_eq!(errors[0].field, "data");
+    let bad = json!({"data": {"../etc": "eA==", "k": "not base64!"}});
+    assert_eq!(secret.behaviour.validate(&bad, None).len(), 2);
+}
+
+#[test]
+fn namespaces_start_active_with_their_finalizer() {
+    let scheme = scheme();
+    let namespace = scheme.find("", "v1", "namespaces").unwrap();
+    let (normalized, unknown) =
+        namespace.behaviour.normalize(&json!({"metadata": {"name": "team-a"}})).unwrap();
+    assert!(unknown.is_empty());
+    assert_eq!(normalized["status"]["phase"], "Active");
+    assert_eq!(normalized["spec"]["finalizers"], json!(["kubernetes"]));
+    assert!(namespace.names.check("team-a").is_none());
+    assert!(namespace.names.check("team.a").is_some());
+}
+
+#[test]
+fn services_need_names_for_several_ports() {
+    let scheme = scheme();
+    let service = scheme.find("fleet.example.com", "v1", "services").unwrap();
+    let (normalized, _) = service
+        .behaviour
+        .normalize(&json!({"spec": {"ports": [{"port": 80}, {"name": "b", "port": 80}]}}))
+        .unwrap();
+    let errors = service.behaviour.validate(&normalized, None);
+    let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
+    assert_eq!(fields, ["spec.ports[0].name", "spec.ports[1]"]);
+}
+
+#[test]
+fn group_versions_put_core_first() {
+    let scheme = scheme();
+    let groups: Vec<String> = scheme.group_versions().iter().map(|(g, v, _)| format!("{g}/{v}")).collect();
+    assert_eq!(groups, ["/v1", "fleet.example.com/v1"]);
+}
