@@ -35,7 +35,8 @@ pub struct Application {
     pub status: Option<ApplicationStatus>,
 }
 
-/// What to run and how.
+/// ApplicationSpec is the desired state of an Application: its command line, environment,
+/// ports, resources, restart behaviour and placement.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationSpec {
@@ -181,7 +182,7 @@ pub struct Placement {
     pub priority: Option<i64>,
 }
 
-/// What the node reports about the process.
+/// ApplicationStatus is what the node reports about an Application's process.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationStatus {

@@ -1,0 +1,125 @@
+//! `kayra.yaml`: every key the controller reads, with its default. Unknown keys are refused.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// The controller's configuration.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Config {
+    /// The deployment's domain: Kayra's API groups are `fleet.<domain>` and so on.
+    pub domain: String,
+    /// Where the PKI, the token file, the kubeconfig and the embedded store live.
+    pub data_dir: PathBuf,
+    /// The HTTPS listener (client certificates and bearer tokens).
+    pub listen: SocketAddr,
+    /// The plain-HTTP listener for bearer-token clients; loopback unless deliberately
+    /// configured otherwise. Empty to turn it off.
+    pub http_listen: Option<SocketAddr>,
+    /// Extra names and addresses for the serving certificate.
+    pub server_names: Vec<String>,
+    /// `sled` (the embedded default), `etcd`, or `memory` (for tests; nothing survives).
+    pub store: StoreKind,
+    /// The etcd cluster, when `store: etcd`.
+    pub etcd: EtcdConfig,
+    /// The static token file: `token,user,uid,"group1,group2"` lines. Defaults to
+    /// `<dataDir>/tokens.csv`.
+    pub token_file: Option<PathBuf>,
+    /// The instance's platform (`INFRAPI_APP_PLATFORM`).
+    pub platform: String,
+    /// The instance's region (`INFRAPI_APP_REGION`).
+    pub region: String,
+}
+
+/// Which store keeps the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// sled under `<dataDir>/store`.
+    Sled,
+    /// An etcd cluster.
+    Etcd,
+    /// Memory only.
+    Memory,
+}
+
+/// How to reach etcd.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct EtcdConfig {
+    /// Client URLs.
+    pub endpoints: Vec<String>,
+    /// Every key lives under this prefix.
+    pub prefix: String,
+}
+
+impl Default for EtcdConfig {
+    fn default() -> EtcdConfig {
+        EtcdConfig { endpoints: vec!["http://127.0.0.1:2379".to_owned()], prefix: "/kayra/".to_owned() }
+    }
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            domain: "example.com".to_owned(),
+            data_dir: PathBuf::from("./kayra-data"),
+            listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            server_names: Vec::new(),
+            store: StoreKind::Sled,
+            etcd: EtcdConfig::default(),
+            token_file: None,
+            platform: String::new(),
+            region: String::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads `kayra.yaml`; unknown keys and malformed values are errors naming them.
+    pub fn from_yaml(text: &str) -> Result<Config, String> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        serde_saphyr::from_str(text).map_err(|error| error.to_string())
+    }
+
+    /// The token file in use.
+    pub fn token_file(&self) -> PathBuf {
+        self.token_file.clone().unwrap_or_else(|| self.data_dir.join("tokens.csv"))
+    }
+
+    /// Checks the configuration as a whole.
+    pub fn validate(&self) -> Result<(), String> {
+        if !kayra_api::validation::is_dns_subdomain(&self.domain) {
+            return Err(format!("domain {:?} is not a DNS subdomain", self.domain));
+        }
+        if self.store == StoreKind::Etcd && self.etcd.endpoints.is_empty() {
+            return Err("store: etcd needs etcd.endpoints".to_owned());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_keys_are_read_and_unknown_ones_refused() {
+        let config = Config::from_yaml(
+            "domain: acme.io\nstore: etcd\netcd:\n  endpoints: [\"http://10.0.0.1:2379\"]\n",
+        )
+        .unwrap();
+        assert_eq!((config.domain.as_str(), config.store), ("acme.io", StoreKind::Etcd));
+        assert_eq!(config.etcd.prefix, "/kayra/");
+        assert_eq!(Config::from_yaml("").unwrap().listen.port(), 6443);
+        let error = Config::from_yaml("domian: typo.io\n").unwrap_err();
+        assert!(error.contains("domian"), "{error}");
+        assert!(Config::from_yaml("store: floppy\n").is_err());
+        assert!(Config { domain: "Not A Domain".into(), ..Config::default() }.validate().is_err());
+    }
+}

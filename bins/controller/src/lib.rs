@@ -1,0 +1,214 @@
+//! The controller's wiring: `init` writes the PKI, an admin kubeconfig and an admin token;
+//! `run` opens the store, builds the API over it, and serves until told to stop. The binary
+//! (`main.rs`) and the test kit both start the controller through here.
+
+pub mod config;
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, bail};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use kayra_api::scheme::Scheme;
+use kayra_apiserver::auth::TokenFile;
+use kayra_apiserver::{ApiState, ServeOptions};
+use kayra_pki::{Ca, Usage};
+use kayra_registry::{Registry, SystemClock, WriteOptions};
+use kayra_store::Store;
+use kayra_store::mvcc::{MvccStore, Options};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+pub use config::{Config, StoreKind};
+
+/// Where `init` put things.
+#[derive(Debug, Clone)]
+pub struct Paths {
+    /// The CA certificate.
+    pub ca_cert: PathBuf,
+    /// The admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// The file holding the admin bearer token.
+    pub admin_token: PathBuf,
+}
+
+fn pki(data_dir: &Path) -> PathBuf {
+    data_dir.join("pki")
+}
+
+fn write_private(path: &Path, contents: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(contents.as_bytes()).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Writes a CA, a serving certificate, an admin client certificate (`O=system:masters`), an
+/// admin kubeconfig and an admin bearer token under the data directory; keeps whatever is
+/// already there.
+pub fn init(config: &Config) -> anyhow::Result<Paths> {
+    let dir = pki(&config.data_dir);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let paths = Paths {
+        ca_cert: dir.join("ca.crt"),
+        kubeconfig: config.data_dir.join("admin.kubeconfig"),
+        admin_token: config.data_dir.join("admin.token"),
+    };
+    let ca = if paths.ca_cert.exists() {
+        let cert = std::fs::read_to_string(&paths.ca_cert)?;
+        let key = std::fs::read_to_string(dir.join("ca.key")).context("the CA key is missing")?;
+        Ca::from_pem(&cert, &key)?
+    } else {
+        let ca = Ca::generate("kayra-ca")?;
+        write_private(&dir.join("ca.key"), &ca.issued().key_pem)?;
+        std::fs::write(&paths.ca_cert, ca.cert_pem())?;
+        ca
+    };
+    if !dir.join("server.crt").exists() {
+        let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "::1".to_owned()];
+        let listen_ip = config.listen.ip();
+        if !listen_ip.is_unspecified() && !names.contains(&listen_ip.to_string()) {
+            names.push(listen_ip.to_string());
+        }
+        names.extend(config.server_names.iter().cloned());
+        let server = ca.issue(Usage::Server, "kayra-controller", None, &names)?;
+        write_private(&dir.join("server.key"), &server.key_pem)?;
+        std::fs::write(dir.join("server.crt"), &server.cert_pem)?;
+    }
+    if !paths.kubeconfig.exists() {
+        let admin = ca.issue(Usage::Client, "admin", Some("system:masters"), &[])?;
+        let host = if config.listen.ip().is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else {
+            config.listen.ip().to_string()
+        };
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        let server = format!("https://{host}:{}", config.listen.port());
+        write_private(
+            &paths.kubeconfig,
+            &kubeconfig(&server, ca.cert_pem(), &admin.cert_pem, &admin.key_pem),
+        )?;
+    }
+    let token_file = config.token_file();
+    if !paths.admin_token.exists() {
+        let token = random_token();
+        write_private(&paths.admin_token, &format!("{token}\n"))?;
+        let mut tokens = std::fs::read_to_string(&token_file).unwrap_or_default();
+        tokens.push_str(&format!("{token},admin,admin,\"system:masters\"\n"));
+        write_private(&token_file, &tokens)?;
+    }
+    Ok(paths)
+}
+
+fn random_token() -> String {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 24];
+    ring::rand::SystemRandom::new().fill(&mut bytes).expect("the system has randomness");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn kubeconfig(server: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> String {
+    let data = |pem: &str| STANDARD.encode(pem);
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: kayra\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: kayra-admin\n  context:\n    cluster: kayra\n    user: admin\n    namespace: default\ncurrent-context: kayra-admin\n",
+        data(ca_pem),
+        data(cert_pem),
+        data(key_pem)
+    )
+}
+
+/// Opens the configured store.
+pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
+    Ok(match config.store {
+        StoreKind::Sled => {
+            let path = config.data_dir.join("store");
+            Arc::new(
+                kayra_store_sled::open(&path, Options::default())
+                    .with_context(|| format!("cannot open the store at {}", path.display()))?,
+            )
+        }
+        StoreKind::Memory => Arc::new(MvccStore::in_memory(Options::default())?),
+        StoreKind::Etcd => {
+            let options =
+                kayra_store_etcd::EtcdOptions::new(config.etcd.endpoints.clone(), config.etcd.prefix.clone());
+            Arc::new(kayra_store_etcd::EtcdStore::connect(options).await?)
+        }
+    })
+}
+
+/// Builds the API over `store`, making sure namespace `default` exists.
+pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<ApiState>> {
+    let scheme = Arc::new(Scheme::new(&config.domain));
+    let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
+    let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
+        if config.token_file.is_none() && !config.token_file().exists() {
+            Ok(TokenFile::none())
+        } else {
+            Err(error)
+        }
+    })?);
+    let state = Arc::new(ApiState::new(scheme.clone(), registry.clone(), tokens, config.listen.to_string()));
+    let namespaces = scheme.find("", "v1", "namespaces").expect("the scheme serves namespaces");
+    let default = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    let resource = state_resource(&state, namespaces);
+    match registry.create(&resource, None, default, WriteOptions::default()).await {
+        Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => {}
+        Err(error) => bail!("cannot create namespace default: {error}"),
+    }
+    Ok(state)
+}
+
+fn state_resource(state: &ApiState, kind: &kayra_api::scheme::KindInfo) -> kayra_registry::Resource {
+    state.resource_for(kind).clone()
+}
+
+/// Serves the API on the listeners until `shutdown` resolves.
+pub async fn run(
+    config: &Config,
+    state: Arc<ApiState>,
+    https: TcpListener,
+    http: Option<TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let dir = pki(&config.data_dir);
+    let read = |name: &str| {
+        std::fs::read(dir.join(name))
+            .with_context(|| format!("cannot read {}; run `kayra-controller init`", dir.join(name).display()))
+    };
+    let tls = kayra_apiserver::tls_config(&read("ca.crt")?, &read("server.crt")?, &read("server.key")?)
+        .map_err(anyhow::Error::msg)?;
+    let app = kayra_apiserver::router(state);
+    let (stop, _) = tokio::sync::watch::channel(false);
+    let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
+        let mut receiver = stop.subscribe();
+        async move {
+            let _ = receiver.wait_for(|stopped| *stopped).await;
+        }
+    };
+    let mut servers = tokio::task::JoinSet::new();
+    servers.spawn(kayra_apiserver::serve(
+        https,
+        Some(tls),
+        app.clone(),
+        ServeOptions::default(),
+        stopped(&stop),
+    ));
+    if let Some(http) = http {
+        if http.local_addr().is_ok_and(|addr| !addr.ip().is_loopback()) {
+            tracing::warn!(address = %http.local_addr()?, "plain HTTP is served beyond loopback: bearer tokens cross the network in the clear");
+        }
+        servers.spawn(kayra_apiserver::serve(http, None, app, ServeOptions::default(), stopped(&stop)));
+    }
+    shutdown.await;
+    let _ = stop.send(true);
+    while servers.join_next().await.is_some() {}
+    Ok(())
+}

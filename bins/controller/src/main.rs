@@ -1,0 +1,163 @@
+//! `kayra-controller`: with no subcommand, initialise the data directory if needed and serve,
+//! printing the lines to paste into a shell; `init` and `serve` do one half each.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use kayra_controller::{Config, StoreKind};
+
+#[derive(Parser)]
+#[command(name = "kayra-controller", version, about = "The Kayra control plane")]
+struct Cli {
+    /// The configuration file (every key is documented in the README).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Overrides `dataDir`.
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+    /// Overrides `store`: sled, etcd or memory.
+    #[arg(long, global = true)]
+    store: Option<String>,
+    /// Overrides `etcd.endpoints` (comma-separated).
+    #[arg(long, global = true, value_delimiter = ',')]
+    etcd_endpoints: Vec<String>,
+    /// Overrides `listen` (the HTTPS address).
+    #[arg(long, global = true)]
+    listen: Option<std::net::SocketAddr>,
+    /// Overrides `httpListen` (the plain-HTTP address); `off` turns it off.
+    #[arg(long, global = true)]
+    http_listen: Option<String>,
+    /// Overrides `domain`.
+    #[arg(long, global = true)]
+    domain: Option<String>,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Write the PKI, the admin kubeconfig and the admin token into the data directory.
+    Init,
+    /// Serve the API.
+    Serve,
+}
+
+fn config(cli: &Cli) -> Result<Config, String> {
+    let mut config = match &cli.config {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            Config::from_yaml(&text).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+        None => Config::default(),
+    };
+    if let Ok(platform) = std::env::var("INFRAPI_APP_PLATFORM") {
+        config.platform = platform;
+    }
+    if let Ok(region) = std::env::var("INFRAPI_APP_REGION") {
+        config.region = region;
+    }
+    if let Some(dir) = &cli.data_dir {
+        config.data_dir = dir.clone();
+    }
+    if let Some(store) = &cli.store {
+        config.store = match store.as_str() {
+            "sled" => StoreKind::Sled,
+            "etcd" => StoreKind::Etcd,
+            "memory" => StoreKind::Memory,
+            other => return Err(format!("--store {other}: expected sled, etcd or memory")),
+        };
+    }
+    if !cli.etcd_endpoints.is_empty() {
+        config.etcd.endpoints = cli.etcd_endpoints.clone();
+    }
+    if let Some(listen) = cli.listen {
+        config.listen = listen;
+    }
+    match cli.http_listen.as_deref() {
+        Some("off") => config.http_listen = None,
+        Some(address) => {
+            config.http_listen = Some(address.parse().map_err(|e| format!("--http-listen {address}: {e}"))?)
+        }
+        None => {}
+    }
+    if let Some(domain) = &cli.domain {
+        config.domain = domain.clone();
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KAYRA_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match config(&cli) {
+        Ok(config) => config,
+        Err(error) => {
+            eprintln!("kayra-controller: {error}");
+            return ExitCode::from(64);
+        }
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime starts");
+    let result = runtime.block_on(async {
+        match cli.command {
+            Some(Command::Init) => kayra_controller::init(&config).map(|paths| announce(&paths)),
+            Some(Command::Serve) => serve(&config).await,
+            None => {
+                let paths = kayra_controller::init(&config)?;
+                announce(&paths);
+                serve(&config).await
+            }
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kayra-controller: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn announce(paths: &kayra_controller::Paths) {
+    let absolute = |path: &std::path::Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let token = std::fs::read_to_string(&paths.admin_token).unwrap_or_default();
+    eprintln!("Kayra is initialised. To use it from a shell:\n");
+    eprintln!("  export KUBECONFIG={}", absolute(&paths.kubeconfig).display());
+    eprintln!("  export TOKEN={}\n", token.trim());
+}
+
+async fn serve(config: &Config) -> anyhow::Result<()> {
+    let store = kayra_controller::open_store(config).await?;
+    let state = kayra_controller::api(config, store).await?;
+    let https = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+    let http = match config.http_listen {
+        Some(address) => Some(
+            tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?,
+        ),
+        None => None,
+    };
+    tracing::info!(https = %config.listen, http = ?config.http_listen, store = ?config.store, "serving");
+    kayra_controller::run(config, state, https, http, shutdown_signal()).await
+}
+
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM can be handled");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("shutting down");
+}

@@ -1,0 +1,122 @@
+//! Discovery documents: `/version`, `/api`, `/apis` (aggregated v2 and v2beta1, or legacy),
+//! and each group-version's resource list, all built from the scheme.
+
+use kayra_api::scheme::{KindInfo, Scheme};
+use serde_json::{Value, json};
+
+/// The version kubectl's dispatcher reads: major 1, minor 32.
+pub(crate) fn version() -> Value {
+    json!({
+        "major": "1", "minor": "32",
+        "gitVersion": concat!("v1.32.0+kayra.", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "", "gitTreeState": "clean", "buildDate": "",
+        "goVersion": "", "compiler": "rustc", "platform": "linux/amd64",
+    })
+}
+
+const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
+
+fn response_kind(kind: &KindInfo) -> Value {
+    json!({"group": kind.group, "version": kind.version, "kind": kind.kind})
+}
+
+fn aggregated_resource(kind: &KindInfo) -> Value {
+    let subresources: Vec<Value> = kind
+        .subresources
+        .iter()
+        .map(|sub| json!({"subresource": sub, "responseKind": response_kind(kind), "verbs": STATUS_VERBS}))
+        .collect();
+    json!({
+        "resource": kind.plural,
+        "responseKind": response_kind(kind),
+        "scope": if kind.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": kind.singular,
+        "shortNames": kind.short_names,
+        "categories": kind.categories,
+        "verbs": kind.verbs,
+        "subresources": subresources,
+    })
+}
+
+/// `APIGroupDiscoveryList` for the core group (`core: true`) or the named groups.
+pub(crate) fn aggregated(scheme: &Scheme, core: bool, version: &str) -> Value {
+    let mut items: Vec<Value> = Vec::new();
+    for (group, gv, kinds) in scheme.group_versions() {
+        if group.is_empty() != core {
+            continue;
+        }
+        let resources: Vec<Value> = kinds.iter().map(|k| aggregated_resource(k)).collect();
+        let entry = json!({"version": gv, "freshness": "Current", "resources": resources});
+        match items.iter_mut().find(|item| item["metadata"]["name"] == group.as_str()) {
+            Some(item) => item["versions"].as_array_mut().expect("versions is a list").push(entry),
+            None => items
+                .push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": [entry]})),
+        }
+    }
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"), "metadata": {}, "items": items})
+}
+
+/// Legacy `/api`.
+pub(crate) fn api_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions", "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+fn api_group(scheme: &Scheme, group: &str) -> Value {
+    let versions: Vec<Value> = scheme
+        .group_versions()
+        .into_iter()
+        .filter(|(g, _, _)| g == group)
+        .map(|(g, v, _)| json!({"groupVersion": format!("{g}/{v}"), "version": v}))
+        .collect();
+    let preferred = versions.first().cloned().unwrap_or(Value::Null);
+    json!({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": versions, "preferredVersion": preferred})
+}
+
+/// Legacy `/apis`.
+pub(crate) fn api_group_list(scheme: &Scheme) -> Value {
+    let mut names: Vec<String> = Vec::new();
+    for (group, _, _) in scheme.group_versions() {
+        if !group.is_empty() && !names.contains(&group) {
+            names.push(group);
+        }
+    }
+    let groups: Vec<Value> = names
+        .iter()
+        .map(|g| {
+            let mut group = api_group(scheme, g);
+            if let Some(map) = group.as_object_mut() {
+                map.remove("kind");
+                map.remove("apiVersion");
+            }
+            group
+        })
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+}
+
+/// `/apis/<group>`.
+pub(crate) fn group(scheme: &Scheme, group: &str) -> Value {
+    api_group(scheme, group)
+}
+
+/// `/api/v1` or `/apis/<group>/<version>`: `APIResourceList`.
+pub(crate) fn resource_list(scheme: &Scheme, group: &str, version: &str) -> Value {
+    let group_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    let mut resources = Vec::new();
+    for kind in scheme.kinds().iter().filter(|k| k.group == group && k.version == version) {
+        resources.push(json!({
+            "name": kind.plural, "singularName": kind.singular, "namespaced": kind.namespaced,
+            "kind": kind.kind, "verbs": kind.verbs, "shortNames": kind.short_names, "categories": kind.categories,
+        }));
+        for sub in kind.subresources {
+            resources.push(json!({
+                "name": format!("{}/{sub}", kind.plural), "singularName": "", "namespaced": kind.namespaced,
+                "kind": kind.kind, "verbs": STATUS_VERBS,
+            }));
+        }
+    }
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+}

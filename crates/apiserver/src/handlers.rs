@@ -1,0 +1,521 @@
+//! Serving resources: list, watch, get, create, update, patch and delete on every Kind, with
+//! Kubernetes' query parameters, tables, field validation and patch types.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use kayra_api::scheme::KindInfo;
+use kayra_registry::{
+    DeleteOptions, Deleted, ListOptions, Object, Part, PatchKind, RegistryError, WatchEvent, WatchOptions,
+    WriteOptions,
+};
+use serde_json::{Value, json};
+
+use crate::auth::Identity;
+use crate::error::ApiError;
+use crate::media::{self, Output};
+use crate::routes::ResourcePath;
+use crate::state::ApiState;
+use crate::{protobuf, table};
+
+/// How often an idle watch that asked for bookmarks gets one.
+const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
+
+/// The longest a watch runs before the server ends it (clients then watch again).
+const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
+
+type Query = HashMap<String, String>;
+
+/// Serves one request to a resource path.
+pub(crate) async fn serve(
+    state: Arc<ApiState>,
+    identity: &Identity,
+    method: &Method,
+    path: ResourcePath<'_>,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let kind = path.kind;
+    let verb = verb(method, &path, query)?;
+    authorize(identity, verb, kind, &path)?;
+    if let Some(sub) = path.subresource.as_deref()
+        && !kind.subresources.contains(&sub)
+    {
+        return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
+    }
+    let part = if path.subresource.is_some() { Part::Status } else { Part::Main };
+    let namespace = path.namespace.as_deref();
+    let resource = state.resource(kind);
+    let registry = &state.registry;
+    let invalid = |error: RegistryError| relabel(error, kind);
+    match verb {
+        "list" => {
+            let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
+            let options = ListOptions {
+                label_selector: query.get("labelSelector").cloned(),
+                field_selector: query.get("fieldSelector").cloned(),
+                limit: query
+                    .get("limit")
+                    .map(|l| l.parse::<usize>())
+                    .transpose()
+                    .map_err(|_| ApiError::BadRequest("limit must be a number".into()))?,
+                continue_token: query.get("continue").cloned(),
+                resource_version: query.get("resourceVersion").cloned(),
+                resource_version_match: query.get("resourceVersionMatch").cloned(),
+            };
+            let list = registry.list(resource, namespace, &options).await?;
+            let mut metadata = json!({"resourceVersion": list.resource_version});
+            if let Some(token) = &list.continue_token {
+                metadata["continue"] = json!(token);
+            }
+            if let Some(remaining) = list.remaining_item_count {
+                metadata["remainingItemCount"] = json!(remaining);
+            }
+            let body = match output {
+                Output::Table(version) => table::render(
+                    kind,
+                    &list.items,
+                    metadata,
+                    version,
+                    query.get("includeObject").map(String::as_str),
+                    true,
+                ),
+                Output::Json => json!({
+                    "apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind),
+                    "metadata": metadata, "items": list.items,
+                }),
+            };
+            Ok(json_response(StatusCode::OK, &body, &[]))
+        }
+        "watch" => watch(state.clone(), kind, namespace, query, headers).await,
+        "get" => {
+            let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
+            let name = path.name.as_deref().expect("get has a name");
+            let object = registry.get(resource, namespace, name).await?;
+            Ok(json_response(StatusCode::OK, &render_one(kind, object, output, query), &[]))
+        }
+        "create" => {
+            let options = write_options(query, part)?;
+            let (object, warnings) = decode_body(kind, headers, &body, query)?;
+            let created = registry.create(resource, namespace, object, options).await.map_err(invalid)?;
+            Ok(json_response(StatusCode::CREATED, &Value::Object(created), &warnings))
+        }
+        "update" => {
+            let options = write_options(query, part)?;
+            let name = path.name.as_deref().expect("update has a name");
+            let (object, warnings) = decode_body(kind, headers, &body, query)?;
+            let updated =
+                registry.update(resource, namespace, name, object, options).await.map_err(invalid)?;
+            Ok(json_response(StatusCode::OK, &Value::Object(updated), &warnings))
+        }
+        "patch" => {
+            let options = write_options(query, part)?;
+            let name = path.name.as_deref().expect("patch has a name");
+            let (patch_kind, patch) = patch_body(kind, headers, &body)?;
+            let warnings = patch_warnings(&state, kind, namespace, name, patch_kind, &patch, query).await?;
+            let patched = registry
+                .patch(resource, namespace, name, patch_kind, &patch, options)
+                .await
+                .map_err(invalid)?;
+            Ok(json_response(StatusCode::OK, &Value::Object(patched), &warnings))
+        }
+        "delete" => {
+            let name = path.name.as_deref().expect("delete has a name");
+            let options = delete_options(query, &body)?;
+            let (code, object) = match registry.delete(resource, namespace, name, &options).await? {
+                Deleted::Gone(object) => (StatusCode::OK, object),
+                Deleted::Pending(object) => (StatusCode::OK, object),
+            };
+            Ok(json_response(code, &Value::Object(object), &[]))
+        }
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// The Kubernetes verb of a request.
+fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'static str, ApiError> {
+    let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let verb = match (method, path.name.is_some()) {
+        (&Method::GET, false) if watching => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::GET, true) => "get",
+        (&Method::POST, false) => "create",
+        (&Method::PUT, true) => "update",
+        (&Method::PATCH, true) => "patch",
+        (&Method::DELETE, true) => "delete",
+        _ => return Err(ApiError::MethodNotAllowed),
+    };
+    if path.subresource.is_some() && !matches!(verb, "get" | "update" | "patch") {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    Ok(verb)
+}
+
+/// Until RBAC arrives: `system:masters` may do everything, anyone else nothing.
+fn authorize(
+    identity: &Identity,
+    verb: &str,
+    kind: &KindInfo,
+    path: &ResourcePath<'_>,
+) -> Result<(), ApiError> {
+    if identity.is_master() {
+        return Ok(());
+    }
+    let resource = match &path.subresource {
+        Some(sub) => format!("{}/{sub}", kind.plural),
+        None => kind.plural.to_owned(),
+    };
+    let qualified = if kind.group.is_empty() {
+        kind.plural.to_owned()
+    } else {
+        format!("{}.{}", kind.plural, kind.group)
+    };
+    let subject = match &path.name {
+        Some(name) => format!("{qualified} \"{name}\" is forbidden"),
+        None => format!("{qualified} is forbidden"),
+    };
+    let scope = match &path.namespace {
+        Some(namespace) => format!(" in the namespace \"{namespace}\""),
+        None if kind.namespaced => String::new(),
+        None => " at the cluster scope".to_owned(),
+    };
+    Err(ApiError::Forbidden(format!(
+        "{subject}: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{}\"{scope}",
+        identity.user, kind.group
+    )))
+}
+
+/// Names an Invalid error by `Kind.group`, as Kubernetes does.
+fn relabel(error: RegistryError, kind: &KindInfo) -> ApiError {
+    match error {
+        RegistryError::Invalid { kind: k, name, causes } if !kind.group.is_empty() => {
+            ApiError::Registry(RegistryError::Invalid { kind: format!("{k}.{}", kind.group), name, causes })
+        }
+        other => ApiError::Registry(other),
+    }
+}
+
+fn dry_run(query: &Query) -> Result<bool, ApiError> {
+    match query.get("dryRun").map(String::as_str) {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+        ))),
+    }
+}
+
+fn write_options(query: &Query, part: Part) -> Result<WriteOptions, ApiError> {
+    Ok(WriteOptions { dry_run: dry_run(query)?, part })
+}
+
+/// `fieldValidation`: `Strict`, `Warn` (the default) or `Ignore`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum FieldValidation {
+    Strict,
+    Warn,
+    Ignore,
+}
+
+fn field_validation(query: &Query) -> Result<FieldValidation, ApiError> {
+    match query.get("fieldValidation").map(String::as_str) {
+        None | Some("") | Some("Warn") => Ok(FieldValidation::Warn),
+        Some("Strict") => Ok(FieldValidation::Strict),
+        Some("Ignore") => Ok(FieldValidation::Ignore),
+        Some(other) => Err(ApiError::BadRequest(format!(
+            "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+        ))),
+    }
+}
+
+/// Applies `fieldValidation` to the unknown fields of an object: an error (Strict), warnings
+/// (Warn) or nothing (Ignore).
+fn unknown_fields(
+    kind: &KindInfo,
+    unknown: &[String],
+    validation: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    match validation {
+        FieldValidation::Ignore => Ok(Vec::new()),
+        _ if unknown.is_empty() => Ok(Vec::new()),
+        FieldValidation::Strict => {
+            let fields =
+                unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect::<Vec<_>>().join(", ");
+            Err(ApiError::BadRequest(format!(
+                "{} in version \"{}\" cannot be handled as a {}: strict decoding error: {fields}",
+                kind.kind, kind.version, kind.kind
+            )))
+        }
+        FieldValidation::Warn => Ok(unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect()),
+    }
+}
+
+fn cannot_handle(kind: &KindInfo, error: &str) -> ApiError {
+    ApiError::BadRequest(format!(
+        "{} in version \"{}\" cannot be handled as a {}: {error}",
+        kind.kind, kind.version, kind.kind
+    ))
+}
+
+/// Decodes a create or update body (JSON, or protobuf where kubectl sends it), checking its
+/// fields; answers the object and any warnings.
+fn decode_body(
+    kind: &KindInfo,
+    headers: &HeaderMap,
+    body: &[u8],
+    query: &Query,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let object: Value = match media::body(headers) {
+        media::Body::Json => serde_json::from_slice(body).map_err(|e| cannot_handle(kind, &e.to_string()))?,
+        media::Body::Protobuf => protobuf::decode(body).map_err(|e| cannot_handle(kind, &e))?,
+        other => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "the body of the request was in an unknown format ({other:?}) - accepted media types include: application/json, application/vnd.kubernetes.protobuf"
+            )));
+        }
+    };
+    if !object.is_object() {
+        return Err(cannot_handle(kind, "the body is not a JSON object"));
+    }
+    let (_, unknown) = kind.behaviour.normalize(&object).map_err(|e| cannot_handle(kind, &e))?;
+    let warnings = unknown_fields(kind, &unknown, field_validation(query)?)?;
+    Ok((object, warnings))
+}
+
+/// The patch format of a PATCH, turned into one the registry applies.
+fn patch_body(kind: &KindInfo, headers: &HeaderMap, body: &[u8]) -> Result<(PatchKind, Vec<u8>), ApiError> {
+    let accepted = if kind.builtin {
+        "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
+    } else {
+        "application/json-patch+json, application/merge-patch+json"
+    };
+    match media::body(headers) {
+        media::Body::MergePatch => Ok((PatchKind::Merge, body.to_vec())),
+        media::Body::JsonPatch => Ok((PatchKind::Json, body.to_vec())),
+        media::Body::StrategicMergePatch if kind.builtin => {
+            let patch: Value = serde_json::from_slice(body)
+                .map_err(|e| ApiError::BadRequest(format!("the patch is not valid JSON: {e}")))?;
+            Ok((PatchKind::Merge, serde_json::to_vec(&strip_directives(patch)).expect("JSON serialises")))
+        }
+        _ => Err(ApiError::UnsupportedMediaType(format!(
+            "the body of the request was in an unknown format - accepted media types include: {accepted}"
+        ))),
+    }
+}
+
+/// A strategic merge patch on the builtin-shaped Kinds, as a merge patch: their fields are
+/// maps and scalars, so dropping the `$`-directives leaves the same change.
+fn strip_directives(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .filter(|(k, _)| !k.starts_with('$'))
+                .map(|(k, v)| (k, strip_directives(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Field validation for a patch: the patch applied to the current object must not introduce
+/// fields the Kind does not have.
+async fn patch_warnings(
+    state: &ApiState,
+    kind: &KindInfo,
+    namespace: Option<&str>,
+    name: &str,
+    patch_kind: PatchKind,
+    patch: &[u8],
+    query: &Query,
+) -> Result<Vec<String>, ApiError> {
+    let validation = field_validation(query)?;
+    if validation == FieldValidation::Ignore {
+        return Ok(Vec::new());
+    }
+    let Ok(current) = state.registry.get(state.resource(kind), namespace, name).await else {
+        return Ok(Vec::new());
+    };
+    let mut document = Value::Object(current);
+    let applied = match patch_kind {
+        PatchKind::Merge => {
+            serde_json::from_slice::<Value>(patch).map(|p| json_patch::merge(&mut document, &p)).is_ok()
+        }
+        PatchKind::Json => serde_json::from_slice::<json_patch::Patch>(patch)
+            .ok()
+            .is_some_and(|p| json_patch::patch(&mut document, &p).is_ok()),
+    };
+    if !applied {
+        return Ok(Vec::new());
+    }
+    match kind.behaviour.normalize(&document) {
+        Ok((_, unknown)) => unknown_fields(kind, &unknown, validation),
+        Err(_) => Ok(Vec::new()),
+    }
+}
+
+fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(body)
+            .map_err(|e| ApiError::BadRequest(format!("the DeleteOptions body is not valid JSON: {e}")))?
+    };
+    let text = |value: Option<&Value>| value.and_then(Value::as_str).map(str::to_owned);
+    let dry_run_body =
+        body.get("dryRun").and_then(Value::as_array).is_some_and(|list| list.iter().any(|v| v == "All"));
+    let grace =
+        match (body.get("gracePeriodSeconds").and_then(Value::as_i64), query.get("gracePeriodSeconds")) {
+            (Some(seconds), _) => Some(seconds),
+            (None, Some(text)) => Some(
+                text.parse()
+                    .map_err(|_| ApiError::BadRequest("gracePeriodSeconds must be a number".into()))?,
+            ),
+            (None, None) => None,
+        };
+    Ok(DeleteOptions {
+        uid: text(body.pointer("/preconditions/uid")),
+        resource_version: text(body.pointer("/preconditions/resourceVersion")),
+        propagation_policy: text(body.get("propagationPolicy"))
+            .or_else(|| query.get("propagationPolicy").cloned()),
+        grace_period_seconds: grace,
+        dry_run: dry_run_body || dry_run(query)?,
+    })
+}
+
+fn render_one(kind: &KindInfo, object: Object, output: Output, query: &Query) -> Value {
+    match output {
+        Output::Json => Value::Object(object),
+        Output::Table(version) => {
+            let metadata = json!({"resourceVersion": object.get("metadata").and_then(|m| m.get("resourceVersion")).cloned().unwrap_or(Value::Null)});
+            table::render(
+                kind,
+                &[object],
+                metadata,
+                version,
+                query.get("includeObject").map(String::as_str),
+                true,
+            )
+        }
+    }
+}
+
+/// A JSON response with `Warning` headers.
+pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String]) -> Response {
+    let mut response = (code, axum::Json(body)).into_response();
+    for warning in warnings {
+        let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
+}
+
+/// A chunked stream of `WatchEvent`s, one JSON document per line.
+async fn watch(
+    state: Arc<ApiState>,
+    kind: &KindInfo,
+    namespace: Option<&str>,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
+    if query.get("sendInitialEvents").is_some_and(|v| v == "true") {
+        return Err(ApiError::BadRequest(
+            "sendInitialEvents is not supported by this server; list, then watch".to_owned(),
+        ));
+    }
+    let options = WatchOptions {
+        namespace: namespace.map(str::to_owned),
+        label_selector: query.get("labelSelector").cloned(),
+        field_selector: query.get("fieldSelector").cloned(),
+        resource_version: query.get("resourceVersion").cloned(),
+    };
+    let timeout = match query.get("timeoutSeconds") {
+        Some(seconds) => Duration::from_secs(
+            seconds.parse().map_err(|_| ApiError::BadRequest("timeoutSeconds must be a number".into()))?,
+        ),
+        None => MAX_WATCH,
+    }
+    .min(MAX_WATCH);
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let include = query.get("includeObject").cloned();
+    let mut stream = match state.registry.watch(state.resource(kind), &options).await {
+        Ok(stream) => stream,
+        Err(RegistryError::Expired { message, .. }) => {
+            // A watch from a revision that is gone answers with one ERROR event, as Kubernetes does.
+            let (_, status) =
+                ApiError::Registry(RegistryError::Expired { message, continue_from: None }).to_status();
+            let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
+            return Ok(stream_response(Body::from(line)));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let kind = kind.clone();
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    tokio::spawn(async move {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
+        ticker.tick().await;
+        let mut first = true;
+        loop {
+            let line = tokio::select! {
+                () = &mut deadline => break,
+                () = sender.closed() => break,
+                _ = ticker.tick(), if bookmarks => {
+                    json!({"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version(),
+                           "metadata": {"resourceVersion": stream.revision().to_string()}}})
+                }
+                event = stream.next() => match event {
+                    Ok(event) => {
+                        let object = match output {
+                            Output::Json => Value::Object(event.object().clone()),
+                            Output::Table(version) => {
+                                let rv = json!({"resourceVersion": event.object().get("metadata").and_then(|m| m.get("resourceVersion")).cloned().unwrap_or(Value::Null)});
+                                table::render(&kind, &[event.object().clone()], rv, version, include.as_deref(), first)
+                            }
+                        };
+                        first = false;
+                        json!({"type": event_type(&event), "object": object})
+                    }
+                    Err(error) => {
+                        let (_, status) = ApiError::Registry(error).to_status();
+                        let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
+                        let _ = sender.send(Ok(Bytes::from(line))).await;
+                        break;
+                    }
+                },
+            };
+            if sender.send(Ok(Bytes::from(format!("{line}\n")))).await.is_err() {
+                break;
+            }
+        }
+    });
+    let body = Body::from_stream(tokio_stream(receiver));
+    Ok(stream_response(body))
+}
+
+fn event_type(event: &WatchEvent) -> &'static str {
+    event.kind()
+}
+
+fn stream_response(body: Body) -> Response {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    response
+}
+
+/// A receiver as a stream, without another dependency.
+fn tokio_stream(
+    mut receiver: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}

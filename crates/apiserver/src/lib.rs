@@ -1,0 +1,178 @@
+//! The HTTP surface of Kayra: the Kubernetes-shaped REST API that stock kubectl drives.
+//!
+//! [`router`] answers every request: health, `/version`, discovery, OpenAPI, and the resources
+//! of the scheme through the registry. [`serve`] runs it over TLS (client certificates
+//! verified against the cluster CA) or plain HTTP (bearer tokens only), with timeouts and
+//! connection caps. Every error is a `metav1.Status`; authentication cannot be turned off.
+//!
+//! This is an adapter: the rules live in `kayra-registry` and `kayra-api`; here they meet axum,
+//! hyper and rustls.
+
+pub mod auth;
+mod discovery;
+mod error;
+mod handlers;
+mod media;
+mod openapi;
+mod protobuf;
+mod routes;
+mod serve;
+mod state;
+mod table;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt;
+
+pub use error::ApiError;
+pub use serve::{ServeOptions, serve, tls_config};
+pub use state::ApiState;
+
+use auth::{Identity, PeerIdentity};
+use routes::{PathError, Target};
+
+/// The largest request body accepted.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// The API as an axum router.
+pub fn router(state: Arc<ApiState>) -> Router {
+    Router::new().fallback(dispatch).with_state(state)
+}
+
+/// Recovers from a panic in one request (a 500 for it, logged with its message), echoes or
+/// mints `Audit-Id`, then serves.
+async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Response {
+    let audit_id = request
+        .headers()
+        .get("audit-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let served = std::panic::AssertUnwindSafe(handle(state, request)).catch_unwind().await;
+    let mut response = match served {
+        Ok(Ok(response)) => response,
+        Ok(Err(error)) => error.into_response(),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("");
+            tracing::error!(%method, %path, %audit_id, panic = message, "request handler panicked");
+            ApiError::Internal("a request handler panicked".to_owned()).into_response()
+        }
+    };
+    if let Ok(value) = HeaderValue::from_str(&audit_id) {
+        response.headers_mut().insert("audit-id", value);
+    }
+    tracing::debug!(%method, %path, status = response.status().as_u16(), %audit_id, "served");
+    response
+}
+
+async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiError> {
+    let (parts, body) = request.into_parts();
+    let target = match routes::parse(&state.scheme, parts.uri.path()) {
+        Err(PathError::NonCanonical) => {
+            return Err(ApiError::BadRequest(
+                "the request path is not canonical: empty, '.', '..' or percent-encoded segments are refused"
+                    .to_owned(),
+            ));
+        }
+        Ok(Target::Health) => return Ok((StatusCode::OK, "ok").into_response()),
+        target => target,
+    };
+    let identity = authenticate(&state, &parts).ok_or(ApiError::Unauthorized)?;
+    let target = target
+        .map_err(|_| ApiError::NotFound("the server could not find the requested resource".to_owned()))?;
+    let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ApiError::TooLarge)?;
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .map(|q| {
+            axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+                .map(|q| q.0)
+                .map_err(|_| ApiError::BadRequest(format!("malformed query {q:?}")))
+        })
+        .transpose()?
+        .unwrap_or_default();
+    let read_only = |response: Response| -> Result<Response, ApiError> {
+        if parts.method == Method::GET || parts.method == Method::HEAD {
+            Ok(response)
+        } else {
+            Err(ApiError::MethodNotAllowed)
+        }
+    };
+    match target {
+        Target::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Target::Version => read_only(json(discovery::version())),
+        Target::Api => read_only(discovery_response(&state, &parts.headers, true)?),
+        Target::Apis => read_only(discovery_response(&state, &parts.headers, false)?),
+        Target::GroupVersion(group, version) => {
+            read_only(json(discovery::resource_list(&state.scheme, &group, &version)))
+        }
+        Target::Group(group) => read_only(json(discovery::group(&state.scheme, &group))),
+        Target::OpenApiRoot => read_only(json(state.openapi.root())),
+        Target::OpenApi(group, version) => {
+            let document = state.openapi.get(&group, &version).ok_or_else(|| {
+                ApiError::NotFound("the server could not find the requested resource".to_owned())
+            })?;
+            let mut response = Response::new(Body::from(document.to_vec()));
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            if parts.uri.query().is_some_and(|q| q.contains("hash=")) {
+                response
+                    .headers_mut()
+                    .insert(header::CACHE_CONTROL, HeaderValue::from_static("public, immutable"));
+            }
+            read_only(response)
+        }
+        Target::Resource(path) => {
+            handlers::serve(state.clone(), &identity, &parts.method, path, &query, &parts.headers, body).await
+        }
+    }
+}
+
+/// The caller: the verified client certificate's identity, else a bearer token's.
+fn authenticate(state: &ApiState, parts: &axum::http::request::Parts) -> Option<Identity> {
+    if let Some(PeerIdentity(identity)) = parts.extensions.get::<PeerIdentity>() {
+        return Some(identity.clone());
+    }
+    let authorization = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = authorization.split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+        return None;
+    }
+    state.tokens.authenticate(token.trim())
+}
+
+fn json(value: serde_json::Value) -> Response {
+    handlers::json_response(StatusCode::OK, &value, &[])
+}
+
+fn discovery_response(
+    state: &ApiState,
+    headers: &axum::http::HeaderMap,
+    core: bool,
+) -> Result<Response, ApiError> {
+    match media::discovery(headers).ok_or(ApiError::NotAcceptable)? {
+        media::Discovery::Aggregated(version) => {
+            let mut response = json(discovery::aggregated(&state.scheme, core, version));
+            let content_type =
+                format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_str(&content_type).expect("a valid header"));
+            Ok(response)
+        }
+        media::Discovery::Legacy if core => Ok(json(discovery::api_versions(&state.server_address))),
+        media::Discovery::Legacy => Ok(json(discovery::api_group_list(&state.scheme))),
+    }
+}

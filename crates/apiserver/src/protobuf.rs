@@ -1,0 +1,206 @@
+//! The Kubernetes protobuf envelope (`k8s\0` then a `runtime.Unknown`), decoded far enough for
+//! the request bodies kubectl's typed clients send: today `v1 Namespace` from
+//! `kubectl create namespace`. Replies are always JSON.
+
+use serde_json::{Map, Value, json};
+
+const MAGIC: &[u8] = b"k8s\0";
+
+/// Decodes a protobuf request body into the JSON object it stands for.
+pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
+    let unknown = body.strip_prefix(MAGIC).ok_or("the body does not start with the k8s protobuf magic")?;
+    let (mut api_version, mut kind, mut raw) = (String::new(), String::new(), &[][..]);
+    for field in Fields::new(unknown) {
+        match field? {
+            (1, Wire::Bytes(type_meta)) => {
+                for inner in Fields::new(type_meta) {
+                    match inner? {
+                        (1, Wire::Bytes(text)) => api_version = utf8(text)?,
+                        (2, Wire::Bytes(text)) => kind = utf8(text)?,
+                        _ => {}
+                    }
+                }
+            }
+            (2, Wire::Bytes(bytes)) => raw = bytes,
+            _ => {}
+        }
+    }
+    match (api_version.as_str(), kind.as_str()) {
+        ("v1", "Namespace") => namespace(raw),
+        _ => Err(format!("protobuf bodies of {api_version} {kind} are not supported; send JSON")),
+    }
+}
+
+fn namespace(raw: &[u8]) -> Result<Value, String> {
+    let mut object = json!({"apiVersion": "v1", "kind": "Namespace"});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(bytes)) => object["metadata"] = object_meta(bytes)?,
+            (2, Wire::Bytes(bytes)) => {
+                let mut finalizers = Vec::new();
+                for inner in Fields::new(bytes) {
+                    if let (1, Wire::Bytes(text)) = inner? {
+                        finalizers.push(Value::String(utf8(text)?));
+                    }
+                }
+                object["spec"] = json!({"finalizers": finalizers});
+            }
+            _ => {}
+        }
+    }
+    Ok(object)
+}
+
+fn object_meta(raw: &[u8]) -> Result<Value, String> {
+    let mut meta = Map::new();
+    let (mut labels, mut annotations) = (Map::new(), Map::new());
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(text)) => {
+                meta.insert("name".into(), Value::String(utf8(text)?));
+            }
+            (2, Wire::Bytes(text)) => {
+                meta.insert("generateName".into(), Value::String(utf8(text)?));
+            }
+            (3, Wire::Bytes(text)) => {
+                meta.insert("namespace".into(), Value::String(utf8(text)?));
+            }
+            (11, Wire::Bytes(entry)) => {
+                let (key, value) = map_entry(entry)?;
+                labels.insert(key, Value::String(value));
+            }
+            (12, Wire::Bytes(entry)) => {
+                let (key, value) = map_entry(entry)?;
+                annotations.insert(key, Value::String(value));
+            }
+            _ => {}
+        }
+    }
+    if !labels.is_empty() {
+        meta.insert("labels".into(), Value::Object(labels));
+    }
+    if !annotations.is_empty() {
+        meta.insert("annotations".into(), Value::Object(annotations));
+    }
+    Ok(Value::Object(meta))
+}
+
+fn map_entry(raw: &[u8]) -> Result<(String, String), String> {
+    let (mut key, mut value) = (String::new(), String::new());
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(text)) => key = utf8(text)?,
+            (2, Wire::Bytes(text)) => value = utf8(text)?,
+            _ => {}
+        }
+    }
+    Ok((key, value))
+}
+
+fn utf8(bytes: &[u8]) -> Result<String, String> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| "a protobuf string is not UTF-8".to_owned())
+}
+
+/// A field's payload.
+enum Wire<'a> {
+    Varint,
+    Bytes(&'a [u8]),
+    Fixed,
+}
+
+/// The fields of one protobuf message, in order.
+struct Fields<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn new(bytes: &'a [u8]) -> Fields<'a> {
+        Fields { rest: bytes }
+    }
+
+    fn varint(&mut self) -> Result<u64, String> {
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let (&byte, rest) = self.rest.split_first().ok_or("truncated varint")?;
+            self.rest = rest;
+            value |= u64::from(byte & 0x7f) << shift;
+            if byte & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("varint longer than 64 bits".to_owned())
+    }
+
+    fn take(&mut self, len: usize) -> Result<&'a [u8], String> {
+        if len > self.rest.len() {
+            return Err("truncated field".to_owned());
+        }
+        let (taken, rest) = self.rest.split_at(len);
+        self.rest = rest;
+        Ok(taken)
+    }
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = Result<(u64, Wire<'a>), String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let field = (|| {
+            let tag = self.varint()?;
+            let wire = match tag & 7 {
+                0 => self.varint().map(|_| Wire::Varint)?,
+                1 => self.take(8).map(|_| Wire::Fixed)?,
+                2 => {
+                    let len = usize::try_from(self.varint()?).map_err(|_| "length too large")?;
+                    Wire::Bytes(self.take(len)?)
+                }
+                5 => self.take(4).map(|_| Wire::Fixed)?,
+                other => return Err(format!("unsupported protobuf wire type {other}")),
+            };
+            Ok((tag >> 3, wire))
+        })();
+        if field.is_err() {
+            self.rest = &[];
+        }
+        Some(field)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_field(number: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = vec![(number << 3) | 2, payload.len() as u8];
+        out.extend_from_slice(payload);
+        out
+    }
+
+    #[test]
+    fn kubectl_create_namespace_decodes() {
+        let type_meta = [bytes_field(1, b"v1"), bytes_field(2, b"Namespace")].concat();
+        let label = [bytes_field(1, b"team"), bytes_field(2, b"z")].concat();
+        let meta = [bytes_field(1, b"team-z"), bytes_field(11, &label)].concat();
+        let raw = [bytes_field(1, &meta), bytes_field(2, &[]), bytes_field(3, &[])].concat();
+        let body = [
+            MAGIC.to_vec(),
+            bytes_field(1, &type_meta),
+            bytes_field(2, &raw),
+            bytes_field(4, b"application/vnd.kubernetes.protobuf"),
+        ]
+        .concat();
+        let object = decode(&body).unwrap();
+        assert_eq!(object["metadata"], json!({"name": "team-z", "labels": {"team": "z"}}));
+        assert_eq!(object["kind"], "Namespace");
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        for body in [&b""[..], b"k8s", b"k8s\0\x0a\xff", b"k8s\0\x0a\x05ab", b"k8s\0\x0f", b"json"] {
+            assert!(decode(body).is_err(), "{body:?}");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! Turning a request path into what it addresses. Paths are parsed by hand, segment by
+//! segment, because Kubernetes paths are ambiguous to a router (`/api/v1/namespaces/x/status`
+//! is a subresource; `/api/v1/namespaces/x/events` a collection), and because non-canonical
+//! paths must be refused before anything else looks at them.
+
+use kayra_api::scheme::{KindInfo, Scheme};
+
+/// What a request path addresses.
+#[derive(Debug)]
+pub(crate) enum Target<'a> {
+    /// `/version`.
+    Version,
+    /// `/healthz`, `/livez`, `/readyz` (and their sub-paths).
+    Health,
+    /// `/api`.
+    Api,
+    /// `/apis`.
+    Apis,
+    /// `/api/v1` or `/apis/<group>/<version>`: one group-version's resources.
+    GroupVersion(String, String),
+    /// `/apis/<group>`.
+    Group(String),
+    /// `/openapi/v3`.
+    OpenApiRoot,
+    /// `/openapi/v3/<api/v1 | apis/<g>/<v>>`.
+    OpenApi(String, String),
+    /// A resource: a collection, an object, or an object's subresource.
+    Resource(ResourcePath<'a>),
+}
+
+/// A path to resources of one Kind.
+#[derive(Debug)]
+pub(crate) struct ResourcePath<'a> {
+    /// The Kind.
+    pub(crate) kind: &'a KindInfo,
+    /// The namespace, for namespaced paths.
+    pub(crate) namespace: Option<String>,
+    /// The object's name; `None` addresses the collection.
+    pub(crate) name: Option<String>,
+    /// The subresource (`status`).
+    pub(crate) subresource: Option<String>,
+}
+
+/// Why a path was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum PathError {
+    /// Empty, `.`, `..` or percent-encoded segments: refused before routing.
+    NonCanonical,
+    /// Nothing is served there.
+    NotFound,
+}
+
+/// Parses a path against the scheme.
+pub(crate) fn parse<'a>(scheme: &'a Scheme, path: &str) -> Result<Target<'a>, PathError> {
+    if path.contains('%') || !path.starts_with('/') {
+        return Err(PathError::NonCanonical);
+    }
+    let trimmed = path.trim_end_matches('/');
+    let segments: Vec<&str> = if trimmed.is_empty() { Vec::new() } else { trimmed[1..].split('/').collect() };
+    if segments.iter().any(|s| s.is_empty() || *s == "." || *s == "..") {
+        return Err(PathError::NonCanonical);
+    }
+    match segments.as_slice() {
+        ["version"] => Ok(Target::Version),
+        ["healthz" | "livez" | "readyz", ..] => Ok(Target::Health),
+        ["api"] => Ok(Target::Api),
+        ["apis"] => Ok(Target::Apis),
+        ["openapi", "v3"] => Ok(Target::OpenApiRoot),
+        ["openapi", "v3", "api", version] => Ok(Target::OpenApi(String::new(), (*version).to_owned())),
+        ["openapi", "v3", "apis", group, version] => {
+            Ok(Target::OpenApi((*group).to_owned(), (*version).to_owned()))
+        }
+        ["api", version] => {
+            served(scheme, "", version).map(|()| Target::GroupVersion(String::new(), (*version).to_owned()))
+        }
+        ["apis", group] => {
+            if scheme.kinds().iter().any(|k| k.group == *group) {
+                Ok(Target::Group((*group).to_owned()))
+            } else {
+                Err(PathError::NotFound)
+            }
+        }
+        ["apis", group, version] => served(scheme, group, version)
+            .map(|()| Target::GroupVersion((*group).to_owned(), (*version).to_owned())),
+        ["api", version, rest @ ..] => resource(scheme, "", version, rest),
+        ["apis", group, version, rest @ ..] => resource(scheme, group, version, rest),
+        _ => Err(PathError::NotFound),
+    }
+}
+
+fn served(scheme: &Scheme, group: &str, version: &str) -> Result<(), PathError> {
+    if scheme.kinds().iter().any(|k| k.group == group && k.version == version) {
+        Ok(())
+    } else {
+        Err(PathError::NotFound)
+    }
+}
+
+fn resource<'a>(
+    scheme: &'a Scheme,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Target<'a>, PathError> {
+    let find = |plural: &str| scheme.find(group, version, plural);
+    let owned = |s: &&str| (*s).to_owned();
+    // `namespaces/<ns>/<plural>...` when <plural> is a namespaced resource of this group-version.
+    if let ["namespaces", namespace, plural, tail @ ..] = rest
+        && let Some(kind) = find(plural).filter(|k| k.namespaced)
+    {
+        let (name, subresource) = match tail {
+            [] => (None, None),
+            [name] => (Some(owned(name)), None),
+            [name, sub] => (Some(owned(name)), Some(owned(sub))),
+            _ => return Err(PathError::NotFound),
+        };
+        return Ok(Target::Resource(ResourcePath {
+            kind,
+            namespace: Some(owned(namespace)),
+            name,
+            subresource,
+        }));
+    }
+    let (plural, name, subresource) = match rest {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some(owned(name)), None),
+        [plural, name, sub] => (*plural, Some(owned(name)), Some(owned(sub))),
+        _ => return Err(PathError::NotFound),
+    };
+    let kind = find(plural).ok_or(PathError::NotFound)?;
+    if kind.namespaced && name.is_some() {
+        return Err(PathError::NotFound);
+    }
+    Ok(Target::Resource(ResourcePath { kind, namespace: None, name, subresource }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn describe(scheme: &Scheme, path: &str) -> String {
+        match parse(scheme, path) {
+            Ok(Target::Resource(r)) => format!(
+                "{} ns={} name={} sub={}",
+                r.kind.plural,
+                r.namespace.unwrap_or_default(),
+                r.name.unwrap_or_default(),
+                r.subresource.unwrap_or_default()
+            ),
+            Ok(other) => format!("{other:?}"),
+            Err(error) => format!("{error:?}"),
+        }
+    }
+
+    #[test]
+    fn paths_resolve_as_kubernetes_resolves_them() {
+        let scheme = Scheme::new("example.com");
+        let cases = [
+            ("/api/v1/namespaces", "namespaces ns= name= sub="),
+            ("/api/v1/namespaces/dev", "namespaces ns= name=dev sub="),
+            ("/api/v1/namespaces/dev/status", "namespaces ns= name=dev sub=status"),
+            ("/api/v1/namespaces/dev/events", "events ns=dev name= sub="),
+            ("/api/v1/namespaces/dev/events/e1", "events ns=dev name=e1 sub="),
+            ("/api/v1/events", "events ns= name= sub="),
+            ("/api/v1/events/e1", "NotFound"),
+            (
+                "/apis/fleet.example.com/v1/namespaces/default/applications/web/status",
+                "applications ns=default name=web sub=status",
+            ),
+            ("/apis/fleet.example.com/v1/applications", "applications ns= name= sub="),
+            ("/apis/fleet.example.com/v2/applications", "NotFound"),
+            ("/apis/fleet.example.com/v1/namespaces/default/applications/web/status/x", "NotFound"),
+            ("/apis/other.example.com/v1", "NotFound"),
+            ("/apis/fleet.example.com/v1", "GroupVersion(\"fleet.example.com\", \"v1\")"),
+            ("/api/v1", "GroupVersion(\"\", \"v1\")"),
+            ("/version", "Version"),
+            ("/healthz/ping", "Health"),
+            ("/api/v1/namespaces/%2e%2e/events", "NonCanonical"),
+            ("/api/v1/namespaces/a%2Fb", "NonCanonical"),
+            ("/api/v1//namespaces", "NonCanonical"),
+            ("/api/v1/namespaces/../events", "NonCanonical"),
+            ("/api/v1/namespaces/./x", "NonCanonical"),
+        ];
+        for (path, expect) in cases {
+            assert_eq!(describe(&scheme, path), expect, "{path}");
+        }
+    }
+}

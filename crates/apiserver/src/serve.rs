@@ -1,0 +1,163 @@
+//! Serving the router on a listener: TLS with optional client certificates (their verified
+//! identity goes into each request), or plain HTTP; HTTP/1.1 and HTTP/2; header-read and
+//! handshake timeouts, a cap on connections and on streams per connection, and graceful
+//! shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tower::ServiceExt;
+
+use crate::auth::{PeerIdentity, identity_from_certificate};
+
+/// Limits of one listener.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The most connections served at once; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// The most concurrent HTTP/2 streams per connection.
+    pub max_streams: u32,
+    /// How long a client may take to send a request's headers or finish the TLS handshake.
+    pub header_timeout: Duration,
+    /// How long in-flight requests may take to finish after shutdown begins.
+    pub grace: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            max_connections: 4096,
+            max_streams: 250,
+            header_timeout: Duration::from_secs(30),
+            grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A TLS configuration serving `cert_pem`/`key_pem`, asking for (but not requiring) client
+/// certificates signed by `client_ca_pem`. ring is the crypto provider.
+pub fn tls_config(
+    client_ca_pem: &[u8],
+    cert_pem: &[u8],
+    key_pem: &[u8],
+) -> Result<Arc<ServerConfig>, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(client_ca_pem) {
+        roots
+            .add(cert.map_err(|e| format!("the CA certificate is not valid PEM: {e}"))?)
+            .map_err(|e| format!("the CA certificate is unusable: {e}"))?;
+    }
+    let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| format!("cannot verify client certificates: {e}"))?;
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("the serving certificate is not valid PEM: {e}"))?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem)
+        .map_err(|e| format!("the serving key is not valid PEM: {e}"))?;
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("the serving certificate and key do not fit: {e}"))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Serves `app` on `listener` until `shutdown` resolves, then lets in-flight requests finish
+/// within the grace period. With `tls`, connections are TLS and a verified client certificate
+/// authenticates its requests.
+pub async fn serve(
+    listener: TcpListener,
+    tls: Option<Arc<ServerConfig>>,
+    app: Router,
+    options: ServeOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let acceptor = tls.map(tokio_rustls::TlsAcceptor::from);
+    let connections = Arc::new(Semaphore::new(options.max_connections));
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(options.header_timeout);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(options.max_streams);
+    let builder = Arc::new(builder);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        let permit = tokio::select! {
+            () = &mut shutdown => break,
+            permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+        };
+        let (stream, remote) = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let (app, builder, acceptor, watcher) =
+            (app.clone(), builder.clone(), acceptor.clone(), graceful.watcher());
+        let handshake_timeout = options.header_timeout;
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = |peer: Option<PeerIdentity>| {
+                hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+                    if let Some(peer) = &peer {
+                        request.extensions_mut().insert(peer.clone());
+                    }
+                    request.extensions_mut().insert(axum::extract::ConnectInfo(remote));
+                    app.clone().oneshot(request.map(Body::new))
+                })
+            };
+            match acceptor {
+                Some(acceptor) => {
+                    let tls = match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(error)) => return tracing::debug!(%error, %remote, "TLS handshake failed"),
+                        Err(_) => return tracing::debug!(%remote, "TLS handshake timed out"),
+                    };
+                    let peer = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .and_then(|cert| identity_from_certificate(cert))
+                        .map(PeerIdentity);
+                    let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service(peer));
+                    if let Err(error) = watcher.watch(connection.into_owned()).await {
+                        tracing::debug!(%error, %remote, "connection ended with an error");
+                    }
+                }
+                None => {
+                    let connection =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service(None));
+                    if let Err(error) = watcher.watch(connection.into_owned()).await {
+                        tracing::debug!(%error, %remote, "connection ended with an error");
+                    }
+                }
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(options.grace, graceful.shutdown()).await.is_err() {
+        tracing::warn!("connections still open after the grace period were closed");
+    }
+}

@@ -1,0 +1,103 @@
+//! What every request handler shares: the scheme, the registry and one registry resource per
+//! Kind, the OpenAPI documents, and the authenticators.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kayra_api::scheme::{Behaviour, KindInfo, NameRule, Scheme};
+use kayra_registry::{Cause, Object, Registry, Resource, Strategy};
+use serde_json::Value;
+
+use crate::auth::TokenFile;
+use crate::openapi::Documents;
+
+/// The shared state of the API.
+pub struct ApiState {
+    pub(crate) scheme: Arc<Scheme>,
+    pub(crate) registry: Registry,
+    resources: HashMap<(String, &'static str, &'static str), Resource>,
+    pub(crate) openapi: Documents,
+    pub(crate) tokens: Arc<TokenFile>,
+    pub(crate) server_address: String,
+}
+
+impl ApiState {
+    /// State for `scheme` over `registry`, authenticating bearer tokens against `tokens`;
+    /// `server_address` is what legacy discovery advertises.
+    pub fn new(
+        scheme: Arc<Scheme>,
+        registry: Registry,
+        tokens: Arc<TokenFile>,
+        server_address: String,
+    ) -> ApiState {
+        let resources = scheme
+            .kinds()
+            .iter()
+            .map(|kind| ((kind.group.clone(), kind.version, kind.plural), resource(kind)))
+            .collect();
+        let openapi = Documents::build(&scheme);
+        ApiState { scheme, registry, resources, openapi, tokens, server_address }
+    }
+
+    /// The registry resource serving a Kind.
+    pub(crate) fn resource(&self, kind: &KindInfo) -> &Resource {
+        self.resources
+            .get(&(kind.group.clone(), kind.version, kind.plural))
+            .expect("every Kind of the scheme has a resource")
+    }
+
+    /// The registry resource serving a Kind, for callers outside the HTTP surface.
+    pub fn resource_for(&self, kind: &KindInfo) -> &Resource {
+        self.resource(kind)
+    }
+
+    /// The scheme.
+    pub fn scheme(&self) -> &Scheme {
+        &self.scheme
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+}
+
+fn resource(kind: &KindInfo) -> Resource {
+    Resource {
+        group: kind.group.clone(),
+        version: kind.version.to_owned(),
+        kind: kind.kind.to_owned(),
+        plural: kind.plural.to_owned(),
+        namespaced: kind.namespaced,
+        status_subresource: kind.has_status(),
+        field_labels: kind.field_labels.to_vec(),
+        strategy: Arc::new(KindStrategy { behaviour: kind.behaviour.clone(), names: kind.names }),
+    }
+}
+
+/// A Kind's rules, as the registry asks for them.
+struct KindStrategy {
+    behaviour: Arc<dyn Behaviour>,
+    names: NameRule,
+}
+
+impl Strategy for KindStrategy {
+    fn default(&self, object: &mut Object) {
+        if let Ok((Value::Object(normalized), _)) = self.behaviour.normalize(&Value::Object(object.clone())) {
+            *object = normalized;
+        }
+    }
+
+    fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<Cause> {
+        let old = old.map(|old| Value::Object(old.clone()));
+        self.behaviour
+            .validate(&Value::Object(object.clone()), old.as_ref())
+            .into_iter()
+            .map(|error| Cause { field: error.field, message: error.message, reason: error.reason })
+            .collect()
+    }
+
+    fn validate_name(&self, name: &str) -> Option<String> {
+        self.names.check(name)
+    }
+}
