@@ -3,6 +3,7 @@
 //! - `ci`: formatting, clippy with warnings denied, every test, cargo-deny (bans, licences,
 //!   sources), tidy (every `.rs` file opens with a `//!` comment) and the boundary check (no
 //!   domain crate depends on an adapter). Green here means green in CI.
+//! - `e2e`: the kubectl acceptance suite against the real binary.
 //! - `bench store`: the storage benchmark, in release mode.
 
 #![allow(clippy::print_stdout)]
@@ -35,8 +36,9 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["ci"] => ci(),
+        ["e2e"] => cargo(&["nextest", "run", "--package", "kayra-controller", "--no-fail-fast"]),
         ["bench", "store"] => cargo(&["run", "--release", "--package", "kayra-bench", "--", "store"]),
-        _ => Err("usage: cargo xtask ci | cargo xtask bench store".to_owned()),
+        _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
