@@ -1,0 +1,280 @@
+//! End-to-end tests of the assembled server over real TLS and HTTP.
+
+use std::time::Duration;
+
+use kayra_testkit::{Store, TestServer};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
+
+fn app(name: &str) -> Value {
+    json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": name, "labels": {"tier": "web"}},
+           "spec": {"command": ["/bin/sleep", "100"]}})
+}
+
+async fn status_of(response: reqwest::Response) -> (StatusCode, Value) {
+    let code = response.status();
+    (code, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn discovery_negotiates_aggregated_v2_v2beta1_and_legacy() {
+    let server = TestServer::start(Store::Memory).await;
+    let client = server.admin();
+    for version in ["v2", "v2beta1"] {
+        let accept = format!(
+            "application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList,application/json"
+        );
+        for path in ["/api", "/apis"] {
+            let response =
+                client.get(format!("{}{path}", server.url())).header("Accept", &accept).send().await.unwrap();
+            assert_eq!(response.status(), StatusCode::OK);
+            let content_type = response.headers()["content-type"].to_str().unwrap().to_owned();
+            for param in ["g=apidiscovery.k8s.io", &format!("v={version}"), "as=APIGroupDiscoveryList"] {
+                assert!(content_type.contains(param), "{path}: {content_type}");
+            }
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(body["apiVersion"], format!("apidiscovery.k8s.io/{version}"));
+            for group in body["items"].as_array().unwrap() {
+                for gv in group["versions"].as_array().unwrap() {
+                    for resource in gv["resources"].as_array().unwrap() {
+                        assert!(
+                            resource["responseKind"]["kind"].as_str().is_some_and(|k| !k.is_empty()),
+                            "{resource}"
+                        );
+                        assert!(matches!(resource["scope"].as_str(), Some("Namespaced" | "Cluster")));
+                    }
+                }
+            }
+        }
+    }
+    let legacy = |path: &'static str| {
+        client.get(format!("{}{path}", server.url())).header("Accept", "application/json").send()
+    };
+    assert_eq!(legacy("/apis").await.unwrap().json::<Value>().await.unwrap()["kind"], "APIGroupList");
+    assert_eq!(legacy("/api").await.unwrap().json::<Value>().await.unwrap()["kind"], "APIVersions");
+    assert_eq!(legacy("/api/v1").await.unwrap().json::<Value>().await.unwrap()["kind"], "APIResourceList");
+    let openapi: Value = legacy("/openapi/v3").await.unwrap().json().await.unwrap();
+    let url = openapi["paths"]["apis/fleet.example.com/v1"]["serverRelativeURL"].as_str().unwrap().to_owned();
+    let document: Value =
+        client.get(format!("{}{url}", server.url())).send().await.unwrap().json().await.unwrap();
+    let patch =
+        &document["paths"]["/apis/fleet.example.com/v1/namespaces/{namespace}/applications/{name}"]["patch"];
+    assert!(patch["parameters"].as_array().unwrap().iter().any(|p| p["name"] == "fieldValidation"));
+    assert!(patch["requestBody"]["content"].get("application/strategic-merge-patch+json").is_none());
+}
+
+#[tokio::test]
+async fn errors_are_statuses_with_the_kubernetes_reason() {
+    let server = TestServer::start(Store::Memory).await;
+    let (admin, anonymous) = (server.admin(), server.anonymous());
+    let url = server.url();
+
+    let (code, body) = status_of(anonymous.get(format!("{url}{APPS}")).send().await.unwrap()).await;
+    assert_eq!((code, body["reason"].as_str()), (StatusCode::UNAUTHORIZED, Some("Unauthorized")));
+    let (code, body) = status_of(anonymous.get(format!("{url}/nope")).send().await.unwrap()).await;
+    assert_eq!(
+        (code, body["kind"].as_str()),
+        (StatusCode::UNAUTHORIZED, Some("Status")),
+        "unknown paths are 401 to strangers"
+    );
+    let (code, body) = status_of(admin.get(format!("{url}/nope")).send().await.unwrap()).await;
+    assert_eq!(
+        (code, body["message"].as_str()),
+        (StatusCode::NOT_FOUND, Some("the server could not find the requested resource"))
+    );
+    let (code, _) =
+        status_of(anonymous.get(format!("{url}/api/v1/namespaces/a%2Fb/events")).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "non-canonical paths are refused before anything else");
+
+    admin.post(format!("{url}{APPS}")).json(&app("a")).send().await.unwrap();
+    let (code, body) =
+        status_of(admin.post(format!("{url}{APPS}")).json(&app("a")).send().await.unwrap()).await;
+    assert_eq!(
+        (code, body["reason"].as_str(), body["details"]["kind"].as_str()),
+        (StatusCode::CONFLICT, Some("AlreadyExists"), Some("applications"))
+    );
+    let mut invalid = app("neg");
+    invalid["spec"]["command"] = json!([]);
+    let (code, body) =
+        status_of(admin.post(format!("{url}{APPS}")).json(&invalid).send().await.unwrap()).await;
+    assert_eq!((code, body["reason"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("Invalid")));
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.command");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Application.fleet.example.com \"neg\" is invalid: spec.command")
+    );
+
+    let smp = admin
+        .patch(format!("{url}{APPS}/a"))
+        .header("Content-Type", "application/strategic-merge-patch+json")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_of(smp).await.0, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+    let yaml = admin.get(format!("{url}{APPS}")).header("Accept", "application/yaml").send().await.unwrap();
+    assert_eq!(status_of(yaml).await.0, StatusCode::NOT_ACCEPTABLE);
+    let huge = json!({"kind": "Application", "metadata": {"name": "huge"}, "spec": {"command": ["x".repeat(4 * 1024 * 1024)]}});
+    let (code, body) = status_of(admin.post(format!("{url}{APPS}")).json(&huge).send().await.unwrap()).await;
+    assert_eq!((code, body["kind"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("Status")));
+    let collection_delete = admin.delete(format!("{url}{APPS}")).send().await.unwrap();
+    assert_eq!(status_of(collection_delete).await.0, StatusCode::METHOD_NOT_ALLOWED);
+    let not_json = admin
+        .post(format!("{url}{APPS}"))
+        .header("Content-Type", "application/json")
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status_of(not_json).await.0, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn only_system_masters_may_act_until_rbac_arrives() {
+    let server = TestServer::start(Store::Memory).await;
+    server.add_token("alice-token", "alice", "dev");
+    let client = server.anonymous();
+    let as_alice = |request: reqwest::RequestBuilder| request.header("Authorization", "Bearer alice-token");
+    let (code, body) =
+        status_of(as_alice(client.get(format!("{}{APPS}/x", server.url()))).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+    assert_eq!(
+        body["message"],
+        "applications.fleet.example.com \"x\" is forbidden: User \"alice\" cannot get resource \"applications\" in API group \"fleet.example.com\" in the namespace \"default\""
+    );
+    let discovery = as_alice(client.get(format!("{}/apis", server.url()))).send().await.unwrap();
+    assert_eq!(discovery.status(), StatusCode::OK, "discovery is open to every authenticated caller");
+    let admin_token = server.admin_token();
+    let over_http = server
+        .anonymous()
+        .get(format!("{}{APPS}", server.http_url()))
+        .bearer_auth(&admin_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(over_http.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn tables_print_columns_and_partial_metadata() {
+    let server = TestServer::start(Store::Memory).await;
+    let client = server.admin();
+    client.post(format!("{}{APPS}", server.url())).json(&app("t")).send().await.unwrap();
+    let table: Value = client
+        .get(format!("{}{APPS}?limit=500", server.url()))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (table["kind"].as_str(), table["apiVersion"].as_str()),
+        (Some("Table"), Some("meta.k8s.io/v1"))
+    );
+    let names: Vec<&str> =
+        table["columnDefinitions"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["Name", "Phase", "Node", "Restarts", "Command", "Address", "Age"]);
+    assert_eq!(table["columnDefinitions"][4]["priority"], 1, "wide columns have priority 1");
+    let row = &table["rows"][0];
+    assert_eq!(row["cells"][0], "t");
+    assert_eq!(row["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(row["object"]["metadata"]["labels"]["tier"], "web");
+    let one: Value = client
+        .get(format!("{}{APPS}/t?includeObject=Object", server.url()))
+        .header("Accept", "application/json;as=Table;v=v1beta1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        (one["apiVersion"].as_str(), one["rows"][0]["object"]["kind"].as_str()),
+        (Some("meta.k8s.io/v1beta1"), Some("Application"))
+    );
+}
+
+#[tokio::test]
+async fn watches_stream_events_and_end_when_asked() {
+    let server = TestServer::start(Store::Memory).await;
+    let client = server.admin();
+    client.post(format!("{}{APPS}", server.url())).json(&app("w")).send().await.unwrap();
+    let response = client
+        .get(format!("{}{APPS}?watch=true&timeoutSeconds=2", server.url()))
+        .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.version(), reqwest::Version::HTTP_2, "h2 is negotiated by ALPN");
+    let started = std::time::Instant::now();
+    let body = tokio::time::timeout(Duration::from_secs(10), response.bytes())
+        .await
+        .expect("the watch ends by itself")
+        .unwrap();
+    assert!(started.elapsed() >= Duration::from_secs(2));
+    let events: Vec<Value> = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["kind"], "Table");
+    assert!(!events[0]["object"]["columnDefinitions"].as_array().unwrap().is_empty());
+
+    let mut response =
+        client.get(format!("{}{APPS}?watch=1&resourceVersion=1", server.url())).send().await.unwrap();
+    client.post(format!("{}{APPS}", server.url())).json(&app("w2")).send().await.unwrap();
+    let mut seen = String::new();
+    while !seen.contains("\"w2\"") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), response.chunk())
+            .await
+            .expect("an event")
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("\"type\":\"ADDED\""));
+}
+
+#[tokio::test]
+async fn state_survives_a_restart_on_sled() {
+    let mut server = TestServer::start(Store::Sled).await;
+    let created: Value = server
+        .admin()
+        .post(format!("{}{APPS}", server.url()))
+        .json(&app("kept"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    server.restart().await;
+    let read: Value = server
+        .admin()
+        .get(format!("{}{APPS}/kept", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(read["metadata"]["uid"], created["metadata"]["uid"]);
+    assert_eq!(read["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"]);
+    let namespaces: Value = server
+        .admin()
+        .get(format!("{}/api/v1/namespaces", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(namespaces["items"].as_array().unwrap().len(), 1, "default is created once");
+}
