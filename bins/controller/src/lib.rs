@@ -3,6 +3,7 @@
 //! (`main.rs`) and the test kit both start the controller through here.
 
 pub mod config;
+mod namespaces;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ pub async fn run(
     };
     let tls = kayra_apiserver::tls_config(&read("ca.crt")?, &read("server.crt")?, &read("server.key")?)
         .map_err(anyhow::Error::msg)?;
-    let app = kayra_apiserver::router(state);
+    let app = kayra_apiserver::router(state.clone());
     let (stop, _) = tokio::sync::watch::channel(false);
     let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
         let mut receiver = stop.subscribe();
@@ -193,6 +194,7 @@ pub async fn run(
             let _ = receiver.wait_for(|stopped| *stopped).await;
         }
     };
+    let finalizer = tokio::spawn(namespaces::run(state.clone()));
     let mut servers = tokio::task::JoinSet::new();
     servers.spawn(kayra_apiserver::serve(
         https,
@@ -210,5 +212,6 @@ pub async fn run(
     shutdown.await;
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
+    finalizer.abort();
     Ok(())
 }

@@ -29,6 +29,50 @@ pub trait Behaviour: Send + Sync {
 
     /// The Kind's schema, registering what it refers to with the generator.
     fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
+
+    /// Whether a deleted object must wait before it goes: while `metadata.finalizers` is not
+    /// empty, and for a namespace while `spec.finalizers` is not.
+    fn finalizing(&self, object: &Value) -> bool {
+        object.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+    }
+
+    /// What marks an object whose deletion waits.
+    fn mark_deleting(&self, object: &mut Value) {
+        let _ = object;
+    }
+}
+
+/// A namespace is deleted in two steps: marked `Terminating` while its contents are deleted,
+/// then gone once the `kubernetes` finalizer in `spec.finalizers` is removed.
+struct NamespaceBehaviour(Typed<k8s_openapi::api::core::v1::Namespace>);
+
+impl Behaviour for NamespaceBehaviour {
+    fn normalize(&self, object: &Value) -> Result<(Value, Vec<String>), String> {
+        self.0.normalize(object)
+    }
+
+    fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.0.validate(object, old)
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        self.0.schema(generator)
+    }
+
+    fn finalizing(&self, object: &Value) -> bool {
+        let spec =
+            object.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        spec || self.0.finalizing(object)
+    }
+
+    fn mark_deleting(&self, object: &mut Value) {
+        if let Some(map) = object.as_object_mut() {
+            let status = map.entry("status").or_insert_with(|| Value::Object(Default::default()));
+            if let Some(status) = status.as_object_mut() {
+                status.insert("phase".into(), Value::String("Terminating".into()));
+            }
+        }
+    }
 }
 
 /// The behaviour of a typed Kind.
@@ -192,7 +236,7 @@ impl Scheme {
                 verbs: ALL_VERBS,
                 builtin: true,
                 names: NameRule::Label,
-                behaviour: typed::<k8s_openapi::api::core::v1::Namespace>(),
+                behaviour: Arc::new(NamespaceBehaviour(Typed(PhantomData))),
             },
             KindInfo {
                 group: String::new(),

@@ -100,4 +100,16 @@ impl Strategy for KindStrategy {
     fn validate_name(&self, name: &str) -> Option<String> {
         self.names.check(name)
     }
+
+    fn finalizing(&self, object: &Object) -> bool {
+        self.behaviour.finalizing(&Value::Object(object.clone()))
+    }
+
+    fn mark_deleting(&self, object: &mut Object) {
+        let mut value = Value::Object(std::mem::take(object));
+        self.behaviour.mark_deleting(&mut value);
+        if let Value::Object(map) = value {
+            *object = map;
+        }
+    }
 }

@@ -490,7 +490,7 @@ impl Registry {
                 object::metadata_mut(&mut object).insert("generation".into(), json!(generation));
             }
             let finished =
-                !meta_str(&object, "deletionTimestamp").is_empty() && finalizers(&object).is_empty();
+                !meta_str(&object, "deletionTimestamp").is_empty() && !resource.strategy.finalizing(&object);
             if options.dry_run {
                 return Ok(object);
             }
@@ -568,13 +568,14 @@ impl Registry {
                     ),
                 });
             }
-            if !finalizers(&object).is_empty() {
+            if resource.strategy.finalizing(&object) {
                 if !meta_str(&object, "deletionTimestamp").is_empty() {
                     return Ok(Deleted::Pending(object));
                 }
                 let metadata = object::metadata_mut(&mut object);
                 metadata.insert("deletionTimestamp".into(), Value::String(self.now()));
                 metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
+                resource.strategy.mark_deleting(&mut object);
                 if options.dry_run {
                     return Ok(Deleted::Pending(object));
                 }
@@ -760,6 +761,57 @@ fn expired(
     RegistryError::Expired {
         message: format!("too old resource version: {requested} ({compacted})"),
         continue_from: None,
+    }
+}
+
+impl Registry {
+    /// Moves a terminating namespace along: deletes everything it holds in `contents`, and once
+    /// nothing is left (objects with finalizers of their own are waited for), removes the
+    /// `kubernetes` finalizer so the namespace itself goes. Answers whether it is gone.
+    pub async fn finalize_namespace(
+        &self,
+        namespaces: &Resource,
+        contents: &[Resource],
+        name: &str,
+    ) -> Result<bool, RegistryError> {
+        let namespace = match self.get(namespaces, None, name).await {
+            Ok(namespace) => namespace,
+            Err(RegistryError::NotFound { .. }) => return Ok(true),
+            Err(error) => return Err(error),
+        };
+        if meta_str(&namespace, "deletionTimestamp").is_empty() {
+            return Ok(false);
+        }
+        let mut remaining = 0;
+        for resource in contents.iter().filter(|r| r.namespaced) {
+            let list = self.list(resource, Some(name), &ListOptions::default()).await?;
+            for item in list.items {
+                remaining += 1;
+                if meta_str(&item, "deletionTimestamp").is_empty() {
+                    match self
+                        .delete(resource, Some(name), meta_str(&item, "name"), &DeleteOptions::default())
+                        .await
+                    {
+                        Ok(Deleted::Gone(_)) => remaining -= 1,
+                        Ok(Deleted::Pending(_)) | Err(RegistryError::NotFound { .. }) => {}
+                        Err(error) => return Err(error),
+                    }
+                }
+            }
+        }
+        if remaining > 0 {
+            return Ok(false);
+        }
+        let finalizers: Vec<Value> = path(&namespace, "spec.finalizers")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter(|f| f.as_str() != Some("kubernetes")).cloned().collect())
+            .unwrap_or_default();
+        let patch =
+            serde_json::to_vec(&json!({"spec": {"finalizers": finalizers}})).expect("JSON serialises");
+        match self.patch(namespaces, None, name, PatchKind::Merge, &patch, WriteOptions::default()).await {
+            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(true),
+            Err(error) => Err(error),
+        }
     }
 }
 

@@ -69,6 +69,17 @@ pub trait Strategy: Send + Sync {
         Vec::new()
     }
 
+    /// Whether something must still happen before a deleted object may go: by default, that
+    /// `metadata.finalizers` is not empty.
+    fn finalizing(&self, object: &Object) -> bool {
+        !crate::object::finalizers(object).is_empty()
+    }
+
+    /// Marks an object whose deletion waits on finalizers (a namespace's phase, say).
+    fn mark_deleting(&self, object: &mut Object) {
+        let _ = object;
+    }
+
     /// Checks an object's name; the default accepts DNS subdomains.
     fn validate_name(&self, name: &str) -> Option<String> {
         (!crate::object::is_dns_subdomain(name)).then(|| {

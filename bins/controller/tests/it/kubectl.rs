@@ -349,6 +349,13 @@ fn acceptance(c: &Controller) {
     // 47: kubectl create namespace sends protobuf.
     ok(c, "47", &["create", "namespace", "team-z"]);
     assert!(ok(c, "47", &["get", "ns", "-o", "name"]).contains("namespace/team-z"));
+
+    // Deleting a namespace deletes what it holds, then the namespace.
+    let z = manifest(c, "app-z.yaml", &application("z", "/bin/sleep", ""));
+    ok(c, "ns", &["create", "-n", "team-z", "-f", &z]);
+    assert!(ok(c, "ns", &["delete", "namespace", "team-z", "--timeout=20s"]).contains("deleted"));
+    assert!(fails(c, "ns", &["get", "ns", "team-z"]).contains("NotFound"));
+    assert!(fails(c, "ns", &["get", "app", "z", "-n", "team-z"]).contains("NotFound"));
 }
 
 impl Controller {

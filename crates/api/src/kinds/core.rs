@@ -7,10 +7,14 @@ use crate::validation::FieldError;
 
 impl Kind for Namespace {
     fn default_fields(&mut self) {
-        let spec = self.spec.get_or_insert_with(NamespaceSpec::default);
-        let finalizers = spec.finalizers.get_or_insert_with(Vec::new);
-        if !finalizers.iter().any(|f| f == "kubernetes") {
-            finalizers.push("kubernetes".to_owned());
+        // Until it is deleted, a namespace keeps the finalizer that makes its deletion wait
+        // for its contents; once deleted, only the namespace finalizer removes it.
+        if self.metadata.deletion_timestamp.is_none() {
+            let spec = self.spec.get_or_insert_with(NamespaceSpec::default);
+            let finalizers = spec.finalizers.get_or_insert_with(Vec::new);
+            if !finalizers.iter().any(|f| f == "kubernetes") {
+                finalizers.push("kubernetes".to_owned());
+            }
         }
         let status = self.status.get_or_insert_with(NamespaceStatus::default);
         status.phase.get_or_insert_with(|| "Active".to_owned());

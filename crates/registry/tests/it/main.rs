@@ -65,6 +65,28 @@ fn namespaces() -> Resource {
     }
 }
 
+/// Namespaces as Kubernetes deletes them: `Terminating` while `spec.finalizers` is not empty.
+struct NamespaceRules;
+
+impl Strategy for NamespaceRules {
+    fn finalizing(&self, object: &Object) -> bool {
+        let spec = object
+            .get("spec")
+            .and_then(|s| s.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        spec || !kayra_registry::finalizers(object).is_empty()
+    }
+
+    fn mark_deleting(&self, object: &mut Object) {
+        object.insert("status".into(), json!({"phase": "Terminating"}));
+    }
+}
+
+fn terminating_namespaces() -> Resource {
+    Resource { strategy: Arc::new(NamespaceRules), ..namespaces() }
+}
+
 struct World {
     registry: Registry,
     store: Arc<MvccStore>,

@@ -369,3 +369,44 @@ async fn a_terminating_namespace_takes_no_new_objects() {
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn deleting_a_namespace_deletes_what_it_holds_then_itself() {
+    let w = world().await;
+    let namespaces = super::terminating_namespaces();
+    let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}, "spec": {"finalizers": ["kubernetes"]}});
+    w.registry.create(&namespaces, None, body, WriteOptions::default()).await.unwrap();
+    w.registry.create(&w.widgets, Some("doomed"), widget("plain", 1), WriteOptions::default()).await.unwrap();
+    let mut held = widget("held", 1);
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    w.registry.create(&w.widgets, Some("doomed"), held, WriteOptions::default()).await.unwrap();
+
+    let Deleted::Pending(marked) =
+        w.registry.delete(&namespaces, None, "doomed", &DeleteOptions::default()).await.unwrap()
+    else {
+        panic!("a namespace waits for its contents")
+    };
+    assert_eq!(marked["status"]["phase"], "Terminating");
+    let contents = [w.widgets.clone()];
+    assert!(
+        !w.registry.finalize_namespace(&namespaces, &contents, "doomed").await.unwrap(),
+        "an object with finalizers holds it"
+    );
+    assert!(matches!(
+        w.registry.get(&w.widgets, Some("doomed"), "plain").await,
+        Err(RegistryError::NotFound { .. })
+    ));
+    w.registry
+        .patch(
+            &w.widgets,
+            Some("doomed"),
+            "held",
+            PatchKind::Merge,
+            br#"{"metadata":{"finalizers":null}}"#,
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(w.registry.finalize_namespace(&namespaces, &contents, "doomed").await.unwrap());
+    assert!(matches!(w.registry.get(&namespaces, None, "doomed").await, Err(RegistryError::NotFound { .. })));
+}

@@ -1,0 +1,48 @@
+//! The namespace finalizer loop: every terminating namespace has its contents deleted and its
+//! `kubernetes` finalizer removed, level-driven from what is stored (woken by namespace
+//! changes, and every few seconds regardless).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kayra_apiserver::ApiState;
+use kayra_registry::{ListOptions, Resource, WatchOptions, meta_str};
+
+const RESYNC: Duration = Duration::from_secs(2);
+
+/// Runs until the process ends.
+pub(crate) async fn run(state: Arc<ApiState>) {
+    let scheme = state.scheme();
+    let namespaces =
+        state.resource_for(scheme.find("", "v1", "namespaces").expect("namespaces are served")).clone();
+    let contents: Vec<Resource> =
+        scheme.kinds().iter().filter(|k| k.namespaced).map(|k| state.resource_for(k).clone()).collect();
+    let registry = state.registry().clone();
+    let mut stream = None;
+    loop {
+        match registry.list(&namespaces, None, &ListOptions::default()).await {
+            Ok(list) => {
+                for namespace in list.items.iter().filter(|n| !meta_str(n, "deletionTimestamp").is_empty()) {
+                    let name = meta_str(namespace, "name");
+                    if let Err(error) = registry.finalize_namespace(&namespaces, &contents, name).await {
+                        tracing::warn!(%error, namespace = name, "finalizing a namespace failed; will retry");
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "listing namespaces failed; will retry"),
+        }
+        if stream.is_none() {
+            stream = registry.watch(&namespaces, &WatchOptions::default()).await.ok();
+        }
+        let woken = async {
+            match stream.as_mut() {
+                Some(stream) => stream.next().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
+        match tokio::time::timeout(RESYNC, woken).await {
+            Ok(true) | Err(_) => {}
+            Ok(false) => stream = None,
+        }
+    }
+}
