@@ -213,5 +213,6 @@ pub async fn run(
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
     finalizer.abort();
+    let _ = finalizer.await;
     Ok(())
 }

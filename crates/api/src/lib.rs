@@ -15,3 +15,4 @@ pub mod quantity;
 pub mod scheme;
 pub mod table;
 pub mod validation;
+pub mod view;

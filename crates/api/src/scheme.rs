@@ -9,6 +9,8 @@ use serde_json::Value;
 use crate::codec;
 use crate::kinds::Kind;
 use crate::kinds::application::Application;
+use crate::kinds::applicationset::ApplicationSet;
+use crate::kinds::csr::CertificateSigningRequest;
 use crate::kinds::secret::Secret;
 use crate::kinds::service::Service;
 use crate::table::{AGE, Column, NAME, text, text_or_none};
@@ -105,6 +107,10 @@ fn typed<T: Kind>() -> Arc<dyn Behaviour> {
     Arc::new(Typed::<T>(PhantomData))
 }
 
+/// A read-only view: the plural of the Kind it is derived from, and how one of those objects
+/// appears.
+pub type View = (&'static str, fn(&Value) -> Value);
+
 /// Which names a Kind accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NameRule {
@@ -166,6 +172,9 @@ pub struct KindInfo {
     pub builtin: bool,
     /// Which names the Kind accepts.
     pub names: NameRule,
+    /// For a read-only view: the plural of the Kind (in `fleet.<domain>`) it is derived from,
+    /// and how one of those objects appears.
+    pub view_of: Option<View>,
     /// Decoding, defaults, validation and schema.
     pub behaviour: Arc<dyn Behaviour>,
 }
@@ -235,6 +244,7 @@ impl Scheme {
                 }],
                 verbs: ALL_VERBS,
                 builtin: true,
+                view_of: None,
                 names: NameRule::Label,
                 behaviour: Arc::new(NamespaceBehaviour(Typed(PhantomData))),
             },
@@ -301,6 +311,7 @@ impl Scheme {
                 ],
                 verbs: ALL_VERBS,
                 builtin: true,
+                view_of: None,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Node>(),
             },
@@ -377,8 +388,83 @@ impl Scheme {
                 ],
                 verbs: ALL_VERBS,
                 builtin: true,
+                view_of: None,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Event>(),
+            },
+            KindInfo {
+                group: String::new(),
+                version: "v1",
+                kind: "Pod",
+                plural: "pods",
+                singular: "pod",
+                short_names: &["po"],
+                categories: &["all"],
+                namespaced: true,
+                subresources: &[],
+                field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
+                columns: &[
+                    Column {
+                        name: "Ready",
+                        type_: "string",
+                        format: "",
+                        description: "Ready containers",
+                        priority: 0,
+                        cell: |o, _| {
+                            Value::String(
+                                if o.pointer("/status/containerStatuses/0/ready").and_then(Value::as_bool)
+                                    == Some(true)
+                                {
+                                    "1/1"
+                                } else {
+                                    "0/1"
+                                }
+                                .into(),
+                            )
+                        },
+                    },
+                    Column {
+                        name: "Status",
+                        type_: "string",
+                        format: "",
+                        description: "The pod's phase",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "status.phase")),
+                    },
+                    Column {
+                        name: "Restarts",
+                        type_: "integer",
+                        format: "",
+                        description: "Container restarts",
+                        priority: 0,
+                        cell: |o, _| {
+                            o.pointer("/status/containerStatuses/0/restartCount")
+                                .cloned()
+                                .unwrap_or(Value::from(0))
+                        },
+                    },
+                    Column {
+                        name: "IP",
+                        type_: "string",
+                        format: "",
+                        description: "The pod's address",
+                        priority: 1,
+                        cell: |o, _| text_or_none(o, "status.podIP"),
+                    },
+                    Column {
+                        name: "Node",
+                        type_: "string",
+                        format: "",
+                        description: "The node the pod runs on",
+                        priority: 1,
+                        cell: |o, _| text_or_none(o, "spec.nodeName"),
+                    },
+                ],
+                verbs: &["get", "list", "watch"],
+                builtin: true,
+                view_of: Some(("applications", crate::view::pod_from_application)),
+                names: NameRule::Subdomain,
+                behaviour: typed::<k8s_openapi::api::core::v1::Pod>(),
             },
             KindInfo {
                 group: fleet.clone(),
@@ -435,8 +521,103 @@ impl Scheme {
                 ],
                 verbs: ALL_VERBS,
                 builtin: false,
+                view_of: None,
                 names: NameRule::Subdomain,
                 behaviour: typed::<Application>(),
+            },
+            KindInfo {
+                group: fleet.clone(),
+                version: "v1",
+                kind: "ApplicationSet",
+                plural: "applicationsets",
+                singular: "applicationset",
+                short_names: &["appset", "appsets"],
+                categories: &["all"],
+                namespaced: true,
+                subresources: &["status"],
+                field_labels: &["status.phase"],
+                columns: &[
+                    Column {
+                        name: "Phase",
+                        type_: "string",
+                        format: "",
+                        description: "The set's phase",
+                        priority: 0,
+                        cell: |o, _| text_or_none(o, "status.phase"),
+                    },
+                    Column {
+                        name: "Desired",
+                        type_: "integer",
+                        format: "",
+                        description: "Applications the set should have",
+                        priority: 0,
+                        cell: |o, _| o.pointer("/status/desired").cloned().unwrap_or(Value::from(0)),
+                    },
+                    Column {
+                        name: "Current",
+                        type_: "integer",
+                        format: "",
+                        description: "Applications the set has",
+                        priority: 0,
+                        cell: |o, _| o.pointer("/status/current").cloned().unwrap_or(Value::from(0)),
+                    },
+                    Column {
+                        name: "Running",
+                        type_: "integer",
+                        format: "",
+                        description: "Applications running",
+                        priority: 0,
+                        cell: |o, _| o.pointer("/status/running").cloned().unwrap_or(Value::from(0)),
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: false,
+                view_of: None,
+                names: NameRule::Subdomain,
+                behaviour: typed::<ApplicationSet>(),
+            },
+            KindInfo {
+                group: fleet.clone(),
+                version: "v1",
+                kind: "CertificateSigningRequest",
+                plural: "certificatesigningrequests",
+                singular: "certificatesigningrequest",
+                short_names: &["csr"],
+                categories: &[],
+                namespaced: false,
+                subresources: &["status"],
+                field_labels: &["spec.nodeName"],
+                columns: &[
+                    Column {
+                        name: "Node",
+                        type_: "string",
+                        format: "",
+                        description: "The node the certificate is for",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "spec.nodeName")),
+                    },
+                    Column {
+                        name: "Requestor",
+                        type_: "string",
+                        format: "",
+                        description: "Who asked",
+                        priority: 0,
+                        cell: |o, _| text_or_none(o, "spec.username"),
+                    },
+                    Column {
+                        name: "Condition",
+                        type_: "string",
+                        format: "",
+                        description: "Approved, Denied or Pending",
+                        priority: 0,
+                        cell: csr_condition,
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: false,
+                view_of: None,
+                names: NameRule::Subdomain,
+                behaviour: typed::<CertificateSigningRequest>(),
             },
             KindInfo {
                 group: fleet.clone(),
@@ -469,6 +650,7 @@ impl Scheme {
                 ],
                 verbs: ALL_VERBS,
                 builtin: false,
+                view_of: None,
                 names: NameRule::Label,
                 behaviour: typed::<Service>(),
             },
@@ -505,6 +687,7 @@ impl Scheme {
                 ],
                 verbs: ALL_VERBS,
                 builtin: false,
+                view_of: None,
                 names: NameRule::Subdomain,
                 behaviour: typed::<Secret>(),
             },
@@ -538,6 +721,26 @@ impl Scheme {
         }
         out
     }
+}
+
+fn csr_condition(object: &Value, _: jiff::Timestamp) -> Value {
+    let decided: Vec<String> = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|conditions| {
+            conditions
+                .iter()
+                .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+                .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let issued = object.pointer("/status/certificate").and_then(Value::as_str).is_some_and(|c| !c.is_empty());
+    let mut condition = if decided.is_empty() { "Pending".to_owned() } else { decided.join(",") };
+    if issued {
+        condition.push_str(",Issued");
+    }
+    Value::String(condition)
 }
 
 fn node_status(object: &Value, _: jiff::Timestamp) -> Value {

@@ -16,6 +16,8 @@ use kayra_registry::{
 };
 use serde_json::{Value, json};
 
+use kayra_registry::fields::FieldSelector;
+
 use crate::auth::Identity;
 use crate::error::ApiError;
 use crate::media::{self, Output};
@@ -48,6 +50,9 @@ pub(crate) async fn serve(
         && !kind.subresources.contains(&sub)
     {
         return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
+    }
+    if let Some((source, project)) = kind.view_of {
+        return view(&state, kind, source, project, verb, &path, query, headers).await;
     }
     let part = if path.subresource.is_some() { Part::Status } else { Part::Main };
     let namespace = path.namespace.as_deref();
@@ -93,7 +98,9 @@ pub(crate) async fn serve(
             };
             Ok(json_response(StatusCode::OK, &body, &[]))
         }
-        "watch" => watch(state.clone(), kind, namespace, query, headers).await,
+        "watch" => {
+            watch(state.clone(), kind, state.resource(kind).clone(), None, namespace, query, headers).await
+        }
         "get" => {
             let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
             let name = path.name.as_deref().expect("get has a name");
@@ -136,6 +143,102 @@ pub(crate) async fn serve(
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// A read-only view (Pods of Applications): reads of the source Kind, each object projected
+/// into the view's shape, with the view's field selectors applied to the projection.
+#[allow(clippy::too_many_arguments)]
+async fn view(
+    state: &Arc<ApiState>,
+    kind: &KindInfo,
+    source: &str,
+    project: fn(&Value) -> Value,
+    verb: &str,
+    path: &ResourcePath<'_>,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let source_kind = state
+        .scheme
+        .find(&format!("fleet.{}", state.scheme.domain()), "v1", source)
+        .ok_or_else(|| ApiError::Internal(format!("the view's source {source} is not served")))?;
+    let resource = state.resource(source_kind);
+    let namespace = path.namespace.as_deref();
+    let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
+    let fields = FieldSelector::parse(
+        query.get("fieldSelector").map(String::as_str).unwrap_or_default(),
+        kind.field_labels,
+    )
+    .map_err(|error| ApiError::BadRequest(error.to_string()))?;
+    let as_view = |object: &Object| -> Object {
+        match project(&Value::Object(object.clone())) {
+            Value::Object(map) => map,
+            _ => Object::new(),
+        }
+    };
+    match verb {
+        "get" => {
+            let name = path.name.as_deref().expect("get has a name");
+            let object =
+                state.registry.get(resource, namespace, name).await.map_err(|error| match error {
+                    RegistryError::NotFound { .. } => ApiError::Registry(RegistryError::NotFound {
+                        resource: kind.plural.to_owned(),
+                        name: name.to_owned(),
+                    }),
+                    other => ApiError::Registry(other),
+                })?;
+            Ok(json_response(StatusCode::OK, &render_one(kind, as_view(&object), output, query), &[]))
+        }
+        "list" => {
+            let options = ListOptions {
+                label_selector: query.get("labelSelector").cloned(),
+                field_selector: None,
+                // With a field selector the projection is filtered here, so every page is read.
+                limit: if fields.is_empty() { query.get("limit").and_then(|l| l.parse().ok()) } else { None },
+                continue_token: query.get("continue").cloned(),
+                resource_version: query.get("resourceVersion").cloned(),
+                resource_version_match: query.get("resourceVersionMatch").cloned(),
+            };
+            let list = state.registry.list(resource, namespace, &options).await?;
+            let items: Vec<Object> = list
+                .items
+                .iter()
+                .map(as_view)
+                .filter(|item| fields.matches(&Value::Object(item.clone())))
+                .collect();
+            let mut metadata = json!({"resourceVersion": list.resource_version});
+            if let Some(token) = &list.continue_token {
+                metadata["continue"] = json!(token);
+            }
+            let body = match output {
+                Output::Table(version) => table::render(
+                    kind,
+                    &items,
+                    metadata,
+                    version,
+                    query.get("includeObject").map(String::as_str),
+                    true,
+                ),
+                Output::Json => {
+                    json!({"apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind), "metadata": metadata, "items": items})
+                }
+            };
+            Ok(json_response(StatusCode::OK, &body, &[]))
+        }
+        "watch" => {
+            let mut query = query.clone();
+            query.remove("fieldSelector");
+            let projection = Projection { project, fields };
+            watch(state.clone(), kind, resource.clone(), Some(projection), namespace, &query, headers).await
+        }
+        _ => Err(ApiError::MethodNotAllowed),
+    }
+}
+
+/// How a view's watch turns the source's events into its own.
+struct Projection {
+    project: fn(&Value) -> Value,
+    fields: FieldSelector,
 }
 
 /// The Kubernetes verb of a request.
@@ -421,6 +524,8 @@ pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String])
 async fn watch(
     state: Arc<ApiState>,
     kind: &KindInfo,
+    resource: kayra_registry::Resource,
+    projection: Option<Projection>,
     namespace: Option<&str>,
     query: &Query,
     headers: &HeaderMap,
@@ -446,7 +551,7 @@ async fn watch(
     .min(MAX_WATCH);
     let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
     let include = query.get("includeObject").cloned();
-    let mut stream = match state.registry.watch(state.resource(kind), &options).await {
+    let mut stream = match state.registry.watch(&resource, &options).await {
         Ok(stream) => stream,
         Err(RegistryError::Expired { message, .. }) => {
             // A watch from a revision that is gone answers with one ERROR event, as Kubernetes does.
@@ -475,11 +580,18 @@ async fn watch(
                 }
                 event = stream.next() => match event {
                     Ok(event) => {
+                        let mut shown = event.object().clone();
+                        if let Some(projection) = &projection {
+                            match (projection.project)(&Value::Object(shown)) {
+                                Value::Object(map) if projection.fields.matches(&Value::Object(map.clone())) => shown = map,
+                                _ => continue,
+                            }
+                        }
                         let object = match output {
-                            Output::Json => Value::Object(event.object().clone()),
+                            Output::Json => Value::Object(shown),
                             Output::Table(version) => {
-                                let rv = json!({"resourceVersion": event.object().get("metadata").and_then(|m| m.get("resourceVersion")).cloned().unwrap_or(Value::Null)});
-                                table::render(&kind, &[event.object().clone()], rv, version, include.as_deref(), first)
+                                let rv = json!({"resourceVersion": shown.get("metadata").and_then(|m| m.get("resourceVersion")).cloned().unwrap_or(Value::Null)});
+                                table::render(&kind, &[shown], rv, version, include.as_deref(), first)
                             }
                         };
                         first = false;

@@ -206,6 +206,8 @@ struct Change {
 pub(crate) struct Cache {
     state: Mutex<State>,
     progress: watch::Sender<Revision>,
+    /// Dropped with the cache, which ends its store watch (and lets go of the store).
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 struct State {
@@ -236,8 +238,15 @@ impl Cache {
             clients: Vec::new(),
             primed: false,
         };
-        let cache = Arc::new(Cache { state: Mutex::new(state), progress });
-        tokio::spawn(follow(Arc::downgrade(&cache), store, prefix));
+        let (stop, stopped) = tokio::sync::oneshot::channel();
+        let cache = Arc::new(Cache { state: Mutex::new(state), progress, _stop: stop });
+        let follower = follow(Arc::downgrade(&cache), store, prefix);
+        tokio::spawn(async move {
+            tokio::select! {
+                () = follower => {}
+                _ = stopped => {}
+            }
+        });
         cache
     }
 

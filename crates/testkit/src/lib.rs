@@ -68,7 +68,15 @@ impl TestServer {
         let https = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         let http = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         (self.https, self.http) = (https.local_addr().expect("bound"), http.local_addr().expect("bound"));
-        let store = kayra_controller::open_store(&self.config).await.expect("the store opens");
+        // The embedded store is released once the last task of the previous run lets go of it.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        let store = loop {
+            match kayra_controller::open_store(&self.config).await {
+                Ok(store) => break store,
+                Err(error) if tokio::time::Instant::now() > deadline => panic!("the store does not open: {error:#}"),
+                Err(_) => tokio::task::yield_now().await,
+            }
+        };
         let state = kayra_controller::api(&self.config, store).await.expect("the API assembles");
         let (stop, stopped) = oneshot::channel::<()>();
         let config = self.config.clone();
@@ -86,8 +94,6 @@ impl TestServer {
     /// Stops the server and starts it again on the same data directory.
     pub async fn restart(&mut self) {
         self.shutdown().await;
-        // The embedded store lets go of its files once its last user is gone.
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         self.boot().await;
     }
 

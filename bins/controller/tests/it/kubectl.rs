@@ -350,6 +350,24 @@ fn acceptance(c: &Controller) {
     ok(c, "47", &["create", "namespace", "team-z"]);
     assert!(ok(c, "47", &["get", "ns", "-o", "name"]).contains("namespace/team-z"));
 
+    // 48: several types at once.
+    let set = manifest(
+        c,
+        "set.yaml",
+        &format!(
+            "apiVersion: {G}/v1\nkind: ApplicationSet\nmetadata:\n  name: shop\nspec:\n  applications:\n  - name: web\n    spec:\n      command: [\"/bin/web\"]\n"
+        ),
+    );
+    ok(c, "48", &["create", "-f", &set]);
+    let names = ok(c, "48", &["get", "app,appset", "-o", "name"]);
+    assert!(names.lines().any(|l| l.starts_with(&format!("application.{G}/"))), "{names}");
+    assert!(names.lines().any(|l| l == format!("applicationset.{G}/shop")), "{names}");
+
+    // Pods are a read-only view of Applications.
+    let pods = ok(c, "pods", &["get", "pods", "-o", "name"]);
+    assert!(pods.lines().any(|l| l == "pod/a"), "{pods}");
+    assert!(fails(c, "pods", &["delete", "pod", "a"]).contains("MethodNotAllowed"));
+
     // Deleting a namespace deletes what it holds, then the namespace.
     let z = manifest(c, "app-z.yaml", &application("z", "/bin/sleep", ""));
     ok(c, "ns", &["create", "-n", "team-z", "-f", &z]);

@@ -1,6 +1,6 @@
 //! The core `v1` Kinds Kayra serves in their builtin Kubernetes shapes.
 
-use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceSpec, NamespaceStatus, Node};
+use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceSpec, NamespaceStatus, Node, Pod};
 
 use super::Kind;
 use crate::validation::FieldError;
@@ -35,6 +35,8 @@ impl Kind for Namespace {
 }
 
 impl Kind for Node {}
+
+impl Kind for Pod {}
 
 impl Kind for Event {
     fn validate(&self, _old: Option<&Self>) -> Vec<FieldError> {

@@ -4,7 +4,9 @@
 //! prints) that implements [`Kind`]. The core `v1` Kinds are `k8s-openapi`'s builtin shapes.
 
 pub mod application;
+pub mod applicationset;
 pub mod core;
+pub mod csr;
 pub mod secret;
 pub mod service;
 

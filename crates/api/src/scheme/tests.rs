@@ -138,3 +138,41 @@ fn group_versions_put_core_first() {
     let groups: Vec<String> = scheme.group_versions().iter().map(|(g, v, _)| format!("{g}/{v}")).collect();
     assert_eq!(groups, ["/v1", "fleet.example.com/v1"]);
 }
+
+#[test]
+fn application_sets_check_each_component_as_an_application() {
+    let scheme = scheme();
+    let set = scheme.find("fleet.example.com", "v1", "applicationsets").unwrap();
+    let (normalized, _) = set
+        .behaviour
+        .normalize(&json!({"spec": {"applications": [
+            {"name": "web", "spec": {"command": ["/bin/web"]}, "scale": {"replicas": 2}},
+            {"name": "web", "spec": {"command": []}, "scale": {"replicas": -1}}
+        ]}}))
+        .unwrap();
+    assert_eq!(normalized["spec"]["rollout"]["prune"], true);
+    assert_eq!(normalized["spec"]["applications"][0]["spec"]["lifecycle"]["restartPolicy"], "Always");
+    let fields: Vec<String> =
+        set.behaviour.validate(&normalized, None).into_iter().map(|e| e.field).collect();
+    assert_eq!(
+        fields,
+        ["spec.applications[1]", "spec.applications[1].spec.command", "spec.applications[1].scale.replicas"]
+    );
+}
+
+#[test]
+fn certificate_requests_are_immutable_and_decided_once() {
+    let scheme = scheme();
+    let csr = scheme.find("fleet.example.com", "v1", "certificatesigningrequests").unwrap();
+    assert!(!csr.namespaced);
+    let request = "-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n";
+    let object = json!({"spec": {"request": request, "nodeName": "n1", "usages": ["client auth"], "username": "system:bootstrap:abc"}});
+    assert!(csr.behaviour.validate(&object, None).is_empty());
+    let mut changed = object.clone();
+    changed["spec"]["username"] = json!("someone-else");
+    assert_eq!(csr.behaviour.validate(&changed, Some(&object))[0].field, "spec");
+    let mut both = object.clone();
+    both["status"] =
+        json!({"conditions": [{"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]});
+    assert_eq!(csr.behaviour.validate(&both, Some(&object))[0].field, "status.conditions");
+}

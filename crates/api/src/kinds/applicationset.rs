@@ -1,0 +1,251 @@
+//! ApplicationSet: a set of Applications rendered from components, scaled and rolled out
+//! together.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::application::{Application, ApplicationSpec, EnvVar};
+use super::{Condition, Kind, duplicates, validate_conditions};
+use crate::validation::{FieldError, is_dns_label};
+
+/// ApplicationSet expands its components into Applications named
+/// `<set>-<component>[-<index>|-<node>]`, scales them, and rolls changes out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationSet {
+    /// APIVersion defines the versioned schema of this representation of an object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind is a string value representing the REST resource this object represents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Standard object's metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The components and how to roll them out.
+    #[serde(default)]
+    pub spec: ApplicationSetSpec,
+    /// What the set has rendered and how far the rollout is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ApplicationSetStatus>,
+}
+
+/// ApplicationSetSpec lists the components, what they share, and the rollout policy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationSetSpec {
+    /// The components, each rendered into one or more Applications.
+    #[serde(default)]
+    pub applications: Vec<Component>,
+    /// Labels, annotations and environment every component gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common: Option<Common>,
+    /// How the components are placed relative to each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<SetPlacement>,
+    /// How changes roll out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// One component of a set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Component {
+    /// The component's name, a DNS label unique in the set.
+    pub name: String,
+    /// Labels and annotations for the component's Applications.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<ComponentMetadata>,
+    /// The Applications' spec.
+    pub spec: ApplicationSpec,
+    /// How many Applications the component has: a count, or one per matching node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<Scale>,
+}
+
+/// Labels and annotations for a component's Applications.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentMetadata {
+    /// Labels to add.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations to add.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A component's scale: exactly one of `replicas` and `nodeSpread`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Scale {
+    /// How many Applications, named `<set>-<component>-<index>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<i64>,
+    /// One Application per node matching the selector, named `<set>-<component>-<node>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_spread: Option<NodeSpread>,
+}
+
+/// One Application per matching node.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSpread {
+    /// Labels a node must carry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+}
+
+/// What every component shares.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Common {
+    /// Labels for every Application.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations for every Application.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Environment variables for every Application, before each component's own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+}
+
+/// Placement across components.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SetPlacement {
+    /// Empty, or `sameNode` to place every component on one node.
+    #[serde(default)]
+    pub mode: String,
+}
+
+/// How changes roll out.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// How many Applications may be unavailable at once during a rollout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_unavailable: Option<i64>,
+    /// Whether Applications no longer rendered are deleted; default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<bool>,
+}
+
+/// ApplicationSetStatus is what the set has rendered and how far its rollout is.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationSetStatus {
+    /// A one-word summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// How many Applications the set should have.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<i64>,
+    /// How many it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<i64>,
+    /// How many are placed on a node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled: Option<i64>,
+    /// How many are running.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<i64>,
+    /// Each Application of the set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub children: Vec<Child>,
+    /// `Rendered`, `Converged` and `Initialized`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// One Application of a set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Child {
+    /// The Application's name.
+    pub name: String,
+    /// The node it is on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// Its phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+}
+
+impl Kind for ApplicationSet {
+    fn default_fields(&mut self) {
+        let rollout = self.spec.rollout.get_or_insert_with(Rollout::default);
+        rollout.prune.get_or_insert(true);
+        for component in &mut self.spec.applications {
+            let mut application = Application { spec: component.spec.clone(), ..Application::default() };
+            application.default_fields();
+            component.spec = application.spec;
+        }
+    }
+
+    fn validate(&self, _old: Option<&Self>) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let spec = &self.spec;
+        if spec.applications.is_empty() {
+            errors.push(FieldError::required("spec.applications"));
+        }
+        errors.extend(duplicates("spec.applications", spec.applications.iter().map(|c| c.name.as_str())));
+        for (at, component) in spec.applications.iter().enumerate() {
+            let field = format!("spec.applications[{at}]");
+            if !is_dns_label(&component.name) {
+                errors.push(FieldError::invalid(
+                    format!("{field}.name"),
+                    format!("\"{}\"", component.name),
+                    "must be a DNS label",
+                ));
+            }
+            let application = Application { spec: component.spec.clone(), ..Application::default() };
+            for error in application.validate(None) {
+                errors.push(FieldError {
+                    field: error.field.replacen("spec", &format!("{field}.spec"), 1),
+                    ..error
+                });
+            }
+            if let Some(scale) = &component.scale {
+                match (scale.replicas, &scale.node_spread) {
+                    (Some(_), Some(_)) => errors.push(FieldError::forbidden(
+                        format!("{field}.scale"),
+                        "set replicas or nodeSpread, not both",
+                    )),
+                    (Some(replicas), None) if replicas < 0 => {
+                        errors.push(FieldError::invalid(
+                            format!("{field}.scale.replicas"),
+                            replicas,
+                            "must be greater than or equal to 0",
+                        ));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Some(mode) =
+            spec.placement.as_ref().map(|p| p.mode.as_str()).filter(|m| !matches!(*m, "" | "sameNode"))
+        {
+            errors.push(FieldError::not_supported("spec.placement.mode", mode, &["", "sameNode"]));
+        }
+        if let Some(max) = spec.rollout.as_ref().and_then(|r| r.max_unavailable).filter(|m| *m < 0) {
+            errors.push(FieldError::invalid(
+                "spec.rollout.maxUnavailable",
+                max,
+                "must be greater than or equal to 0",
+            ));
+        }
+        if let Some(status) = &self.status {
+            errors.extend(validate_conditions("status.conditions", &status.conditions));
+        }
+        errors
+    }
+}

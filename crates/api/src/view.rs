@@ -1,0 +1,69 @@
+//! Read-only views: Kinds served in a builtin shape but stored as another Kind. Core `v1`
+//! Pods are a view of Applications, one Pod per Application, so `kubectl get pods` (and later
+//! `logs` and `top`) work.
+
+use serde_json::{Value, json};
+
+/// The Pod an Application appears as.
+pub fn pod_from_application(application: &Value) -> Value {
+    let mut metadata = application.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    if let Some(map) = metadata.as_object_mut() {
+        map.remove("managedFields");
+    }
+    let status = application.get("status");
+    let phase = status.and_then(|s| s.get("phase")).and_then(Value::as_str).unwrap_or("Pending");
+    let ready = status
+        .and_then(|s| s.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|c| c.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready")))
+        .and_then(|c| c.get("status").and_then(Value::as_str))
+        == Some("True");
+    let restarts = status.and_then(|s| s.get("restarts")).and_then(Value::as_i64).unwrap_or(0);
+    let mut command = application.pointer("/spec/command").cloned().unwrap_or_else(|| json!([]));
+    if let (Some(command), Some(args)) =
+        (command.as_array_mut(), application.pointer("/spec/args").and_then(Value::as_array))
+    {
+        command.extend(args.iter().cloned());
+    }
+    let mut spec = json!({"containers": [{"name": "app", "command": command}]});
+    if let Some(node) = application.pointer("/spec/placement/nodeName") {
+        spec["nodeName"] = node.clone();
+    }
+    let mut pod_status = json!({
+        "phase": if phase == "Terminating" { "Running" } else { phase },
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        "containerStatuses": [{"name": "app", "ready": ready, "restartCount": restarts, "image": "", "imageID": ""}],
+    });
+    if let Some(address) = status.and_then(|s| s.get("address")) {
+        pod_status["podIP"] = address.clone();
+    }
+    if let Some(started) = status.and_then(|s| s.get("startedAt")) {
+        pod_status["startTime"] = started.clone();
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": pod_status})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_application_appears_as_its_pod() {
+        let application = json!({
+            "apiVersion": "fleet.example.com/v1", "kind": "Application",
+            "metadata": {"name": "web", "namespace": "default", "labels": {"tier": "web"}},
+            "spec": {"command": ["/bin/web"], "args": ["--port", "80"], "placement": {"nodeName": "n1"}},
+            "status": {"phase": "Running", "restarts": 2, "address": "10.0.0.5", "conditions": [{"type": "Ready", "status": "True"}]},
+        });
+        let pod = pod_from_application(&application);
+        assert_eq!(pod["metadata"]["labels"]["tier"], "web");
+        assert_eq!(pod["spec"]["nodeName"], "n1");
+        assert_eq!(pod["spec"]["containers"][0]["command"], json!(["/bin/web", "--port", "80"]));
+        assert_eq!(
+            (pod["status"]["phase"].as_str(), pod["status"]["podIP"].as_str()),
+            (Some("Running"), Some("10.0.0.5"))
+        );
+        assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 2);
+        assert_eq!(pod_from_application(&json!({"metadata": {"name": "new"}}))["status"]["phase"], "Pending");
+    }
+}
