@@ -4,7 +4,7 @@
 //!   sources), tidy (every `.rs` file opens with a `//!` comment) and the boundary check (no
 //!   domain crate depends on an adapter). Green here means green in CI.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
-//! - `bench store`: the storage benchmark, in release mode.
+//! - `bench store`, `bench api`: the benchmarks, in release mode.
 
 #![allow(clippy::print_stdout)]
 
@@ -37,8 +37,10 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["ci"] => ci(),
         ["e2e"] => cargo(&["nextest", "run", "--package", "kayra-controller", "--no-fail-fast"]),
-        ["bench", "store"] => cargo(&["run", "--release", "--package", "kayra-bench", "--", "store"]),
-        _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store".to_owned()),
+        ["bench", which @ ("store" | "api")] => {
+            cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
+        }
+        _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -37,6 +37,20 @@ pub use state::ApiState;
 use auth::{Identity, PeerIdentity};
 use routes::{PathError, Target};
 
+/// A router that answers every request with the same JSON at once: the ceiling the API's
+/// overhead is measured against.
+#[cfg(feature = "bench")]
+pub fn bare_router(body: bytes::Bytes) -> Router {
+    Router::new().fallback(move || {
+        let body = body.clone();
+        async move {
+            let mut response = Response::new(Body::from(body));
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+    })
+}
+
 /// The largest request body accepted.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 

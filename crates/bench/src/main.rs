@@ -1,26 +1,37 @@
-//! `kayra-bench store`: the storage port's throughput and latency on memory, sled and etcd,
-//! each printed next to a ceiling measured in the same run (bare sled, bare etcd-client), so
-//! the ratios hold on a shared, noisy machine where absolute numbers do not.
+//! `kayra-bench store` and `kayra-bench api`: throughput and latency, each printed next to a
+//! ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP handler), so the
+//! ratios hold on a shared, noisy machine where absolute numbers do not.
 
 #![allow(clippy::print_stdout)]
 
+mod api;
 mod store;
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KAYRA_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime starts");
     match args.first().map(String::as_str) {
-        Some("store") => match runtime.block_on(store::run()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("benchmark failed: {error}");
-                ExitCode::FAILURE
+        Some(which @ ("store" | "api")) => {
+            let result =
+                if which == "store" { runtime.block_on(store::run()) } else { runtime.block_on(api::run()) };
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("benchmark failed: {error}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
         _ => {
-            eprintln!("usage: kayra-bench store");
+            eprintln!("usage: kayra-bench store | kayra-bench api");
             ExitCode::from(64)
         }
     }

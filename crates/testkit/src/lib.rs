@@ -73,7 +73,9 @@ impl TestServer {
         let store = loop {
             match kayra_controller::open_store(&self.config).await {
                 Ok(store) => break store,
-                Err(error) if tokio::time::Instant::now() > deadline => panic!("the store does not open: {error:#}"),
+                Err(error) if tokio::time::Instant::now() > deadline => {
+                    panic!("the store does not open: {error:#}")
+                }
                 Err(_) => tokio::task::yield_now().await,
             }
         };
@@ -126,8 +128,19 @@ impl TestServer {
         Client::builder().tls_certs_only([ca])
     }
 
+    /// A file of the server's PKI (`ca.crt`, `server.crt`, `server.key`).
+    pub fn pki_file(&self, name: &str) -> Vec<u8> {
+        self.read(&format!("pki/{name}"))
+    }
+
     /// A client presenting the admin's certificate (`O=system:masters`).
     pub fn admin(&self) -> Client {
+        self.admin_builder().build().expect("a client")
+    }
+
+    /// A client builder trusting the cluster CA and presenting the admin's certificate, for
+    /// callers that tune the client (HTTP version, pool size).
+    pub fn admin_builder(&self) -> reqwest::ClientBuilder {
         let kubeconfig = String::from_utf8(self.read("admin.kubeconfig")).expect("UTF-8");
         let field = |name: &str| {
             let line =
@@ -136,10 +149,7 @@ impl TestServer {
             base64::engine::general_purpose::STANDARD.decode(encoded).expect("base64 in the kubeconfig")
         };
         let pem = [field("client-certificate-data"), field("client-key-data")].concat();
-        self.builder()
-            .identity(Identity::from_pem(&pem).expect("the admin identity"))
-            .build()
-            .expect("a client")
+        self.builder().identity(Identity::from_pem(&pem).expect("the admin identity"))
     }
 
     /// A client with no credentials.

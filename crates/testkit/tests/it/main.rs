@@ -278,3 +278,42 @@ async fn state_survives_a_restart_on_sled() {
         .unwrap();
     assert_eq!(namespaces["items"].as_array().unwrap().len(), 1, "default is created once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_requests_share_one_http2_connection() {
+    let server = TestServer::start(Store::Memory).await;
+    let client = server.admin();
+    let creates: Vec<_> = (0..64)
+        .map(|t| {
+            let (client, url) = (client.clone(), format!("{}{APPS}", server.url()));
+            tokio::spawn(async move {
+                for i in 0..40 {
+                    let response = client.post(&url).json(&app(&format!("c-{t}-{i}"))).send().await;
+                    let response = response.unwrap_or_else(|e| panic!("create {t}/{i}: {e:?}"));
+                    assert_eq!(response.status(), StatusCode::CREATED);
+                }
+            })
+        })
+        .collect();
+    for task in creates {
+        task.await.unwrap();
+    }
+    for path in ["/version", "/api/v1/namespaces/default"] {
+        let tasks: Vec<_> = (0..64)
+            .map(|_| {
+                let (client, url) = (client.clone(), format!("{}{path}", server.url()));
+                tokio::spawn(async move {
+                    for i in 0..200 {
+                        let response = client.get(&url).send().await;
+                        let response = response.unwrap_or_else(|e| panic!("{url} request {i}: {e:?}"));
+                        assert_eq!(response.version(), reqwest::Version::HTTP_2);
+                        response.bytes().await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.await.unwrap();
+        }
+    }
+}
