@@ -51,6 +51,9 @@ pub fn bare_router(body: bytes::Bytes) -> Router {
     })
 }
 
+/// How long a client may take to send a request body.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The largest request body accepted.
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
@@ -107,7 +110,28 @@ async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiE
     let identity = authenticate(&state, &parts).ok_or(ApiError::Unauthorized)?;
     let target = target
         .map_err(|_| ApiError::NotFound("the server could not find the requested resource".to_owned()))?;
-    let body = axum::body::to_bytes(body, MAX_BODY).await.map_err(|_| ApiError::TooLarge)?;
+    let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(error)) => {
+            let error = error.into_inner();
+            let too_large =
+                std::iter::successors(Some(error.as_ref() as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .any(|e| e.is::<http_body_util::LengthLimitError>());
+            return Err(if too_large {
+                ApiError::TooLarge
+            } else {
+                ApiError::BadRequest(format!("the request body could not be read: {error}"))
+            });
+        }
+        Err(_) => {
+            return Err(ApiError::BadRequest(format!(
+                "the request body did not arrive within {} seconds",
+                BODY_TIMEOUT.as_secs()
+            )));
+        }
+    };
     let query: HashMap<String, String> = parts
         .uri
         .query()
