@@ -104,6 +104,7 @@ pub(crate) async fn serve(
         "get" => {
             let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
             let name = path.name.as_deref().expect("get has a name");
+            registry.not_older_than(query.get("resourceVersion").map(String::as_str)).await?;
             let object = registry.get(resource, namespace, name).await?;
             Ok(json_response(StatusCode::OK, &render_one(kind, object, output, query), &[]))
         }

@@ -216,6 +216,18 @@ impl Registry {
         }
     }
 
+    /// Checks a read's `resourceVersion` (absent or `0`: any; otherwise the read must not be
+    /// older than it): a version the store has not reached yet is refused.
+    pub async fn not_older_than(&self, resource_version: Option<&str>) -> Result<(), RegistryError> {
+        let Some(rv) = resource_version.filter(|rv| !rv.is_empty() && *rv != "0") else { return Ok(()) };
+        let requested = parse_revision(rv)?;
+        let current = self.store.revision().await?;
+        if requested > current {
+            return Err(RegistryError::TooLargeResourceVersion { requested, current });
+        }
+        Ok(())
+    }
+
     /// Creates an object in `namespace` (ignored for cluster-scoped resources).
     pub async fn create(
         &self,

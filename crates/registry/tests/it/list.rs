@@ -155,6 +155,13 @@ async fn resource_versions_select_what_a_list_reads() {
         w.registry.list(&w.widgets, None, &future).await,
         Err(RegistryError::TooLargeResourceVersion { .. })
     ));
+    assert!(w.registry.not_older_than(Some("0")).await.is_ok());
+    assert!(w.registry.not_older_than(Some(&before.to_string())).await.is_ok());
+    assert!(matches!(
+        w.registry.not_older_than(Some("999999")).await,
+        Err(RegistryError::TooLargeResourceVersion { .. })
+    ));
+    assert!(matches!(w.registry.not_older_than(Some("x")).await, Err(RegistryError::BadRequest(_))));
     let match_alone = ListOptions { resource_version_match: Some("Exact".into()), ..ListOptions::default() };
     assert!(matches!(
         w.registry.list(&w.widgets, None, &match_alone).await,
