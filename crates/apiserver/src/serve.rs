@@ -93,7 +93,14 @@ pub async fn serve(
     let connections = Arc::new(Semaphore::new(options.max_connections));
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(options.header_timeout);
-    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(options.max_streams);
+    // HTTP/1.1: the header timeout also bounds how long a kept-alive connection may sit idle
+    // before its next request. HTTP/2: pings find peers that went away.
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(options.max_streams)
+        .keep_alive_interval(Some(Duration::from_secs(30)))
+        .keep_alive_timeout(Duration::from_secs(20));
     let builder = Arc::new(builder);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     tokio::pin!(shutdown);
