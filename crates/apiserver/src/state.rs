@@ -71,7 +71,11 @@ fn resource(kind: &KindInfo) -> Resource {
         namespaced: kind.namespaced,
         status_subresource: kind.has_status(),
         field_labels: kind.field_labels.to_vec(),
-        strategy: Arc::new(KindStrategy { behaviour: kind.behaviour.clone(), names: kind.names }),
+        strategy: Arc::new(KindStrategy {
+            behaviour: kind.behaviour.clone(),
+            names: kind.names,
+            create_keeps_status: kind.create_keeps_status,
+        }),
     }
 }
 
@@ -79,6 +83,7 @@ fn resource(kind: &KindInfo) -> Resource {
 struct KindStrategy {
     behaviour: Arc<dyn Behaviour>,
     names: NameRule,
+    create_keeps_status: bool,
 }
 
 impl Strategy for KindStrategy {
@@ -99,6 +104,10 @@ impl Strategy for KindStrategy {
 
     fn validate_name(&self, name: &str) -> Option<String> {
         self.names.check(name)
+    }
+
+    fn create_keeps_status(&self) -> bool {
+        self.create_keeps_status
     }
 
     fn finalizing(&self, object: &Object) -> bool {

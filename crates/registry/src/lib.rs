@@ -255,7 +255,7 @@ impl Registry {
         metadata.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
         metadata.insert("creationTimestamp".into(), Value::String(self.now()));
         metadata.insert("generation".into(), json!(1));
-        if resource.status_subresource {
+        if resource.status_subresource && !resource.strategy.create_keeps_status() {
             object.remove("status");
         }
         resource.strategy.default(&mut object);

@@ -80,6 +80,12 @@ pub trait Strategy: Send + Sync {
         let _ = object;
     }
 
+    /// Whether a create may set `status` although it is a subresource (a node registers with
+    /// its status). By default a create starts without one.
+    fn create_keeps_status(&self) -> bool {
+        false
+    }
+
     /// Checks an object's name; the default accepts DNS subdomains.
     fn validate_name(&self, name: &str) -> Option<String> {
         (!crate::object::is_dns_subdomain(name)).then(|| {

@@ -368,6 +368,18 @@ fn acceptance(c: &Controller) {
     assert!(pods.lines().any(|l| l == "pod/a"), "{pods}");
     assert!(fails(c, "pods", &["delete", "pod", "a"]).contains("MethodNotAllowed"));
 
+    // Nodes: created with their status, cordoned with a strategic merge patch.
+    let node = manifest(
+        c,
+        "node.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\nstatus:\n  conditions:\n  - type: Ready\n    status: \"True\"\n  addresses:\n  - type: InternalIP\n    address: 10.0.0.7\n",
+    );
+    ok(c, "node", &["create", "-f", &node]);
+    assert!(ok(c, "node", &["cordon", "n1"]).contains("cordoned"));
+    let nodes = ok(c, "node", &["get", "nodes", "-o", "wide"]);
+    assert!(nodes.contains("Ready,SchedulingDisabled") && nodes.contains("10.0.0.7"), "{nodes}");
+    assert!(ok(c, "node", &["describe", "node", "n1"]).contains("Unschedulable:      true"));
+
     // Deleting a namespace deletes what it holds, then the namespace.
     let z = manifest(c, "app-z.yaml", &application("z", "/bin/sleep", ""));
     ok(c, "ns", &["create", "-n", "team-z", "-f", &z]);
