@@ -11,6 +11,7 @@ use crate::kinds::Kind;
 use crate::kinds::application::Application;
 use crate::kinds::applicationset::ApplicationSet;
 use crate::kinds::csr::CertificateSigningRequest;
+use crate::kinds::rbac::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use crate::kinds::secret::Secret;
 use crate::kinds::service::Service;
 use crate::table::{AGE, Column, NAME, text, text_or_none};
@@ -118,6 +119,9 @@ pub enum NameRule {
     Subdomain,
     /// A DNS label (namespaces).
     Label,
+    /// Anything that is a single path segment: no `/`, `%`, and not `.` or `..` (role names
+    /// such as `system:node` carry colons).
+    Path,
 }
 
 impl NameRule {
@@ -136,6 +140,9 @@ impl NameRule {
                  validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
                     .to_owned(),
             ),
+            NameRule::Path if name.is_empty() || name == "." || name == ".." || name.contains(['/', '%']) || name.len() > 253 => {
+                Some("may not be '.' or '..' and may not contain '/' or '%'".to_owned())
+            }
             _ => None,
         }
     }
@@ -225,6 +232,30 @@ impl Scheme {
     /// The Kinds of a deployment whose domain is `domain` (so `fleet.<domain>`).
     pub fn new(domain: &str) -> Scheme {
         let fleet = format!("fleet.{domain}");
+        let authorization = format!("authorization.{domain}");
+        let rbac = |kind: &'static str,
+                    plural: &'static str,
+                    singular: &'static str,
+                    namespaced: bool,
+                    behaviour: Arc<dyn Behaviour>| KindInfo {
+            group: authorization.clone(),
+            version: "v1",
+            kind,
+            plural,
+            singular,
+            short_names: &[],
+            categories: &[],
+            namespaced,
+            subresources: &[],
+            field_labels: &[],
+            columns: &[],
+            verbs: ALL_VERBS,
+            builtin: false,
+            view_of: None,
+            create_keeps_status: false,
+            names: NameRule::Path,
+            behaviour,
+        };
         let kinds = vec![
             KindInfo {
                 group: String::new(),
@@ -703,6 +734,16 @@ impl Scheme {
                 names: NameRule::Subdomain,
                 behaviour: typed::<Secret>(),
             },
+            rbac("Role", "roles", "role", true, typed::<Role>()),
+            rbac("RoleBinding", "rolebindings", "rolebinding", true, typed::<RoleBinding>()),
+            rbac("ClusterRole", "clusterroles", "clusterrole", false, typed::<ClusterRole>()),
+            rbac(
+                "ClusterRoleBinding",
+                "clusterrolebindings",
+                "clusterrolebinding",
+                false,
+                typed::<ClusterRoleBinding>(),
+            ),
         ];
         Scheme { domain: domain.to_owned(), kinds }
     }

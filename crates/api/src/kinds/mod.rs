@@ -7,6 +7,7 @@ pub mod application;
 pub mod applicationset;
 pub mod core;
 pub mod csr;
+pub mod rbac;
 pub mod secret;
 pub mod service;
 
