@@ -214,7 +214,11 @@ fn store_error(action: &str, error: etcd_client::Error) -> StoreError {
     };
     match error {
         E::GRpcStatus(ref status) => match i32::from(status.code()) {
-            grpc_code::UNAVAILABLE | grpc_code::DEADLINE_EXCEEDED | grpc_code::ABORTED => unavailable(error),
+            grpc_code::UNAVAILABLE
+            | grpc_code::DEADLINE_EXCEEDED
+            | grpc_code::ABORTED
+            | grpc_code::CANCELLED
+            | grpc_code::RESOURCE_EXHAUSTED => unavailable(error),
             grpc_code::INVALID_ARGUMENT | grpc_code::FAILED_PRECONDITION | grpc_code::OUT_OF_RANGE => {
                 StoreError::InvalidArgument(format!("etcd refused to {action}: {}", status.message()))
             }
@@ -229,6 +233,8 @@ fn store_error(action: &str, error: etcd_client::Error) -> StoreError {
 
 /// The gRPC status codes etcd answers with (the gRPC specification's numbers).
 mod grpc_code {
+    pub(crate) const CANCELLED: i32 = 1;
+    pub(crate) const RESOURCE_EXHAUSTED: i32 = 8;
     pub(crate) const INVALID_ARGUMENT: i32 = 3;
     pub(crate) const DEADLINE_EXCEEDED: i32 = 4;
     pub(crate) const FAILED_PRECONDITION: i32 = 9;
@@ -251,7 +257,7 @@ impl Store for EtcdStore {
         let prefix = self.full_key(&request.prefix);
         let start = request.start.as_deref().map_or_else(|| prefix.clone(), |start| self.full_key(start));
         let mut options = GetOptions::new().with_range(range_end(&prefix));
-        if let Some(limit) = request.limit {
+        if let Some(limit) = request.limit.filter(|limit| *limit > 0) {
             options = options.with_limit(i64::try_from(limit).unwrap_or(i64::MAX));
         }
         let requested = request.revision.unwrap_or(0);

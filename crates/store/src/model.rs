@@ -48,7 +48,7 @@ pub struct RangeRequest {
     /// Start at this key (inclusive) instead of the first key of the prefix; how a paginated
     /// read continues. A key outside the prefix is an error.
     pub start: Option<String>,
-    /// Return at most this many keys; `None` returns all of them.
+    /// Return at most this many keys; `None` (or zero) returns all of them.
     pub limit: Option<usize>,
     /// Read the store as it was at this revision; `None` reads the current revision.
     pub revision: Option<Revision>,
@@ -176,6 +176,11 @@ impl Txn {
     pub fn validate(&self, max_value_size: usize) -> Result<(), StoreError> {
         for compare in &self.compares {
             validate_key(compare.key())?;
+            if let Compare::ModifiedAt(key, 0) = compare {
+                return Err(StoreError::InvalidArgument(format!(
+                    "no key is modified at revision 0; compare {key:?} as absent instead"
+                )));
+            }
         }
         let mut written = std::collections::HashSet::with_capacity(self.ops.len());
         for op in &self.ops {

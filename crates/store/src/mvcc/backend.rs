@@ -52,6 +52,9 @@ impl Backend for MemoryBackend {
     }
 
     fn scan(&self, from: &[u8], to: &[u8], visit: &mut Visitor<'_>) -> Result<(), StoreError> {
+        if from >= to {
+            return Ok(());
+        }
         let map = self.map.read().expect("memory backend lock poisoned");
         map.range::<[u8], _>((Bound::Included(from), Bound::Excluded(to)))
             .try_for_each(|(key, value)| visit(key, value))

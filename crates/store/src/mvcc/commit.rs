@@ -7,7 +7,7 @@
 //! cost of durability is shared instead of paid per write.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::Notify;
 
@@ -17,11 +17,18 @@ use crate::mvcc::backend::Backend;
 /// A sequence number given to each applied batch, in apply order.
 pub(crate) type Seq = u64;
 
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct GroupCommit {
     applied: AtomicU64,
     state: Mutex<CommitState>,
     flushed: Notify,
+    publisher: OnceLock<Box<dyn Fn(Seq) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit").field("applied", &self.applied).field("state", &self.state).finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Default)]
@@ -80,31 +87,46 @@ impl GroupCommit {
     /// hand-offs on the single-writer path; elsewhere the flush runs on a blocking thread. Either
     /// way the flush completes and wakes the waiters even if the leader's caller goes away.
     fn lead_flush(self: &Arc<Self>, backend: &Arc<dyn Backend>) {
-        let flush = {
-            let (this, backend) = (self.clone(), backend.clone());
-            move || {
-                let upto = this.applied.load(Ordering::Acquire);
-                let result = backend.flush();
-                this.finish_flush(upto, result);
-            }
-        };
+        let (this, backend) = (self.clone(), backend.clone());
+        let flush = move || this.flush_once(backend);
         match tokio::runtime::Handle::current().runtime_flavor() {
             tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(flush),
             _ => drop(tokio::task::spawn_blocking(flush)),
         }
     }
 
-    fn finish_flush(&self, upto: Seq, result: Result<(), StoreError>) {
+    /// One flush, then: record it, wake the waiters, publish what became durable, and when
+    /// more was applied meanwhile, flush again in the background, so a write whose writer went
+    /// away (a cancelled request) still becomes durable and visible to watchers.
+    fn flush_once(self: Arc<Self>, backend: Arc<dyn Backend>) {
+        let upto = self.applied.load(Ordering::Acquire);
+        let result = backend.flush();
         let mut state = self.state.lock().expect("group commit lock poisoned");
-        state.flushing = false;
-        match result {
-            Ok(()) => state.durable = state.durable.max(upto),
+        let again = match result {
+            Ok(()) => {
+                state.durable = state.durable.max(upto);
+                self.applied.load(Ordering::Acquire) > state.durable
+            }
             Err(error) => {
                 tracing::error!(%error, "flushing the store failed");
                 state.failure = Some((upto, error.to_string()));
+                false
             }
-        }
+        };
+        state.flushing = again;
+        let durable = state.durable;
         drop(state);
         self.flushed.notify_waiters();
+        if let Some(publish) = self.publisher.get() {
+            publish(durable);
+        }
+        if again {
+            drop(tokio::task::spawn_blocking(move || self.flush_once(backend)));
+        }
+    }
+
+    /// Sets what hands durable batches to watchers; called once, when the store opens.
+    pub(crate) fn set_publisher(&self, publish: Box<dyn Fn(Seq) + Send + Sync>) {
+        let _ = self.publisher.set(publish);
     }
 }

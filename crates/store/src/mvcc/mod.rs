@@ -141,6 +141,12 @@ impl MvccStore {
             commit: Arc::default(),
             housekeeping: housekeeping.clone(),
         });
+        let weak = Arc::downgrade(&inner);
+        inner.commit.set_publisher(Box::new(move |durable| {
+            if let Some(inner) = weak.upgrade() {
+                inner.publish(durable);
+            }
+        }));
         runtime.spawn(housekeep(Arc::downgrade(&inner), housekeeping));
         Ok(MvccStore { inner })
     }
@@ -168,7 +174,7 @@ fn load(backend: &dyn Backend) -> Result<State, StoreError> {
     };
     let now = Instant::now();
     backend.scan(&[record::LEASE_TAG], &[record::LEASE_TAG + 1], &mut |key, value| {
-        let ttl = Duration::from_secs(record::decode_u64("a lease's TTL", value)?);
+        let ttl = Duration::from_secs(record::decode_u64("a lease's TTL", value)?.clamp(1, MAX_LEASE_TTL));
         let lease = LeaseState { ttl, deadline: now + ttl, keys: BTreeSet::new() };
         state.leases.insert(record::lease_from_key(key)?, lease);
         Ok(())
@@ -340,6 +346,10 @@ impl Inner {
         upto: Revision,
     ) -> Result<Vec<WatchBatch>, StoreError> {
         let mut batches: Vec<WatchBatch> = Vec::new();
+        if after >= upto {
+            // Nothing published lies after `after` yet: the live feed brings the rest.
+            return Ok(batches);
+        }
         let from = Rev { main: after + 1, sub: 0 }.key();
         let to = Rev { main: upto + 1, sub: 0 }.key();
         self.backend.scan(&from, &to, &mut |key, value| {
@@ -406,6 +416,7 @@ impl Inner {
     /// Revokes expired leases and compacts history past the bound; answers when to look again.
     async fn housekeep(&self) -> Option<Instant> {
         let now = Instant::now();
+        let mut failed = false;
         let expired: Vec<LeaseId> = {
             let state = self.read();
             state.leases.iter().filter(|(_, lease)| lease.deadline <= now).map(|(id, _)| *id).collect()
@@ -424,7 +435,10 @@ impl Inner {
                         tracing::warn!(%error, %lease, "expiring a lease did not become durable");
                     }
                 }
-                Err(error) => tracing::warn!(%error, %lease, "expiring a lease failed"),
+                Err(error) => {
+                    failed = true;
+                    tracing::warn!(%error, %lease, "expiring a lease failed; retrying in a second");
+                }
             }
         }
         let history = self.options.history;
@@ -446,7 +460,9 @@ impl Inner {
             Some(Err(error)) => tracing::warn!(%error, "compacting history failed"),
             None => {}
         }
-        self.read().leases.values().map(|lease| lease.deadline).min()
+        let next = self.read().leases.values().map(|lease| lease.deadline).min();
+        // A lease whose revocation failed is past its deadline: retry after a pause, not at once.
+        if failed { next.map(|next| next.max(Instant::now() + Duration::from_secs(1))) } else { next }
     }
 }
 
@@ -537,9 +553,12 @@ fn read_revision(state: &State, requested: Option<Revision>) -> Result<Revision,
 
 /// Lease TTLs are whole seconds, at least one.
 fn whole_seconds(ttl: Duration) -> Duration {
-    let seconds = ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0);
-    Duration::from_secs(seconds.max(1))
+    let seconds = ttl.as_secs().saturating_add(u64::from(ttl.subsec_nanos() > 0));
+    Duration::from_secs(seconds.clamp(1, MAX_LEASE_TTL))
 }
+
+/// The longest lease, as etcd caps it (about 285 years).
+const MAX_LEASE_TTL: u64 = 9_000_000_000;
 
 #[async_trait]
 impl Store for MvccStore {
@@ -553,7 +572,7 @@ impl Store for MvccStore {
         let state = self.inner.read();
         let at = read_revision(&state, request.revision)?;
         let start = request.start.as_deref().unwrap_or(&request.prefix);
-        let limit = request.limit.unwrap_or(usize::MAX);
+        let limit = request.limit.filter(|limit| *limit > 0).unwrap_or(usize::MAX);
         let mut kvs = Vec::new();
         let mut count = 0;
         let keys = state.index.range::<str, _>((Bound::Included(start), Bound::Unbounded));

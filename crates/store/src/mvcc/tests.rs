@@ -157,3 +157,113 @@ fn record_keys_sort_by_revision() {
         assert_eq!(Rev::from_key(&pair[0].key()).expect("decodes"), pair[0]);
     }
 }
+
+/// A persistent-looking backend whose flushes wait until the test lets them through.
+struct GatedBackend {
+    inner: MemoryBackend,
+    gate: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    flushes: std::sync::atomic::AtomicUsize,
+}
+
+impl Backend for GatedBackend {
+    fn get(&self, key: &[u8], read: &mut super::backend::Reader<'_>) -> Result<bool, StoreError> {
+        self.inner.get(key, read)
+    }
+    fn scan(&self, from: &[u8], to: &[u8], visit: &mut super::backend::Visitor<'_>) -> Result<(), StoreError> {
+        self.inner.scan(from, to, visit)
+    }
+    fn apply(&self, batch: Vec<super::backend::BatchEntry>) -> Result<(), StoreError> {
+        self.inner.apply(batch)
+    }
+    fn flush(&self) -> Result<(), StoreError> {
+        let _ = self.gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
+        self.flushes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
+    }
+    fn is_persistent(&self) -> bool {
+        true
+    }
+}
+
+fn gated() -> (Arc<GatedBackend>, std::sync::mpsc::Sender<()>) {
+    let (open, gate) = std::sync::mpsc::channel();
+    let backend = Arc::new(GatedBackend {
+        inner: MemoryBackend::default(),
+        gate: std::sync::Mutex::new(gate),
+        flushes: std::sync::atomic::AtomicUsize::new(0),
+    });
+    (backend, open)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watching_at_a_revision_not_yet_durable_neither_panics_nor_skips() {
+    let (backend, open) = gated();
+    let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move { store.put("k", b"v".to_vec()).await })
+    };
+    while store.revision().await.unwrap() == 0 {
+        tokio::task::yield_now().await;
+    }
+    // Revision 1 is applied but not durable, so not yet published to watchers.
+    let mut from_zero = store.watch("", 0).await.unwrap();
+    let mut from_one = store.watch("", 1).await.unwrap();
+    open.send(()).unwrap();
+    assert_eq!(writer.await.unwrap().unwrap(), 1);
+    let event = tokio::time::timeout(Duration::from_secs(5), from_zero.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(event.revision(), 1);
+    store.put("k", b"w".to_vec()).await.ok();
+    open.send(()).unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(5), from_one.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(event.revision(), 2, "a watch after 1 starts at 2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_writer_went_away_still_becomes_durable_and_visible() {
+    let (backend, open) = gated();
+    let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+    let mut watcher = store.watch("", 0).await.unwrap();
+    let first = {
+        let store = store.clone();
+        tokio::spawn(async move { store.put("a", b"1".to_vec()).await })
+    };
+    while store.revision().await.unwrap() < 1 {
+        tokio::task::yield_now().await;
+    }
+    // The second write is applied while the first flush is under way; then its writer goes.
+    let second = {
+        let store = store.clone();
+        tokio::spawn(async move { store.put("b", b"2".to_vec()).await })
+    };
+    while store.revision().await.unwrap() < 2 {
+        tokio::task::yield_now().await;
+    }
+    second.abort();
+    open.send(()).unwrap();
+    first.await.unwrap().unwrap();
+    open.send(()).unwrap();
+    for revision in [1, 2] {
+        let event = tokio::time::timeout(Duration::from_secs(5), watcher.next()).await.expect("published").unwrap().unwrap();
+        assert_eq!(event.revision(), revision);
+    }
+    assert!(backend.flushes.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the orphaned write was flushed");
+}
+
+#[tokio::test]
+async fn absurd_lease_ttls_are_capped_not_panicked_on() {
+    let store = MvccStore::in_memory(Options::default()).unwrap();
+    let lease = store.grant_lease(Duration::MAX).await.unwrap();
+    assert_eq!(lease.ttl, Duration::from_secs(9_000_000_000));
+    assert_eq!(store.keep_alive(lease.id).await.unwrap(), lease.ttl);
+}
+
+#[tokio::test]
+async fn compares_at_revision_zero_are_refused() {
+    let store = MvccStore::in_memory(Options::default()).unwrap();
+    let txn = Txn { compares: vec![crate::Compare::ModifiedAt("k".into(), 0)], ops: vec![Op::put("k", "v")] };
+    assert!(matches!(store.txn(txn).await, Err(StoreError::InvalidArgument(_))));
+    let all = RangeRequest { limit: Some(0), ..RangeRequest::prefix("") };
+    store.put("x", b"1".to_vec()).await.unwrap();
+    assert_eq!(store.range(&all).await.unwrap().kvs.len(), 1, "a zero limit is no limit");
+}
