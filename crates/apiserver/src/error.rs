@@ -120,6 +120,27 @@ impl ApiError {
                     error.to_string(),
                     Some(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})),
                 ),
+                R::Store(kayra_store::StoreError::FutureRevision { requested, current }) => (
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "Timeout",
+                    format!("Too large resource version: {requested}, current: {current}"),
+                    Some(json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1})),
+                ),
+                R::Store(kayra_store::StoreError::ValueTooLarge { limit, .. }) => (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "RequestEntityTooLarge",
+                    format!("the object is larger than the {limit} bytes the store accepts"),
+                    None,
+                ),
+                R::Store(kayra_store::StoreError::InvalidArgument(message)) => {
+                    (StatusCode::BAD_REQUEST, "BadRequest", message.clone(), None)
+                }
+                R::Store(kayra_store::StoreError::Compacted { requested, compacted }) => (
+                    StatusCode::GONE,
+                    "Expired",
+                    format!("too old resource version: {requested} ({compacted})"),
+                    None,
+                ),
                 R::Store(store) if store.is_retryable() => {
                     tracing::warn!(error = %store, "store unavailable");
                     (

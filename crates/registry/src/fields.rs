@@ -117,7 +117,7 @@ fn find_unescaped(text: &str, needle: &str) -> Option<usize> {
             at += 2;
             continue;
         }
-        if text[at..].starts_with(needle) {
+        if bytes[at..].starts_with(needle.as_bytes()) {
             return Some(at);
         }
         at += 1;
@@ -195,6 +195,8 @@ mod tests {
         check("spec.placement.nodeName=", &json!({"metadata": {"name": "x"}}), true);
         check("metadata.name=a\\,b", &json!({"metadata": {"name": "a,b"}}), true);
         check("", &app, true);
+        check("metadata.name=é", &json!({"metadata": {"name": "é"}}), true);
+        check("metadata.name!=\\é", &json!({"metadata": {"name": "x"}}), true);
     }
 
     #[test]

@@ -446,9 +446,7 @@ impl Registry {
         let apply = |current: &Object| -> Result<Object, RegistryError> {
             let mut document = Value::Object(current.clone());
             match &operations {
-                Some(operations) => json_patch::patch(&mut document, operations).map_err(|error| {
-                    RegistryError::BadRequest(format!("the JSON patch does not apply: {error}"))
-                })?,
+                Some(operations) => apply_bounded(&mut document, operations)?,
                 None => json_patch::merge(&mut document, &patch),
             }
             let patched = self.body(resource, namespace, document)?;
@@ -825,6 +823,38 @@ impl Registry {
             Err(error) => Err(error),
         }
     }
+}
+
+/// The largest document a JSON patch may build, in bytes: no stored object can be larger.
+const MAX_PATCHED_SIZE: usize = 3 * 1024 * 1024;
+
+/// Applies a JSON patch one operation at a time, refusing it as soon as copies and additions
+/// would grow the document past [`MAX_PATCHED_SIZE`]: a few `copy` operations can otherwise
+/// double it again and again. Measuring costs at most the bound, since each added value counts.
+fn apply_bounded(document: &mut Value, operations: &json_patch::Patch) -> Result<(), RegistryError> {
+    let size = |value: &Value| serde_json::to_vec(value).map_or(usize::MAX, |bytes| bytes.len());
+    let mut total = size(document);
+    for operation in &operations.0 {
+        let described = serde_json::to_value(operation).unwrap_or(Value::Null);
+        let added = match described.get("op").and_then(Value::as_str) {
+            Some("add" | "replace") => described.get("value").map_or(0, size),
+            Some("copy") => described
+                .get("from")
+                .and_then(Value::as_str)
+                .and_then(|from| document.pointer(from))
+                .map_or(0, size),
+            _ => 0,
+        };
+        total = total.saturating_add(added);
+        if total > MAX_PATCHED_SIZE {
+            return Err(RegistryError::BadRequest(format!(
+                "the JSON patch would grow the object past {MAX_PATCHED_SIZE} bytes"
+            )));
+        }
+        json_patch::patch(document, std::slice::from_ref(operation))
+            .map_err(|error| RegistryError::BadRequest(format!("the JSON patch does not apply: {error}")))?;
+    }
+    Ok(())
 }
 
 /// Copies onto a written object what the writer may not change: identity and history always,

@@ -410,3 +410,24 @@ async fn deleting_a_namespace_deletes_what_it_holds_then_itself() {
     assert!(w.registry.finalize_namespace(&namespaces, &contents, "doomed").await.unwrap());
     assert!(matches!(w.registry.get(&namespaces, None, "doomed").await, Err(RegistryError::NotFound { .. })));
 }
+
+#[tokio::test]
+async fn a_json_patch_cannot_grow_an_object_without_bound() {
+    let w = world().await;
+    let mut body = widget("g", 1);
+    body["spec"]["list"] = json!(vec!["0123456789"; 8]);
+    w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+    let doubling: Vec<serde_json::Value> =
+        (0..40).map(|_| json!({"op": "copy", "from": "/spec/list", "path": "/spec/list/-"})).collect();
+    let patch = serde_json::to_vec(&doubling).unwrap();
+    let refused = w
+        .registry
+        .patch(&w.widgets, Some("default"), "g", PatchKind::Json, &patch, WriteOptions::default())
+        .await;
+    assert!(
+        matches!(refused, Err(RegistryError::BadRequest(ref m)) if m.contains("would grow")),
+        "{refused:?}"
+    );
+    let kept = w.registry.get(&w.widgets, Some("default"), "g").await.unwrap();
+    assert_eq!(kept["spec"]["list"].as_array().unwrap().len(), 8, "nothing was written");
+}

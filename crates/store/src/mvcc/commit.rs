@@ -27,7 +27,10 @@ pub(crate) struct GroupCommit {
 
 impl std::fmt::Debug for GroupCommit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GroupCommit").field("applied", &self.applied).field("state", &self.state).finish_non_exhaustive()
+        f.debug_struct("GroupCommit")
+            .field("applied", &self.applied)
+            .field("state", &self.state)
+            .finish_non_exhaustive()
     }
 }
 

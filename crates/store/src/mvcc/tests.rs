@@ -169,7 +169,12 @@ impl Backend for GatedBackend {
     fn get(&self, key: &[u8], read: &mut super::backend::Reader<'_>) -> Result<bool, StoreError> {
         self.inner.get(key, read)
     }
-    fn scan(&self, from: &[u8], to: &[u8], visit: &mut super::backend::Visitor<'_>) -> Result<(), StoreError> {
+    fn scan(
+        &self,
+        from: &[u8],
+        to: &[u8],
+        visit: &mut super::backend::Visitor<'_>,
+    ) -> Result<(), StoreError> {
         self.inner.scan(from, to, visit)
     }
     fn apply(&self, batch: Vec<super::backend::BatchEntry>) -> Result<(), StoreError> {
@@ -211,11 +216,13 @@ async fn watching_at_a_revision_not_yet_durable_neither_panics_nor_skips() {
     let mut from_one = store.watch("", 1).await.unwrap();
     open.send(()).unwrap();
     assert_eq!(writer.await.unwrap().unwrap(), 1);
-    let event = tokio::time::timeout(Duration::from_secs(5), from_zero.next()).await.unwrap().unwrap().unwrap();
+    let event =
+        tokio::time::timeout(Duration::from_secs(5), from_zero.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(event.revision(), 1);
     store.put("k", b"w".to_vec()).await.ok();
     open.send(()).unwrap();
-    let event = tokio::time::timeout(Duration::from_secs(5), from_one.next()).await.unwrap().unwrap().unwrap();
+    let event =
+        tokio::time::timeout(Duration::from_secs(5), from_one.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(event.revision(), 2, "a watch after 1 starts at 2");
 }
 
@@ -244,7 +251,11 @@ async fn a_write_whose_writer_went_away_still_becomes_durable_and_visible() {
     first.await.unwrap().unwrap();
     open.send(()).unwrap();
     for revision in [1, 2] {
-        let event = tokio::time::timeout(Duration::from_secs(5), watcher.next()).await.expect("published").unwrap().unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(5), watcher.next())
+            .await
+            .expect("published")
+            .unwrap()
+            .unwrap();
         assert_eq!(event.revision(), revision);
     }
     assert!(backend.flushes.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the orphaned write was flushed");

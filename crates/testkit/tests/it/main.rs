@@ -121,6 +121,28 @@ async fn errors_are_statuses_with_the_kubernetes_reason() {
     let huge = json!({"kind": "Application", "metadata": {"name": "huge"}, "spec": {"command": ["x".repeat(4 * 1024 * 1024)]}});
     let (code, body) = status_of(admin.post(format!("{url}{APPS}")).json(&huge).send().await.unwrap()).await;
     assert_eq!((code, body["kind"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("Status")));
+    let big = json!({"kind": "Application", "metadata": {"name": "big"}, "spec": {"command": ["x".repeat(2 * 1024 * 1024)]}});
+    let (code, body) = status_of(admin.post(format!("{url}{APPS}")).json(&big).send().await.unwrap()).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, Some("RequestEntityTooLarge")),
+        "over the store's limit"
+    );
+    let future = admin
+        .get(format!("{url}{APPS}?resourceVersion=999999&resourceVersionMatch=Exact"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        status_of(future).await.0,
+        StatusCode::GATEWAY_TIMEOUT,
+        "a future revision is not a server error"
+    );
+    let (code, _) = status_of(
+        admin.get(format!("{url}{APPS}?fieldSelector=metadata.name%3D%C3%A9")).send().await.unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "non-ASCII selectors are fine");
     let collection_delete = admin.delete(format!("{url}{APPS}")).send().await.unwrap();
     assert_eq!(status_of(collection_delete).await.0, StatusCode::METHOD_NOT_ALLOWED);
     let not_json = admin
