@@ -164,6 +164,13 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
         Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => {}
         Err(error) => bail!("cannot create namespace default: {error}"),
     }
+    // Every resource's watch cache starts now, so a list can always be watched from its revision.
+    for kind in scheme.kinds().iter().filter(|kind| kind.view_of.is_none()) {
+        registry
+            .prime(&state_resource(&state, kind))
+            .await
+            .with_context(|| format!("cannot start watching {}", kind.plural))?;
+    }
     Ok(state)
 }
 

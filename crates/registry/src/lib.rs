@@ -161,6 +161,13 @@ impl Registry {
         Registry { store, clock, root: root.into(), caches: Arc::default() }
     }
 
+    /// Starts a resource's watch cache now, so that any list read afterwards can be watched from
+    /// its revision (a cache started later begins at its own first list). Servers prime every
+    /// resource when they start.
+    pub async fn prime(&self, resource: &Resource) -> Result<(), RegistryError> {
+        self.caches.prime(&self.store, &resource.store_prefix(&self.root)).await
+    }
+
     /// Watches a resource through its watch cache: one store watch per resource, however many
     /// clients. Must be called inside a Tokio runtime, which runs the cache.
     pub async fn watch(

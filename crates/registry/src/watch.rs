@@ -26,10 +26,6 @@ const WINDOW: usize = 4096;
 /// How many events a client may have queued before it is cut off as too slow.
 const CLIENT_QUEUE: usize = 1024;
 
-/// How far back, in revisions, a new cache starts: clients that listed shortly before the
-/// first watch of a resource can still watch from their list's revision.
-const BACKFILL: Revision = 10_000;
-
 /// How long a watch from a revision the cache has not reached yet waits for it.
 const CATCH_UP: Duration = Duration::from_secs(3);
 
@@ -128,6 +124,34 @@ pub(crate) struct Caches {
 }
 
 impl Caches {
+    fn cache(&self, store: &Arc<dyn Store>, prefix: &str) -> Arc<Cache> {
+        let mut caches = self.caches.lock().expect("watch caches lock poisoned");
+        caches
+            .entry(prefix.to_owned())
+            .or_insert_with(|| Cache::start(store.clone(), prefix.to_owned()))
+            .clone()
+    }
+
+    /// Starts a resource's cache and waits until it has listed, so that every list read from
+    /// then on can be watched from its revision.
+    pub(crate) async fn prime(&self, store: &Arc<dyn Store>, prefix: &str) -> Result<(), RegistryError> {
+        let cache = self.cache(store, prefix);
+        let mut progress = cache.progress.subscribe();
+        let primed = async {
+            while !cache.state.lock().expect("watch cache lock poisoned").primed {
+                if progress.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(30), primed).await.map_err(|_| {
+            RegistryError::Store(StoreError::Unavailable {
+                message: "the watch cache did not list in time".to_owned(),
+                source: None,
+            })
+        })
+    }
+
     pub(crate) async fn watch(
         &self,
         store: &Arc<dyn Store>,
@@ -378,21 +402,20 @@ async fn follow(cache: Weak<Cache>, store: Arc<dyn Store>, prefix: String) {
 }
 
 async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) -> Result<(), RegistryError> {
-    // Start a little in the past, so that the window holds recent history from the outset;
-    // where that history is compacted, start now.
-    let current = store.revision().await?;
-    let (revision, objects) =
-        match list(store, prefix, current.saturating_sub(BACKFILL).max(1).min(current)).await {
-            Err(RegistryError::Store(StoreError::Compacted { .. })) => list(store, prefix, current).await?,
-            listed => listed?,
-        };
+    let (revision, objects) = list(store, prefix, 0).await?;
     let Some(live) = cache.upgrade() else { return Ok(()) };
     live.reset(revision, objects);
     drop(live);
     let mut watcher = store.watch(prefix, revision).await?;
     loop {
-        let event = match watcher.next().await {
-            Some(Ok(event)) => event,
+        let event = match watcher.next_change().await {
+            Some(Ok(kayra_store::Change::Event(event))) => event,
+            Some(Ok(kayra_store::Change::Progress(reached))) => {
+                // Nothing of this resource changed up to `reached`: watches from there may start.
+                let Some(live) = cache.upgrade() else { return Ok(()) };
+                live.apply(Vec::new(), reached);
+                continue;
+            }
             Some(Err(StoreError::WatchLagged { resume_after })) => {
                 watcher = store.watch(prefix, resume_after).await?;
                 continue;

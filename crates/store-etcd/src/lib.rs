@@ -24,6 +24,9 @@ use kayra_store::{
     RangeResult, Revision, Store, StoreError, Txn, TxnResult, WatchBatch, Watcher,
 };
 
+/// How often a watch asks etcd how far it is.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
 /// How to reach etcd and how to behave on top of it.
 #[derive(Debug, Clone)]
 pub struct EtcdOptions {
@@ -487,8 +490,20 @@ impl EtcdStore {
         sender: &WatchSender,
         after: Revision,
     ) -> Option<StoreError> {
+        // Asked for regularly, etcd's progress reports let the watcher know how far it is
+        // even when nothing under its prefix changes.
+        let mut progress = tokio::time::interval(PROGRESS_EVERY);
         loop {
-            let response = match stream.message().await {
+            let message = tokio::select! {
+                message = stream.message() => message,
+                _ = progress.tick() => {
+                    if let Err(error) = stream.request_progress().await {
+                        return Some(store_error("ask for watch progress", error));
+                    }
+                    continue;
+                }
+            };
+            let response = match message {
                 Ok(Some(response)) => response,
                 Ok(None) => {
                     return Some(StoreError::Unavailable {
@@ -509,6 +524,10 @@ impl EtcdStore {
                 });
             }
             let mut batches: Vec<WatchBatch> = Vec::new();
+            if response.events().is_empty() && !response.created() {
+                let reached = response.header().map_or(0, |header| revision(header.revision()));
+                batches.push(WatchBatch { revision: reached, events: Vec::new() });
+            }
             for event in response.events() {
                 let Some(kv) = event.kv() else { continue };
                 let kind = match event.event_type() {

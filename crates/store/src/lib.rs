@@ -22,4 +22,4 @@ pub use model::{
     RangeResult, Revision, Txn, TxnResult,
 };
 pub use port::{Outcome, Store};
-pub use watch::{WatchBatch, Watcher};
+pub use watch::{Change, WatchBatch, Watcher};

@@ -13,13 +13,24 @@ use tokio::sync::mpsc;
 
 use crate::{Event, Revision, StoreError};
 
-/// The events of one revision that a watcher's prefix selects, in the order they were written.
+/// The events of one revision that a watcher's prefix selects, in the order they were written;
+/// a batch with no events reports progress up to its revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WatchBatch {
     /// The revision every event in the batch was written at.
     pub revision: Revision,
-    /// The events, at least one.
+    /// The events; none for a progress report.
     pub events: Vec<Event>,
+}
+
+/// What a watch yields: an event, or word that everything up to a revision has been sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A change under the prefix.
+    Event(Event),
+    /// Every event up to and including this revision has been delivered; nothing under the
+    /// prefix changed since the last one.
+    Progress(Revision),
 }
 
 /// A stream of events under a prefix, in revision order. Dropping it ends the watch.
@@ -36,13 +47,28 @@ impl Watcher {
     /// The next event; `None` once the store has shut down. After an error nothing follows.
     pub async fn next(&mut self) -> Option<Result<Event, StoreError>> {
         loop {
+            match self.next_change().await? {
+                Ok(Change::Event(event)) => return Some(Ok(event)),
+                Ok(Change::Progress(_)) => continue,
+                Err(error) => return Some(Err(error)),
+            }
+        }
+    }
+
+    /// The next event or progress report; `None` once the store has shut down.
+    pub async fn next_change(&mut self) -> Option<Result<Change, StoreError>> {
+        loop {
             if let Some(event) = self.ready.pop_front() {
-                return Some(Ok(event));
+                return Some(Ok(Change::Event(event)));
             }
             if self.finished {
                 return None;
             }
             match self.receiver.recv().await {
+                Some(Ok(batch)) if batch.events.is_empty() => {
+                    self.last_revision = self.last_revision.max(batch.revision);
+                    return Some(Ok(Change::Progress(self.last_revision)));
+                }
                 Some(Ok(batch)) => {
                     self.last_revision = batch.revision;
                     self.ready.extend(batch.events.iter().cloned());

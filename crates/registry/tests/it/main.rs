@@ -101,6 +101,8 @@ async fn world() -> World {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
         registry.create(&namespaces(), None, body, WriteOptions::default()).await.unwrap();
     }
+    // As a server does: caches start before any list, so lists can be watched from.
+    registry.prime(&widgets()).await.unwrap();
     World { registry, store, widgets: widgets() }
 }
 

@@ -295,3 +295,28 @@ async fn a_watch_on_an_empty_store_sees_the_first_write() {
     registry.create(&namespaces, None, namespace, WriteOptions::default()).await.unwrap();
     assert_eq!(next(&mut stream).await, ("ADDED".into(), "first".into()));
 }
+
+#[tokio::test]
+async fn a_watch_from_a_list_starts_although_other_resources_moved_the_revision_on() {
+    let w = world().await;
+    w.registry
+        .create(&w.widgets, Some("default"), widget("quiet", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}});
+    w.registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    let list = w.registry.list(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut stream = w
+        .registry
+        .watch(&w.widgets, &from(Some(&list.resource_version)))
+        .await
+        .expect("the cache knows it is up to date");
+    assert!(started.elapsed() < Duration::from_secs(2), "no wait for a change that will not come");
+    w.registry
+        .create(&w.widgets, Some("default"), widget("later", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "later".into()));
+}

@@ -49,6 +49,7 @@ macro_rules! conformance_tests {
             watch_replays_history_and_resumes_without_gaps,
             slow_watchers_are_cut_off_and_resume_without_gaps,
             compaction_forgets_old_history_only,
+            watchers_learn_progress_while_their_prefix_is_quiet,
             revoking_a_lease_deletes_its_keys,
             unrenewed_leases_expire_with_their_keys,
         );
@@ -400,6 +401,32 @@ pub async fn slow_watchers_are_cut_off_and_resume_without_gaps(harness: &dyn Har
         }
     }
     assert_eq!(seen, written, "a slow watcher gets every event, once, in order ({cut_offs} cut-offs)");
+}
+
+pub async fn watchers_learn_progress_while_their_prefix_is_quiet(harness: &dyn Harness) {
+    let store = harness.open().await;
+    let start = store.put("quiet/a", b"1".to_vec()).await.unwrap();
+    let mut watcher = store.watch("quiet/", start).await.unwrap();
+    let elsewhere = store.put("busy/b", b"2".to_vec()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        match tokio::time::timeout_at(deadline, watcher.next_change()).await {
+            Ok(Some(Ok(crate::Change::Progress(reached)))) if reached >= elsewhere => break,
+            Ok(Some(Ok(crate::Change::Progress(_)))) => continue,
+            other => panic!("expected progress up to {elsewhere}, got {other:?}"),
+        }
+    }
+    let next = store.put("quiet/c", b"3".to_vec()).await.unwrap();
+    loop {
+        match tokio::time::timeout(PATIENCE, watcher.next_change()).await {
+            Ok(Some(Ok(crate::Change::Event(event)))) => {
+                assert_eq!(event.revision(), next);
+                break;
+            }
+            Ok(Some(Ok(crate::Change::Progress(_)))) => continue,
+            other => panic!("expected the event at {next}, got {other:?}"),
+        }
+    }
 }
 
 pub async fn compaction_forgets_old_history_only(harness: &dyn Harness) {

@@ -484,7 +484,8 @@ async fn housekeep(inner: Weak<Inner>, wake: Arc<Notify>) {
     }
 }
 
-/// Queues a batch for one watcher, keeping only the events under its prefix.
+/// Queues a batch for one watcher, keeping only the events under its prefix; a batch with none
+/// of them still reports progress.
 fn deliver(subscriber: &Subscriber, batch: &Arc<WatchBatch>) -> Delivery {
     if batch.revision <= subscriber.after {
         return Delivery::Queued;
@@ -493,10 +494,8 @@ fn deliver(subscriber: &Subscriber, batch: &Arc<WatchBatch>) -> Delivery {
     if batch.events.iter().all(|event| selected(&event)) {
         return subscriber.sender.offer(batch.clone());
     }
+    // Nothing under the prefix changed: an empty batch tells the watcher how far it is.
     let events: Vec<Event> = batch.events.iter().filter(selected).cloned().collect();
-    if events.is_empty() {
-        return if subscriber.sender.is_closed() { Delivery::Gone } else { Delivery::Queued };
-    }
     subscriber.sender.offer(Arc::new(WatchBatch { revision: batch.revision, events }))
 }
 
