@@ -56,7 +56,9 @@ pub struct TokenFile {
 
 #[derive(Debug, Default)]
 struct TokenState {
-    modified: Option<SystemTime>,
+    /// What the file looked like when last read: modification time, size and inode, so an
+    /// edit that keeps the timestamp is still noticed.
+    version: Option<(SystemTime, u64, u64)>,
     identities: HashMap<[u8; 32], Identity>,
 }
 
@@ -100,24 +102,32 @@ impl TokenFile {
     fn reload(&self) -> Result<(), TokenFileError> {
         let Some(path) = &self.path else { return Ok(()) };
         let read = |source| TokenFileError::Read { path: path.display().to_string(), source };
-        let modified = std::fs::metadata(path).and_then(|m| m.modified()).map_err(read)?;
-        if self.state.read().expect("token lock").modified == Some(modified) {
+        let metadata = std::fs::metadata(path).map_err(read)?;
+        let version = (
+            metadata.modified().map_err(read)?,
+            metadata.len(),
+            std::os::unix::fs::MetadataExt::ino(&metadata),
+        );
+        if self.state.read().expect("token lock").version == Some(version) {
             return Ok(());
         }
         let text = std::fs::read_to_string(path).map_err(read)?;
-        let identities = parse_tokens(&text).map_err(|(line, message)| TokenFileError::Malformed {
+        let parsed = parse_tokens(&text).map_err(|(line, message)| TokenFileError::Malformed {
             path: path.display().to_string(),
             line,
             message,
-        })?;
-        *self.state.write().expect("token lock") = TokenState { modified: Some(modified), identities };
-        Ok(())
+        });
+        // A file that changed but no longer parses trusts no token: a revoked token must not
+        // live on because the edit that removed it has a typo elsewhere.
+        let identities = parsed.as_ref().map(Clone::clone).unwrap_or_default();
+        *self.state.write().expect("token lock") = TokenState { version: Some(version), identities };
+        parsed.map(drop)
     }
 
     /// The identity a bearer token stands for.
     pub fn authenticate(&self, token: &str) -> Option<Identity> {
         if let Err(error) = self.reload() {
-            tracing::warn!(%error, "keeping the previous tokens");
+            tracing::error!(%error, "the token file cannot be used; no bearer token is accepted until it is fixed");
         }
         self.state.read().expect("token lock").identities.get(&digest(token)).cloned()
     }
@@ -177,6 +187,24 @@ fn split_csv(line: &str) -> Result<Vec<String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edits_are_noticed_and_a_broken_file_trusts_no_token() {
+        let dir = std::env::temp_dir().join(format!("kayra-tokens-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("tokens.csv");
+        std::fs::write(&path, "old,alice,1\n").unwrap();
+        let file = TokenFile::load(&path).unwrap();
+        assert!(file.authenticate("old").is_some());
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::fs::write(&path, "new,alice,1,\"g\"\n").unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(modified).unwrap();
+        assert!(file.authenticate("old").is_none(), "a same-timestamp edit still revokes");
+        assert!(file.authenticate("new").is_some());
+        std::fs::write(&path, "new,alice,1,\"g\"\nbroken\n").unwrap();
+        assert!(file.authenticate("new").is_none(), "a broken file trusts nobody");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn token_lines_parse_as_kubernetes_token_files() {
