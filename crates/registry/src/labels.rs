@@ -168,7 +168,9 @@ pub fn validate_key(key: &str) -> Result<String, SelectorError> {
         None => (None, key),
     };
     if let Some(prefix) = prefix
-        && (prefix.is_empty() || prefix.len() > 253 || !prefix.split('.').all(crate::object::is_dns_label))
+        && (prefix.is_empty()
+            || prefix.len() > 253
+            || !prefix.split('.').all(kayra_api::validation::is_dns_label))
     {
         return Err(SelectorError(format!("invalid label key {key:?}: the prefix must be a DNS subdomain")));
     }

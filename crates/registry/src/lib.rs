@@ -6,8 +6,9 @@
 //! selectors and consistent pagination. Start at [`Registry`].
 //!
 //! It knows nothing of HTTP (errors are [`RegistryError`]s that the HTTP adapter maps), of any
-//! particular Kind (a [`Resource`] describes one and its [`Strategy`] adds its rules), or of
-//! any storage engine (it holds an `Arc<dyn Store>`).
+//! particular Kind (a [`Resource`] describes one and its [`Strategy`] adds its rules; only the
+//! shared naming rules come from `kayra-api`), or of any storage engine (it holds an
+//! `Arc<dyn Store>`).
 
 mod error;
 pub mod fields;
@@ -24,7 +25,7 @@ use kayra_store::{Outcome, RangeRequest, Revision, Store, StoreError};
 use serde_json::{Map, Value, json};
 
 pub use error::{Cause, RegistryError};
-pub use object::{Object, finalizers, is_dns_label, is_dns_subdomain, labels as object_labels, meta_str};
+pub use object::{Object, finalizers, labels as object_labels, meta_str};
 pub use resource::{NoRules, Resource, Strategy, path};
 
 use fields::FieldSelector;

@@ -98,20 +98,3 @@ pub(crate) fn check_metadata(object: &Object) -> Vec<Cause> {
     }
     causes
 }
-
-/// Whether `name` is a DNS subdomain (RFC 1123): lowercase alphanumerics, `-` and `.`, at
-/// most 253 characters, alphanumeric at both ends of each label.
-pub fn is_dns_subdomain(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 253 && name.split('.').all(is_dns_label)
-}
-
-/// Whether `name` is a DNS label (RFC 1123): at most 63 lowercase alphanumerics or `-`,
-/// alphanumeric at both ends.
-pub fn is_dns_label(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
-}

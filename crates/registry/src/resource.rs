@@ -88,7 +88,7 @@ pub trait Strategy: Send + Sync {
 
     /// Checks an object's name; the default accepts DNS subdomains.
     fn validate_name(&self, name: &str) -> Option<String> {
-        (!crate::object::is_dns_subdomain(name)).then(|| {
+        (!kayra_api::validation::is_dns_subdomain(name)).then(|| {
             "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
              and must start and end with an alphanumeric character"
                 .to_owned()
