@@ -4,6 +4,7 @@
 
 pub mod config;
 mod namespaces;
+mod rbac;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -164,6 +165,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
         Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => {}
         Err(error) => bail!("cannot create namespace default: {error}"),
     }
+    rbac::ensure_bootstrap(&state).await.context("cannot create the bootstrap roles")?;
     // Every resource's watch cache starts now, so a list can always be watched from its revision.
     for kind in scheme.kinds().iter().filter(|kind| kind.view_of.is_none()) {
         registry
@@ -202,6 +204,7 @@ pub async fn run(
         }
     };
     let finalizer = tokio::spawn(namespaces::run(state.clone()));
+    let authorizer = tokio::spawn(rbac::run(state.clone()));
     let mut servers = tokio::task::JoinSet::new();
     servers.spawn(kayra_apiserver::serve(
         https,
@@ -220,6 +223,8 @@ pub async fn run(
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
     finalizer.abort();
+    authorizer.abort();
     let _ = finalizer.await;
+    let _ = authorizer.await;
     Ok(())
 }

@@ -27,10 +27,6 @@ impl Identity {
         Identity { user: user.into(), uid: uid.into(), groups }
     }
 
-    /// Whether the caller belongs to `system:masters`, the group that may do everything.
-    pub fn is_master(&self) -> bool {
-        self.groups.iter().any(|g| g == "system:masters")
-    }
 }
 
 /// The client certificate's identity, put in the request by the TLS accept loop.

@@ -45,7 +45,7 @@ pub(crate) async fn serve(
 ) -> Result<Response, ApiError> {
     let kind = path.kind;
     let verb = verb(method, &path, query)?;
-    authorize(identity, verb, kind, &path)?;
+    authorize(&state, identity, verb, kind, &path)?;
     if let Some(sub) = path.subresource.as_deref()
         && !kind.subresources.contains(&sub)
     {
@@ -261,20 +261,29 @@ fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'sta
     Ok(verb)
 }
 
-/// Until RBAC arrives: `system:masters` may do everything, anyone else nothing.
+/// The RBAC decision for a resource request; a refusal names what was refused, as Kubernetes
+/// does.
 fn authorize(
+    state: &ApiState,
     identity: &Identity,
     verb: &str,
     kind: &KindInfo,
     path: &ResourcePath<'_>,
 ) -> Result<(), ApiError> {
-    if identity.is_master() {
-        return Ok(());
-    }
     let resource = match &path.subresource {
         Some(sub) => format!("{}/{sub}", kind.plural),
         None => kind.plural.to_owned(),
     };
+    let action = kayra_authz::Action::Resource {
+        verb: verb.to_owned(),
+        api: kind.group.clone(),
+        resource: resource.clone(),
+        namespace: path.namespace.clone(),
+        name: path.name.clone(),
+    };
+    if state.allows(identity, &action) {
+        return Ok(());
+    }
     let qualified = if kind.group.is_empty() {
         kind.plural.to_owned()
     } else {

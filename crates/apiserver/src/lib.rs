@@ -142,6 +142,17 @@ async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiE
         })
         .transpose()?
         .unwrap_or_default();
+    if !matches!(target, Target::Resource(_)) {
+        let action =
+            kayra_authz::Action::NonResource { verb: "get".to_owned(), path: parts.uri.path().to_owned() };
+        if !state.allows(&identity, &action) {
+            return Err(ApiError::Forbidden(format!(
+                "forbidden: User \"{}\" cannot get path \"{}\"",
+                identity.user,
+                parts.uri.path()
+            )));
+        }
+    }
     let read_only = |response: Response| -> Result<Response, ApiError> {
         if parts.method == Method::GET || parts.method == Method::HEAD {
             Ok(response)

@@ -19,6 +19,7 @@ pub struct ApiState {
     pub(crate) openapi: Documents,
     pub(crate) tokens: Arc<TokenFile>,
     pub(crate) server_address: String,
+    rbac: std::sync::RwLock<Arc<kayra_authz::Rbac>>,
 }
 
 impl ApiState {
@@ -36,7 +37,8 @@ impl ApiState {
             .map(|kind| ((kind.group.clone(), kind.version, kind.plural), resource(kind)))
             .collect();
         let openapi = Documents::build(&scheme);
-        ApiState { scheme, registry, resources, openapi, tokens, server_address }
+        let rbac = std::sync::RwLock::new(Arc::new(kayra_authz::Rbac::default()));
+        ApiState { scheme, registry, resources, openapi, tokens, server_address, rbac }
     }
 
     /// The registry resource serving a Kind.
@@ -49,6 +51,19 @@ impl ApiState {
     /// The registry resource serving a Kind, for callers outside the HTTP surface.
     pub fn resource_for(&self, kind: &KindInfo) -> &Resource {
         self.resource(kind)
+    }
+
+    /// Replaces the RBAC index every request is decided by. Until the first one is set only
+    /// `system:masters` may do anything.
+    pub fn set_rbac(&self, rbac: kayra_authz::Rbac) {
+        *self.rbac.write().expect("rbac lock poisoned") = Arc::new(rbac);
+    }
+
+    /// Whether `identity` may do `action`.
+    pub(crate) fn allows(&self, identity: &crate::auth::Identity, action: &kayra_authz::Action) -> bool {
+        let caller = kayra_authz::Caller { user: identity.user.clone(), groups: identity.groups.clone() };
+        let rbac = self.rbac.read().expect("rbac lock poisoned").clone();
+        rbac.allows(&caller, action)
     }
 
     /// The scheme.

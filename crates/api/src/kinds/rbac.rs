@@ -26,7 +26,7 @@ pub struct PolicyRule {
     #[serde(default)]
     pub verbs: Vec<String>,
     /// Paths that are not resources (`/healthz`, `/logs/*`); only in ClusterRoles.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, rename = "nonResourceURLs", skip_serializing_if = "Vec::is_empty")]
     pub non_resource_urls: Vec<String>,
 }
 

@@ -155,26 +155,82 @@ async fn errors_are_statuses_with_the_kubernetes_reason() {
     assert_eq!(status_of(not_json).await.0, StatusCode::BAD_REQUEST);
 }
 
+/// Retries `request` until it answers `expected` (the RBAC index follows changes within a
+/// moment), and answers the last status.
+async fn eventually(expected: StatusCode, request: impl Fn() -> reqwest::RequestBuilder) -> StatusCode {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = request().send().await.unwrap().status();
+        if status == expected || std::time::Instant::now() > deadline {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
-async fn only_system_masters_may_act_until_rbac_arrives() {
+async fn rbac_decides_every_request() {
     let server = TestServer::start(Store::Memory).await;
     server.add_token("alice-token", "alice", "dev");
-    let client = server.anonymous();
+    let (admin, client, url) = (server.admin(), server.anonymous(), server.url());
     let as_alice = |request: reqwest::RequestBuilder| request.header("Authorization", "Bearer alice-token");
-    let (code, body) =
-        status_of(as_alice(client.get(format!("{}{APPS}/x", server.url()))).send().await.unwrap()).await;
+    let (code, body) = status_of(as_alice(client.get(format!("{url}{APPS}/x"))).send().await.unwrap()).await;
     assert_eq!(code, StatusCode::FORBIDDEN);
     assert_eq!(
         body["message"],
         "applications.fleet.example.com \"x\" is forbidden: User \"alice\" cannot get resource \"applications\" in API group \"fleet.example.com\" in the namespace \"default\""
     );
-    let discovery = as_alice(client.get(format!("{}/apis", server.url()))).send().await.unwrap();
-    assert_eq!(discovery.status(), StatusCode::OK, "discovery is open to every authenticated caller");
-    let admin_token = server.admin_token();
+    let discovery = eventually(StatusCode::OK, || as_alice(client.get(format!("{url}/apis")))).await;
+    assert_eq!(discovery, StatusCode::OK, "system:discovery is bound to every authenticated caller");
+
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-b"}});
+    admin.post(format!("{url}/api/v1/namespaces")).json(&namespace).send().await.unwrap();
+    let binding = json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding", "metadata": {"name": "alice-edits"},
+                         "subjects": [{"kind": "User", "name": "alice"}], "roleRef": {"kind": "ClusterRole", "name": "edit"}});
+    let bindings = format!("{url}/apis/authorization.example.com/v1/namespaces/default/rolebindings");
+    assert_eq!(admin.post(&bindings).json(&binding).send().await.unwrap().status(), StatusCode::CREATED);
+    let created =
+        eventually(StatusCode::CREATED, || as_alice(client.post(format!("{url}{APPS}")).json(&app("mine"))))
+            .await;
+    assert_eq!(created, StatusCode::CREATED, "edit in default lets alice create there");
+    let elsewhere =
+        as_alice(client.get(format!("{url}/apis/fleet.example.com/v1/namespaces/team-b/applications")))
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(elsewhere.status(), StatusCode::FORBIDDEN, "and nowhere else");
+    let cluster_wide =
+        as_alice(client.get(format!("{url}/apis/fleet.example.com/v1/applications"))).send().await.unwrap();
+    assert_eq!(cluster_wide.status(), StatusCode::FORBIDDEN, "a namespaced grant is not a cluster-wide one");
+    let rbac_write = json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding", "metadata": {"name": "sneaky"},
+                            "subjects": [{"kind": "User", "name": "alice"}], "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}});
+    let sneaky = as_alice(client.post(&bindings).json(&rbac_write)).send().await.unwrap();
+    assert_eq!(sneaky.status(), StatusCode::FORBIDDEN, "edit grants no RBAC writes");
+
+    let view = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "dev-views"},
+                      "subjects": [{"kind": "Group", "name": "dev"}], "roleRef": {"kind": "ClusterRole", "name": "view"}});
+    admin
+        .post(format!("{url}/apis/authorization.example.com/v1/clusterrolebindings"))
+        .json(&view)
+        .send()
+        .await
+        .unwrap();
+    let listed = eventually(StatusCode::OK, || {
+        as_alice(client.get(format!("{url}/apis/fleet.example.com/v1/applications")))
+    })
+    .await;
+    assert_eq!(listed, StatusCode::OK, "a cluster-wide view through the group");
+
+    admin.delete(format!("{bindings}/alice-edits")).send().await.unwrap();
+    let revoked = eventually(StatusCode::FORBIDDEN, || {
+        as_alice(client.post(format!("{url}{APPS}")).json(&app("more")))
+    })
+    .await;
+    assert_eq!(revoked, StatusCode::FORBIDDEN, "removing the binding removes the grant");
     let over_http = server
         .anonymous()
         .get(format!("{}{APPS}", server.http_url()))
-        .bearer_auth(&admin_token)
+        .bearer_auth(server.admin_token())
         .send()
         .await
         .unwrap();
@@ -249,8 +305,11 @@ async fn watches_stream_events_and_end_when_asked() {
     assert_eq!(events[0]["object"]["kind"], "Table");
     assert!(!events[0]["object"]["columnDefinitions"].as_array().unwrap().is_empty());
 
+    let list: Value =
+        client.get(format!("{}{APPS}", server.url())).send().await.unwrap().json().await.unwrap();
+    let rv = list["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
     let mut response =
-        client.get(format!("{}{APPS}?watch=1&resourceVersion=1", server.url())).send().await.unwrap();
+        client.get(format!("{}{APPS}?watch=1&resourceVersion={rv}", server.url())).send().await.unwrap();
     client.post(format!("{}{APPS}", server.url())).json(&app("w2")).send().await.unwrap();
     let mut seen = String::new();
     while !seen.contains("\"w2\"") {
@@ -262,6 +321,13 @@ async fn watches_stream_events_and_end_when_asked() {
         seen.push_str(&String::from_utf8_lossy(&chunk));
     }
     assert!(seen.contains("\"type\":\"ADDED\""));
+
+    let gone = client.get(format!("{}{APPS}?watch=1&resourceVersion=1", server.url())).send().await.unwrap();
+    let text = gone.text().await.unwrap();
+    assert!(
+        text.contains("\"type\":\"ERROR\"") && text.contains("\"code\":410"),
+        "history older than the cache is gone: {text}"
+    );
 }
 
 #[tokio::test]

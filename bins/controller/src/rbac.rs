@@ -1,0 +1,185 @@
+//! RBAC upkeep: the bootstrap roles created on every start when missing (an edited one is left
+//! as it is), and the loop that rebuilds the API's RBAC index whenever roles, bindings or
+//! namespaces change (and every few seconds regardless).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kayra_api::kinds::rbac::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kayra_apiserver::ApiState;
+use kayra_authz::Rbac;
+use kayra_registry::{ListOptions, RegistryError, Resource, WatchOptions, WriteOptions, meta_str};
+use serde_json::{Value, json};
+
+const RESYNC: Duration = Duration::from_secs(5);
+
+fn resource(state: &ApiState, group: &str, plural: &str) -> Resource {
+    let kind = state.scheme().find(group, "v1", plural).expect("the scheme serves RBAC");
+    state.resource_for(kind).clone()
+}
+
+/// The ClusterRoles and ClusterRoleBindings every cluster starts with.
+fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
+    let fleet = format!("fleet.{domain}");
+    let authorization = format!("authorization.{domain}");
+    let api_version = format!("{authorization}/v1");
+    let role = |name: &str, rules: Value| json!({"apiVersion": api_version, "kind": "ClusterRole", "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules});
+    let workloads = json!(["applications", "applicationsets", "services", "pods", "events"]);
+    let statuses = json!(["applications/status", "applicationsets/status"]);
+    let roles = vec![
+        role(
+            "cluster-admin",
+            json!([
+                {"apis": ["*"], "resources": ["*"], "verbs": ["*"]},
+                {"nonResourceURLs": ["*"], "verbs": ["*"]},
+            ]),
+        ),
+        role(
+            "sysadmin",
+            json!([
+                {"apis": [""], "resources": ["namespaces", "namespaces/status", "nodes", "nodes/status"], "verbs": ["*"]},
+                {"apis": [authorization], "resources": ["*"], "verbs": ["*"]},
+                {"apis": [fleet], "resources": ["certificatesigningrequests", "certificatesigningrequests/status"], "verbs": ["*"]},
+            ]),
+        ),
+        role(
+            "admin",
+            json!([
+                {"apis": ["", fleet], "resources": workloads, "verbs": ["*"]},
+                {"apis": [fleet], "resources": ["secrets"], "verbs": ["*"]},
+                {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch", "update", "patch"]},
+            ]),
+        ),
+        role(
+            "edit",
+            json!([
+                {"apis": ["", fleet], "resources": workloads, "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
+            ]),
+        ),
+        role(
+            "view",
+            json!([
+                {"apis": ["", fleet], "resources": workloads, "verbs": ["get", "list", "watch"]},
+                {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
+            ]),
+        ),
+        role(
+            "system:node",
+            json!([
+                {"apis": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+                {"apis": [fleet], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
+            ]),
+        ),
+        role(
+            "system:discovery",
+            json!([
+                {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version", "/openapi", "/openapi/*", "/healthz", "/livez", "/readyz"], "verbs": ["get"]},
+            ]),
+        ),
+    ];
+    let binding = |name: &str, group: &str| {
+        json!({
+            "apiVersion": api_version, "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "subjects": [{"kind": "Group", "name": group}],
+            "roleRef": {"kind": "ClusterRole", "name": name},
+        })
+    };
+    let bindings =
+        vec![binding("system:discovery", "system:authenticated"), binding("cluster-admin", "system:masters")];
+    (roles, bindings)
+}
+
+/// Creates each bootstrap role and binding that is missing.
+pub(crate) async fn ensure_bootstrap(state: &ApiState) -> Result<(), RegistryError> {
+    let group = format!("authorization.{}", state.scheme().domain());
+    let (roles, bindings) = bootstrap(state.scheme().domain());
+    for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
+        let resource = resource(state, &group, plural);
+        for object in objects {
+            match state.registry().create(&resource, None, object, WriteOptions::default()).await {
+                Ok(_) | Err(RegistryError::AlreadyExists { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn all(state: &ApiState, resource: &Resource) -> Result<Vec<Value>, RegistryError> {
+    let list = state.registry().list(resource, None, &ListOptions::default()).await?;
+    Ok(list.items.into_iter().map(Value::Object).collect())
+}
+
+/// Reads every role, binding and namespace into a fresh index.
+async fn rebuild(state: &ApiState, resources: &[Resource; 5]) -> Result<Rbac, RegistryError> {
+    let mut rbac = Rbac::default();
+    let decode_failed = |error: serde_json::Error| {
+        RegistryError::BadRequest(format!("a stored RBAC object does not decode: {error}"))
+    };
+    for value in all(state, &resources[0]).await? {
+        rbac.add_cluster_role(serde_json::from_value::<ClusterRole>(value).map_err(decode_failed)?);
+    }
+    for value in all(state, &resources[1]).await? {
+        rbac.add_role(serde_json::from_value::<Role>(value).map_err(decode_failed)?);
+    }
+    for value in all(state, &resources[2]).await? {
+        rbac.add_cluster_binding(serde_json::from_value::<ClusterRoleBinding>(value).map_err(decode_failed)?);
+    }
+    for value in all(state, &resources[3]).await? {
+        rbac.add_binding(serde_json::from_value::<RoleBinding>(value).map_err(decode_failed)?);
+    }
+    for value in all(state, &resources[4]).await? {
+        if let Value::Object(namespace) = value {
+            rbac.add_namespace(meta_str(&namespace, "name"));
+        }
+    }
+    Ok(rbac)
+}
+
+/// Keeps the API's RBAC index current until the process ends.
+pub(crate) async fn run(state: Arc<ApiState>) {
+    let group = format!("authorization.{}", state.scheme().domain());
+    let resources = [
+        resource(&state, &group, "clusterroles"),
+        resource(&state, &group, "roles"),
+        resource(&state, &group, "clusterrolebindings"),
+        resource(&state, &group, "rolebindings"),
+        resource(&state, "", "namespaces"),
+    ];
+    let (changed, mut wake) = tokio::sync::mpsc::channel::<()>(1);
+    for watched in resources.clone() {
+        let (state, changed) = (state.clone(), changed.clone());
+        // Each watcher ends with the loop that reads its wake-ups.
+        tokio::spawn(async move {
+            while !changed.is_closed() {
+                let Ok(mut stream) = state.registry().watch(&watched, &WatchOptions::default()).await else {
+                    tokio::select! {
+                        () = changed.closed() => return,
+                        () = tokio::time::sleep(RESYNC) => continue,
+                    }
+                };
+                loop {
+                    tokio::select! {
+                        () = changed.closed() => return,
+                        event = stream.next() => match event {
+                            Ok(_) => { let _ = changed.try_send(()); }
+                            Err(_) => break,
+                        },
+                    }
+                }
+            }
+        });
+    }
+    loop {
+        match rebuild(&state, &resources).await {
+            Ok(rbac) => state.set_rbac(rbac),
+            Err(error) => {
+                tracing::warn!(%error, "rebuilding the RBAC index failed; keeping the previous one")
+            }
+        }
+        let _ = tokio::time::timeout(RESYNC, wake.recv()).await;
+    }
+}
