@@ -167,7 +167,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
     }
     rbac::ensure_bootstrap(&state).await.context("cannot create the bootstrap roles")?;
     // Every resource's watch cache starts now, so a list can always be watched from its revision.
-    for kind in scheme.kinds().iter().filter(|kind| kind.view_of.is_none()) {
+    for kind in scheme.kinds().iter().filter(|kind| kind.stored()) {
         registry
             .prime(&state_resource(&state, kind))
             .await

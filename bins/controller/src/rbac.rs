@@ -73,6 +73,13 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             ]),
         ),
         role(
+            "system:basic-user",
+            json!([
+                {"apis": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]},
+                {"apis": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+            ]),
+        ),
+        role(
             "system:discovery",
             json!([
                 {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version", "/openapi", "/openapi/*", "/healthz", "/livez", "/readyz"], "verbs": ["get"]},
@@ -87,8 +94,11 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             "roleRef": {"kind": "ClusterRole", "name": name},
         })
     };
-    let bindings =
-        vec![binding("system:discovery", "system:authenticated"), binding("cluster-admin", "system:masters")];
+    let bindings = vec![
+        binding("system:discovery", "system:authenticated"),
+        binding("system:basic-user", "system:authenticated"),
+        binding("cluster-admin", "system:masters"),
+    ];
     (roles, bindings)
 }
 

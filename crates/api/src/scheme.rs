@@ -185,6 +185,9 @@ pub struct KindInfo {
     /// Whether a create may set `status` (a node registers with its status); otherwise
     /// `status` is the status subresource's alone and a create starts without it.
     pub create_keeps_status: bool,
+    /// Whether the Kind is a review: created to ask a question, answered at once, never stored
+    /// (`SelfSubjectAccessReview`, `SelfSubjectReview`).
+    pub review: bool,
     /// Decoding, defaults, validation and schema.
     pub behaviour: Arc<dyn Behaviour>,
 }
@@ -195,7 +198,42 @@ impl std::fmt::Debug for KindInfo {
     }
 }
 
+/// A review Kind: create-only, answered at once.
+fn review(
+    group: &str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    behaviour: Arc<dyn Behaviour>,
+) -> KindInfo {
+    KindInfo {
+        group: group.to_owned(),
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        categories: &[],
+        namespaced: false,
+        subresources: &[],
+        field_labels: &[],
+        columns: &[],
+        verbs: &["create"],
+        builtin: true,
+        view_of: None,
+        create_keeps_status: false,
+        review: true,
+        names: NameRule::Path,
+        behaviour,
+    }
+}
+
 impl KindInfo {
+    /// Whether objects of the Kind are kept in the store (views and reviews are not).
+    pub fn stored(&self) -> bool {
+        self.view_of.is_none() && !self.review
+    }
+
     /// `group/version`, or `v1` for core.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -253,6 +291,7 @@ impl Scheme {
             builtin: false,
             view_of: None,
             create_keeps_status: false,
+            review: false,
             names: NameRule::Path,
             behaviour,
         };
@@ -280,6 +319,7 @@ impl Scheme {
                 builtin: true,
                 view_of: None,
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Label,
                 behaviour: Arc::new(NamespaceBehaviour(Typed(PhantomData))),
             },
@@ -348,6 +388,7 @@ impl Scheme {
                 builtin: true,
                 view_of: None,
                 create_keeps_status: true,
+                review: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Node>(),
             },
@@ -426,6 +467,7 @@ impl Scheme {
                 builtin: true,
                 view_of: None,
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Event>(),
             },
@@ -501,6 +543,7 @@ impl Scheme {
                 builtin: true,
                 view_of: Some(("applications", crate::view::pod_from_application)),
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Pod>(),
             },
@@ -561,6 +604,7 @@ impl Scheme {
                 builtin: false,
                 view_of: None,
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<Application>(),
             },
@@ -613,6 +657,7 @@ impl Scheme {
                 builtin: false,
                 view_of: None,
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<ApplicationSet>(),
             },
@@ -657,6 +702,7 @@ impl Scheme {
                 builtin: false,
                 view_of: None,
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<CertificateSigningRequest>(),
             },
@@ -693,6 +739,7 @@ impl Scheme {
                 builtin: false,
                 view_of: None,
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Label,
                 behaviour: typed::<Service>(),
             },
@@ -731,6 +778,7 @@ impl Scheme {
                 builtin: false,
                 view_of: None,
                 create_keeps_status: false,
+                review: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<Secret>(),
             },
@@ -743,6 +791,20 @@ impl Scheme {
                 "clusterrolebinding",
                 false,
                 typed::<ClusterRoleBinding>(),
+            ),
+            review(
+                "authorization.k8s.io",
+                "SelfSubjectAccessReview",
+                "selfsubjectaccessreviews",
+                "selfsubjectaccessreview",
+                typed::<k8s_openapi::api::authorization::v1::SelfSubjectAccessReview>(),
+            ),
+            review(
+                "authentication.k8s.io",
+                "SelfSubjectReview",
+                "selfsubjectreviews",
+                "selfsubjectreview",
+                typed::<k8s_openapi::api::authentication::v1::SelfSubjectReview>(),
             ),
         ];
         Scheme { domain: domain.to_owned(), kinds }

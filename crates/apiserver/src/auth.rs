@@ -26,7 +26,6 @@ impl Identity {
         }
         Identity { user: user.into(), uid: uid.into(), groups }
     }
-
 }
 
 /// The client certificate's identity, put in the request by the TLS accept loop.

@@ -51,6 +51,9 @@ pub(crate) async fn serve(
     {
         return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
     }
+    if kind.review {
+        return review(&state, identity, kind, verb, headers, &body);
+    }
     if let Some((source, project)) = kind.view_of {
         return view(&state, kind, source, project, verb, &path, query, headers).await;
     }
@@ -234,6 +237,62 @@ async fn view(
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
+}
+
+/// A review: the caller asks about itself and is answered at once; nothing is stored.
+fn review(
+    state: &ApiState,
+    identity: &Identity,
+    kind: &KindInfo,
+    verb: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Response, ApiError> {
+    if verb != "create" {
+        return Err(ApiError::MethodNotAllowed);
+    }
+    let (mut object, _) = decode_body(kind, headers, body, &Query::new())?;
+    object["metadata"] =
+        json!({"creationTimestamp": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()});
+    let text =
+        |value: &Value, field: &str| value.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+    match kind.kind {
+        "SelfSubjectAccessReview" => {
+            let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));
+            let action = match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
+                (Some(attributes), _) => {
+                    let resource = match text(attributes, "subresource").as_str() {
+                        "" => text(attributes, "resource"),
+                        sub => format!("{}/{sub}", text(attributes, "resource")),
+                    };
+                    let optional = |field: &str| Some(text(attributes, field)).filter(|v| !v.is_empty());
+                    kayra_authz::Action::Resource {
+                        verb: text(attributes, "verb"),
+                        api: text(attributes, "group"),
+                        resource,
+                        namespace: optional("namespace"),
+                        name: optional("name"),
+                    }
+                }
+                (None, Some(attributes)) => kayra_authz::Action::NonResource {
+                    verb: text(attributes, "verb"),
+                    path: text(attributes, "path"),
+                },
+                (None, None) => {
+                    return Err(ApiError::BadRequest(
+                        "spec.resourceAttributes or spec.nonResourceAttributes is required".to_owned(),
+                    ));
+                }
+            };
+            let allowed = state.allows(identity, &action);
+            let reason = if allowed { "allowed by RBAC" } else { "no RBAC rule allows it" };
+            object["status"] = json!({"allowed": allowed, "denied": false, "reason": reason});
+        }
+        _ => {
+            object["status"] = json!({"userInfo": {"username": identity.user, "uid": identity.uid, "groups": identity.groups}});
+        }
+    }
+    Ok(json_response(StatusCode::CREATED, &object, &[]))
 }
 
 /// How a view's watch turns the source's events into its own.

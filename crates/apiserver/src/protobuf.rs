@@ -27,6 +27,10 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     }
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "Namespace") => namespace(raw),
+        ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => access_review(raw),
+        ("authentication.k8s.io/v1", "SelfSubjectReview") => {
+            Ok(json!({"apiVersion": api_version, "kind": kind, "metadata": {}}))
+        }
         _ => Err(format!("protobuf bodies of {api_version} {kind} are not supported; send JSON")),
     }
 }
@@ -49,6 +53,45 @@ fn namespace(raw: &[u8]) -> Result<Value, String> {
         }
     }
     Ok(object)
+}
+
+/// `SelfSubjectAccessReview`: its spec's resource or non-resource attributes.
+fn access_review(raw: &[u8]) -> Result<Value, String> {
+    let mut spec = Map::new();
+    for field in Fields::new(raw) {
+        if let (2, Wire::Bytes(bytes)) = field? {
+            for inner in Fields::new(bytes) {
+                match inner? {
+                    (1, Wire::Bytes(attributes)) => {
+                        let names =
+                            ["namespace", "verb", "group", "version", "resource", "subresource", "name"];
+                        spec.insert("resourceAttributes".into(), strings(attributes, &names)?);
+                    }
+                    (2, Wire::Bytes(attributes)) => {
+                        spec.insert("nonResourceAttributes".into(), strings(attributes, &["path", "verb"])?);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    Ok(
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {}, "spec": spec}),
+    )
+}
+
+/// A message of string fields, numbered from 1 in the order of `names`.
+fn strings(raw: &[u8], names: &[&str]) -> Result<Value, String> {
+    let mut map = Map::new();
+    for field in Fields::new(raw) {
+        if let (number, Wire::Bytes(text)) = field?
+            && let Some(name) =
+                usize::try_from(number).ok().and_then(|n| n.checked_sub(1)).and_then(|n| names.get(n))
+        {
+            map.insert((*name).to_owned(), Value::String(utf8(text)?));
+        }
+    }
+    Ok(Value::Object(map))
 }
 
 fn object_meta(raw: &[u8]) -> Result<Value, String> {
@@ -195,6 +238,28 @@ mod tests {
         let object = decode(&body).unwrap();
         assert_eq!(object["metadata"], json!({"name": "team-z", "labels": {"team": "z"}}));
         assert_eq!(object["kind"], "Namespace");
+    }
+
+    #[test]
+    fn kubectl_auth_can_i_decodes() {
+        let type_meta =
+            [bytes_field(1, b"authorization.k8s.io/v1"), bytes_field(2, b"SelfSubjectAccessReview")].concat();
+        let attributes = [
+            bytes_field(1, b"other"),
+            bytes_field(2, b"list"),
+            bytes_field(3, b"fleet.example.com"),
+            bytes_field(5, b"applications"),
+            bytes_field(6, b"status"),
+        ]
+        .concat();
+        let spec = bytes_field(1, &attributes);
+        let raw = [bytes_field(1, &[]), bytes_field(2, &spec)].concat();
+        let body = [MAGIC.to_vec(), bytes_field(1, &type_meta), bytes_field(2, &raw)].concat();
+        let review = decode(&body).unwrap();
+        assert_eq!(
+            review["spec"]["resourceAttributes"],
+            json!({"namespace": "other", "verb": "list", "group": "fleet.example.com", "resource": "applications", "subresource": "status"})
+        );
     }
 
     #[test]

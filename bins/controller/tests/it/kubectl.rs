@@ -341,6 +341,28 @@ fn acceptance(c: &Controller) {
     assert!(fails(c, "36", &["explain", "app.nope"]).contains("field \"nope\" does not exist"));
     assert!(fails(c, "37", &["get", "--raw", "/openapi/v2"]).contains("NotFound"));
 
+    // 38–41: authorization reviews, identities, bearer tokens.
+    assert_eq!(ok(c, "38", &["auth", "can-i", "list", "applications"]).trim(), "yes");
+    assert_eq!(ok(c, "38", &["auth", "can-i", "get", "/healthz"]).trim(), "yes");
+    assert_eq!(ok(c, "39", &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]), "admin");
+    c.add_token("bob-token", "bob");
+    let bob =
+        c.kubectl_with_token("bob-token", &["auth", "whoami", "-o", "jsonpath={.status.userInfo.username}"]);
+    assert_eq!(text(&bob.stdout), "bob", "{}", text(&bob.stderr));
+    let denied = c.kubectl_with_token("bob-token", &["auth", "can-i", "delete", "applications"]);
+    assert!(
+        !denied.status.success() && text(&denied.stdout).starts_with("no"),
+        "item 38: {}",
+        text(&denied.stdout)
+    );
+    let masked = c.kubectl_with_token("bob-token", &["-v=8", "get", "app", "a"]);
+    assert!(text(&masked.stderr).contains("Authorization: Bearer <masked>"), "item 40");
+    let wrong = c.kubectl_with_token("wrong-token", &["get", "app"]);
+    assert!(
+        !wrong.status.success() && text(&wrong.stderr).contains("You must be logged in to the server"),
+        "item 41"
+    );
+
     // 44: raw reads.
     let raw: serde_json::Value = serde_json::from_str(&ok(c, "44", &["get", "--raw", "/version"])).unwrap();
     assert_eq!(raw["minor"], "32");

@@ -93,6 +93,29 @@ impl Controller {
             .expect("kubectl runs")
     }
 
+    /// Adds a bearer token to the controller's token file.
+    pub fn add_token(&self, token: &str, user: &str) {
+        let path = self.dir.path().join("data/tokens.csv");
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        text.push_str(&format!("{token},{user},{user}-uid\n"));
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Runs kubectl as a bearer token alone (no client certificate), with a fresh cache.
+    pub fn kubectl_with_token(&self, token: &str, args: &[&str]) -> Output {
+        let cache = tempfile::tempdir().unwrap();
+        Command::new("kubectl")
+            .args(["--kubeconfig", "/dev/null", "--server", &self.url(), "--token", token])
+            .arg("--certificate-authority")
+            .arg(self.dir.path().join("data/pki/ca.crt"))
+            .arg("--cache-dir")
+            .arg(cache.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("kubectl runs")
+    }
+
     /// Starts kubectl in the background (for watches), output to a file.
     pub fn kubectl_background(&self, args: &[&str], out: &Path) -> Child {
         let cache = tempfile::tempdir().unwrap().keep();

@@ -38,6 +38,10 @@ impl Kind for Node {}
 
 impl Kind for Pod {}
 
+impl Kind for k8s_openapi::api::authorization::v1::SelfSubjectAccessReview {}
+
+impl Kind for k8s_openapi::api::authentication::v1::SelfSubjectReview {}
+
 impl Kind for Event {
     fn validate(&self, _old: Option<&Self>) -> Vec<FieldError> {
         let mut errors = Vec::new();

@@ -136,7 +136,16 @@ fn services_need_names_for_several_ports() {
 fn group_versions_put_core_first() {
     let scheme = scheme();
     let groups: Vec<String> = scheme.group_versions().iter().map(|(g, v, _)| format!("{g}/{v}")).collect();
-    assert_eq!(groups, ["/v1", "fleet.example.com/v1", "authorization.example.com/v1"]);
+    assert_eq!(
+        groups,
+        [
+            "/v1",
+            "fleet.example.com/v1",
+            "authorization.example.com/v1",
+            "authorization.k8s.io/v1",
+            "authentication.k8s.io/v1"
+        ]
+    );
 }
 
 #[test]
