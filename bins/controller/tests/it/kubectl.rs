@@ -39,6 +39,15 @@ fn fails(c: &Controller, item: &str, args: &[&str]) -> String {
     text(&output.stderr)
 }
 
+/// Polls until `done` holds, failing after 20 s.
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "{what} did not happen within 20 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn manifest(c: &Controller, name: &str, body: &str) -> String {
     let path = c.scratch().join(name);
     std::fs::write(&path, body).unwrap();
@@ -175,26 +184,32 @@ fn acceptance(c: &Controller) {
             .contains(&format!("Error from server (NotFound): applications.{G} \"nope\" not found"))
     );
 
-    // 18: a collection watch shows the row, then the change.
+    // 18: a collection watch shows the row, then the change. The watch starts from the list's
+    // revision, so a change made as soon as the row is printed is still seen.
     let watched = c.scratch().join("w.out");
     let mut watch = c.kubectl_background(&["get", "app", "-w"], &watched);
-    std::thread::sleep(Duration::from_millis(1500));
+    let rows_of_a = |path: &std::path::Path| {
+        std::fs::read_to_string(path).unwrap_or_default().lines().filter(|l| l.starts_with("a ")).count()
+    };
+    wait_for("item 18: the first row", || rows_of_a(&watched) >= 1);
     ok(c, "18", &["label", "app", "a", "x=1"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for("item 18: the change", || rows_of_a(&watched) >= 2);
     let _ = watch.kill();
     let _ = watch.wait();
-    let rows = std::fs::read_to_string(&watched).unwrap();
-    assert_eq!(rows.lines().filter(|l| l.starts_with("a ")).count(), 2, "item 18:\n{rows}");
+    assert_eq!(rows_of_a(&watched), 2, "item 18:\n{}", std::fs::read_to_string(&watched).unwrap());
 
-    // 19: a single-object watch gets its synthetic ADDED.
+    // 19: a single-object watch gets its synthetic ADDED. kubectl prints the object from a GET,
+    // then watches from revision 0; the margin lets that watch start before the change.
     let watched = c.scratch().join("w1.out");
     let mut watch = c.kubectl_background(&["get", "app", "a", "-w", "-o", "name"], &watched);
+    let lines = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default().lines().count();
+    wait_for("item 19: the object", || lines(&watched) >= 1);
     std::thread::sleep(Duration::from_millis(1500));
     ok(c, "19", &["annotate", "app", "a", "n=1"]);
-    std::thread::sleep(Duration::from_millis(1500));
+    wait_for("item 19: the change", || lines(&watched) >= 2);
     let _ = watch.kill();
     let _ = watch.wait();
-    assert_eq!(std::fs::read_to_string(&watched).unwrap().lines().count(), 2, "item 19");
+    assert_eq!(lines(&watched), 2, "item 19");
 
     // 20: describe.
     let described = ok(c, "20", &["describe", "app", "a"]);
