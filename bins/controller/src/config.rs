@@ -27,6 +27,8 @@ pub struct Config {
     /// The static token file: `token,user,uid,"group1,group2"` lines. Defaults to
     /// `<dataDir>/tokens.csv`.
     pub token_file: Option<PathBuf>,
+    /// The audit log: a JSON line per mutating request. Defaults to `<dataDir>/audit.log`.
+    pub audit_log: Option<PathBuf>,
     /// The instance's platform (`INFRAPI_APP_PLATFORM`).
     pub platform: String,
     /// The instance's region (`INFRAPI_APP_REGION`).
@@ -72,6 +74,7 @@ impl Default for Config {
             store: StoreKind::Sled,
             etcd: EtcdConfig::default(),
             token_file: None,
+            audit_log: None,
             platform: String::new(),
             region: String::new(),
         }
@@ -90,6 +93,11 @@ impl Config {
     /// The token file in use.
     pub fn token_file(&self) -> PathBuf {
         self.token_file.clone().unwrap_or_else(|| self.data_dir.join("tokens.csv"))
+    }
+
+    /// The audit log in use.
+    pub fn audit_log(&self) -> PathBuf {
+        self.audit_log.clone().unwrap_or_else(|| self.data_dir.join("audit.log"))
     }
 
     /// Checks the configuration as a whole.

@@ -157,7 +157,16 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
             Err(error)
         }
     })?);
-    let state = Arc::new(ApiState::new(scheme.clone(), registry.clone(), tokens, config.listen.to_string()));
+    let audit_path = config.audit_log();
+    if let Some(dir) = audit_path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let audit = kayra_apiserver::audit::AuditLog::open(&audit_path)
+        .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
+    let state = Arc::new(
+        ApiState::new(scheme.clone(), registry.clone(), tokens, config.listen.to_string())
+            .with_audit_log(audit),
+    );
     let namespaces = scheme.find("", "v1", "namespaces").expect("the scheme serves namespaces");
     let default = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
     let resource = state_resource(&state, namespaces);

@@ -8,6 +8,7 @@
 //! This is an adapter: the rules live in `kayra-registry` and `kayra-api`; here they meet axum,
 //! hyper and rustls.
 
+pub mod audit;
 pub mod auth;
 mod discovery;
 mod error;
@@ -74,6 +75,12 @@ async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Respo
         .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let audited = state.audit.as_ref().filter(|_| audit::AuditLog::audits(method.as_str(), &path)).cloned();
+    let who = audited.as_ref().and_then(|_| authenticate(&state, request.headers(), request.extensions()));
+    let remote = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.to_string());
     let served = std::panic::AssertUnwindSafe(handle(state, request)).catch_unwind().await;
     let mut response = match served {
         Ok(Ok(response)) => response,
@@ -91,6 +98,16 @@ async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Respo
     if let Ok(value) = HeaderValue::from_str(&audit_id) {
         response.headers_mut().insert("audit-id", value);
     }
+    if let Some(log) = audited {
+        log.record(&audit::Entry {
+            audit_id: &audit_id,
+            method: method.as_str(),
+            path: &path,
+            user: who.as_ref().map(|who| (who.user.as_str(), who.groups.as_slice())),
+            remote,
+            code: response.status().as_u16(),
+        });
+    }
     tracing::debug!(%method, %path, status = response.status().as_u16(), %audit_id, "served");
     response
 }
@@ -107,7 +124,7 @@ async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiE
         Ok(Target::Health) => return Ok((StatusCode::OK, "ok").into_response()),
         target => target,
     };
-    let identity = authenticate(&state, &parts).ok_or(ApiError::Unauthorized)?;
+    let identity = authenticate(&state, &parts.headers, &parts.extensions).ok_or(ApiError::Unauthorized)?;
     let target = target
         .map_err(|_| ApiError::NotFound("the server could not find the requested resource".to_owned()))?;
     let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
@@ -190,11 +207,15 @@ async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiE
 }
 
 /// The caller: the verified client certificate's identity, else a bearer token's.
-fn authenticate(state: &ApiState, parts: &axum::http::request::Parts) -> Option<Identity> {
-    if let Some(PeerIdentity(identity)) = parts.extensions.get::<PeerIdentity>() {
+fn authenticate(
+    state: &ApiState,
+    headers: &axum::http::HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> Option<Identity> {
+    if let Some(PeerIdentity(identity)) = extensions.get::<PeerIdentity>() {
         return Some(identity.clone());
     }
-    let authorization = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let authorization = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = authorization.split_once(' ')?;
     if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
         return None;

@@ -20,6 +20,7 @@ pub struct ApiState {
     pub(crate) tokens: Arc<TokenFile>,
     pub(crate) server_address: String,
     rbac: std::sync::RwLock<Arc<kayra_authz::Rbac>>,
+    pub(crate) audit: Option<Arc<crate::audit::AuditLog>>,
 }
 
 impl ApiState {
@@ -38,7 +39,7 @@ impl ApiState {
             .collect();
         let openapi = Documents::build(&scheme);
         let rbac = std::sync::RwLock::new(Arc::new(kayra_authz::Rbac::default()));
-        ApiState { scheme, registry, resources, openapi, tokens, server_address, rbac }
+        ApiState { scheme, registry, resources, openapi, tokens, server_address, rbac, audit: None }
     }
 
     /// The registry resource serving a Kind.
@@ -51,6 +52,12 @@ impl ApiState {
     /// The registry resource serving a Kind, for callers outside the HTTP surface.
     pub fn resource_for(&self, kind: &KindInfo) -> &Resource {
         self.resource(kind)
+    }
+
+    /// Audits every mutating request to `log`.
+    pub fn with_audit_log(mut self, log: crate::audit::AuditLog) -> ApiState {
+        self.audit = Some(Arc::new(log));
+        self
     }
 
     /// Replaces the RBAC index every request is decided by. Until the first one is set only

@@ -1,0 +1,71 @@
+//! The audit log: one JSON line per mutating request (and per log or exec-like read), allowed
+//! or not, to a file and to tracing: what was asked, by whom, from where, and what was answered.
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde_json::{Value, json};
+
+/// An append-only file of JSON lines.
+#[derive(Debug)]
+pub struct AuditLog {
+    file: Mutex<std::fs::File>,
+}
+
+/// One audited request.
+#[derive(Debug)]
+pub(crate) struct Entry<'a> {
+    pub(crate) audit_id: &'a str,
+    pub(crate) method: &'a str,
+    pub(crate) path: &'a str,
+    pub(crate) user: Option<(&'a str, &'a [String])>,
+    pub(crate) remote: Option<String>,
+    pub(crate) code: u16,
+}
+
+impl AuditLog {
+    /// Opens (creating, appending to) the log at `path`, readable by its owner only.
+    pub fn open(path: &Path) -> std::io::Result<AuditLog> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+        Ok(AuditLog { file: Mutex::new(file) })
+    }
+
+    /// Whether a request is audited: every write, and reads of logs or exec-like subresources.
+    pub(crate) fn audits(method: &str, path: &str) -> bool {
+        !matches!(method, "GET" | "HEAD" | "OPTIONS")
+            || path.ends_with("/log")
+            || path.ends_with("/exec")
+            || path.ends_with("/proxy")
+    }
+
+    pub(crate) fn record(&self, entry: &Entry<'_>) {
+        let decision = match entry.code {
+            401 => "unauthenticated",
+            403 => "denied",
+            _ => "allowed",
+        };
+        let (user, groups): (Value, Value) = match entry.user {
+            Some((user, groups)) => (json!(user), json!(groups)),
+            None => (Value::Null, Value::Null),
+        };
+        let line = json!({
+            "time": jiff::Timestamp::now().to_string(),
+            "auditID": entry.audit_id,
+            "verb": entry.method,
+            "path": entry.path,
+            "user": user,
+            "groups": groups,
+            "impersonator": Value::Null,
+            "remote": entry.remote,
+            "decision": decision,
+            "code": entry.code,
+        });
+        tracing::info!(target: "audit", %line);
+        let mut file = self.file.lock().expect("audit log lock poisoned");
+        if let Err(error) = writeln!(file, "{line}") {
+            tracing::error!(%error, "writing the audit log failed");
+        }
+    }
+}
