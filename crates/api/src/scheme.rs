@@ -14,7 +14,7 @@ use crate::kinds::csr::CertificateSigningRequest;
 use crate::kinds::rbac::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use crate::kinds::secret::Secret;
 use crate::kinds::service::Service;
-use crate::table::{AGE, Column, NAME, text, text_or_none};
+use crate::table::{AGE, Column, NAME, field_of_typed_entry, text, text_or_none};
 use crate::validation::{FieldError, is_dns_label, is_dns_subdomain};
 
 /// Every verb a fully served resource answers.
@@ -859,13 +859,7 @@ fn csr_condition(object: &Value, _: jiff::Timestamp) -> Value {
 }
 
 fn node_status(object: &Value, _: jiff::Timestamp) -> Value {
-    let ready = object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|conditions| {
-            conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
-        })
-        .and_then(|c| c.get("status").and_then(Value::as_str))
+    let ready = field_of_typed_entry(object, "/status/conditions", "Ready", "status")
         .map(|status| if status == "True" { "Ready" } else { "NotReady" })
         .unwrap_or("Unknown");
     let cordoned = object.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
@@ -873,14 +867,8 @@ fn node_status(object: &Value, _: jiff::Timestamp) -> Value {
 }
 
 fn node_internal_ip(object: &Value, _: jiff::Timestamp) -> Value {
-    let address = object
-        .pointer("/status/addresses")
-        .and_then(Value::as_array)
-        .and_then(|addresses| {
-            addresses.iter().find(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
-        })
-        .and_then(|a| a.get("address").and_then(Value::as_str))
-        .unwrap_or("<none>");
+    let address =
+        field_of_typed_entry(object, "/status/addresses", "InternalIP", "address").unwrap_or("<none>");
     Value::String(address.to_owned())
 }
 

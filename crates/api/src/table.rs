@@ -50,6 +50,18 @@ pub fn text(object: &Value, path: &str) -> String {
     }
 }
 
+/// In the list at the JSON pointer `list` (conditions, addresses), the `field` of the entry
+/// whose `type` is `kind`.
+pub fn field_of_typed_entry<'a>(object: &'a Value, list: &str, kind: &str, field: &str) -> Option<&'a str> {
+    object
+        .pointer(list)?
+        .as_array()?
+        .iter()
+        .find(|entry| entry.get("type").and_then(Value::as_str) == Some(kind))?
+        .get(field)?
+        .as_str()
+}
+
 /// The string at a dotted path, or `<none>` as kubectl prints a missing value.
 pub fn text_or_none(object: &Value, path: &str) -> Value {
     let value = text(object, path);

@@ -4,6 +4,8 @@
 
 use serde_json::{Value, json};
 
+use crate::table::field_of_typed_entry;
+
 /// The Pod an Application appears as.
 pub fn pod_from_application(application: &Value) -> Value {
     let mut metadata = application.get("metadata").cloned().unwrap_or_else(|| json!({}));
@@ -12,12 +14,7 @@ pub fn pod_from_application(application: &Value) -> Value {
     }
     let status = application.get("status");
     let phase = status.and_then(|s| s.get("phase")).and_then(Value::as_str).unwrap_or("Pending");
-    let ready = status
-        .and_then(|s| s.get("conditions"))
-        .and_then(Value::as_array)
-        .and_then(|c| c.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready")))
-        .and_then(|c| c.get("status").and_then(Value::as_str))
-        == Some("True");
+    let ready = field_of_typed_entry(application, "/status/conditions", "Ready", "status") == Some("True");
     let restarts = status.and_then(|s| s.get("restarts")).and_then(Value::as_i64).unwrap_or(0);
     let mut command = application.pointer("/spec/command").cloned().unwrap_or_else(|| json!([]));
     if let (Some(command), Some(args)) =

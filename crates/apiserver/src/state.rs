@@ -5,7 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kayra_api::scheme::{Behaviour, KindInfo, NameRule, Scheme};
-use kayra_registry::{Cause, Object, Registry, Resource, Strategy};
+use kayra_api::validation::FieldError;
+use kayra_registry::{Object, Registry, Resource, Strategy};
 use serde_json::Value;
 
 use crate::auth::TokenFile;
@@ -115,13 +116,9 @@ impl Strategy for KindStrategy {
         }
     }
 
-    fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<Cause> {
+    fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let old = old.map(|old| Value::Object(old.clone()));
-        self.behaviour
-            .validate(&Value::Object(object.clone()), old.as_ref())
-            .into_iter()
-            .map(|error| Cause { field: error.field, message: error.message, reason: error.reason })
-            .collect()
+        self.behaviour.validate(&Value::Object(object.clone()), old.as_ref())
     }
 
     fn validate_name(&self, name: &str) -> Option<String> {

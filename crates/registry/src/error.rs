@@ -1,36 +1,8 @@
 //! What a registry operation can fail with, in the API's terms but without HTTP: the HTTP
 //! adapter maps each variant to a status code and `reason` in one place.
 
+use kayra_api::validation::FieldError;
 use kayra_store::StoreError;
-
-/// One problem with one field of an object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cause {
-    /// The field's path, such as `spec.command[0]` or `metadata.name`.
-    pub field: String,
-    /// What is wrong with it.
-    pub message: String,
-    /// Kubernetes' cause type: `FieldValueRequired`, `FieldValueInvalid`,
-    /// `FieldValueNotSupported`, `FieldValueDuplicate`, `FieldValueTooLong`, `FieldValueForbidden`.
-    pub reason: &'static str,
-}
-
-impl Cause {
-    /// The field is missing.
-    pub fn required(field: impl Into<String>) -> Cause {
-        Cause { field: field.into(), message: "Required value".to_owned(), reason: "FieldValueRequired" }
-    }
-
-    /// The field's value is not acceptable, for the reason given.
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Cause {
-        Cause { field: field.into(), message: message.into(), reason: "FieldValueInvalid" }
-    }
-
-    /// The field may not be set or changed.
-    pub fn forbidden(field: impl Into<String>, message: impl Into<String>) -> Cause {
-        Cause { field: field.into(), message: message.into(), reason: "FieldValueForbidden" }
-    }
-}
 
 /// Everything a registry operation can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +41,7 @@ pub enum RegistryError {
         /// The object's name (may be empty when the name itself is missing).
         name: String,
         /// Each offending field.
-        causes: Vec<Cause>,
+        causes: Vec<FieldError>,
     },
     /// The request itself is malformed (a bad selector, a body that is not an object...).
     #[error("{0}")]

@@ -21,10 +21,11 @@ mod watch;
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use kayra_api::validation::FieldError;
 use kayra_store::{Outcome, RangeRequest, Revision, Store, StoreError};
 use serde_json::{Map, Value, json};
 
-pub use error::{Cause, RegistryError};
+pub use error::RegistryError;
 pub use object::{Object, finalizers, labels as object_labels, meta_str};
 pub use resource::{NoRules, Resource, Strategy, path};
 
@@ -196,14 +197,6 @@ impl Registry {
             .to_string()
     }
 
-    fn decode(&self, key: &str, value: &[u8], revision: Revision) -> Result<Object, RegistryError> {
-        let mut object: Object = serde_json::from_slice(value)
-            .map_err(|error| RegistryError::Corrupt { key: key.to_owned(), message: error.to_string() })?;
-        object::metadata_mut(&mut object)
-            .insert("resourceVersion".into(), Value::String(revision.to_string()));
-        Ok(object)
-    }
-
     fn encode(object: &Object) -> Vec<u8> {
         let mut stored = object.clone();
         object::metadata_mut(&mut stored).remove("resourceVersion");
@@ -219,7 +212,7 @@ impl Registry {
     ) -> Result<Object, RegistryError> {
         let key = self.key(resource, namespace, name);
         match self.store.get(&key).await? {
-            Some(kv) => self.decode(&key, &kv.value, kv.mod_revision),
+            Some(kv) => object::decode_stored(&key, &kv.value, kv.mod_revision),
             None => Err(not_found(resource, name)),
         }
     }
@@ -246,15 +239,14 @@ impl Registry {
     ) -> Result<Object, RegistryError> {
         let mut object = self.body(resource, namespace, body)?;
         let metadata = object::metadata_mut(&mut object);
-        if metadata.get("resourceVersion").and_then(Value::as_str).is_some_and(|rv| !rv.is_empty()) {
-            return Err(invalid(
-                resource,
-                &object,
-                vec![Cause::invalid(
-                    "metadata.resourceVersion",
-                    "resourceVersion should not be set on objects to be created",
-                )],
-            ));
+        if let Some(rv) = metadata.get("resourceVersion").and_then(Value::as_str).filter(|rv| !rv.is_empty())
+        {
+            let cause = FieldError::invalid(
+                "metadata.resourceVersion",
+                format!("\"{rv}\""),
+                "resourceVersion should not be set on objects to be created",
+            );
+            return Err(invalid(resource, &object, vec![cause]));
         }
         let metadata = object::metadata_mut(&mut object);
         for field in ["uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
@@ -286,7 +278,7 @@ impl Registry {
                     return Err(invalid(
                         resource,
                         &object,
-                        vec![Cause::invalid("metadata.generateName", message)],
+                        vec![FieldError::invalid("metadata.generateName", format!("\"{name}\""), &message)],
                     ));
                 }
                 object::metadata_mut(&mut object).insert("name".into(), Value::String(name));
@@ -325,7 +317,7 @@ impl Registry {
                 name: namespace.to_owned(),
             });
         };
-        let namespace_object = self.decode(&key, &kv.value, kv.mod_revision)?;
+        let namespace_object = object::decode_stored(&key, &kv.value, kv.mod_revision)?;
         let terminating = !meta_str(&namespace_object, "deletionTimestamp").is_empty()
             || path(&namespace_object, "status.phase").and_then(Value::as_str) == Some("Terminating");
         if terminating {
@@ -491,7 +483,7 @@ impl Registry {
             if expected.is_some_and(|expected| expected != current.mod_revision) {
                 return Err(stale(resource, name));
             }
-            let old = self.decode(&key, &current.value, current.mod_revision)?;
+            let old = object::decode_stored(&key, &current.value, current.mod_revision)?;
             let mut object = build(&old)?;
             let mut causes = object::check_metadata(&object);
             if !causes.is_empty() {
@@ -565,7 +557,7 @@ impl Registry {
             let Some(current) = self.store.get(&key).await? else {
                 return Err(not_found(resource, name));
             };
-            let mut object = self.decode(&key, &current.value, current.mod_revision)?;
+            let mut object = object::decode_stored(&key, &current.value, current.mod_revision)?;
             if let Some(uid) = options.uid.as_deref().filter(|uid| *uid != meta_str(&object, "uid")) {
                 return Err(RegistryError::Conflict {
                     resource: resource.qualified(),
@@ -671,7 +663,7 @@ impl Registry {
             let read = page.kvs.len();
             let mut last_key = None;
             for (at, kv) in page.kvs.into_iter().enumerate() {
-                let object = self.decode(&kv.key, &kv.value, kv.mod_revision)?;
+                let object = object::decode_stored(&kv.key, &kv.value, kv.mod_revision)?;
                 if labels.matches(&object::labels(&object)) && fields.matches(&Value::Object(object.clone()))
                 {
                     items.push(object);
@@ -907,14 +899,14 @@ fn parse_revision(rv: &str) -> Result<Revision, RegistryError> {
     })
 }
 
-fn name_causes(resource: &Resource, name: &str) -> Vec<Cause> {
+fn name_causes(resource: &Resource, name: &str) -> Vec<FieldError> {
     if name.is_empty() {
-        return vec![Cause::required("metadata.name")];
+        return vec![FieldError::required("metadata.name")];
     }
     resource
         .strategy
         .validate_name(name)
-        .map(|message| Cause::invalid("metadata.name", message))
+        .map(|message| FieldError::invalid("metadata.name", format!("\"{name}\""), &message))
         .into_iter()
         .collect()
 }
@@ -945,7 +937,7 @@ fn stale(resource: &Resource, name: &str) -> RegistryError {
     }
 }
 
-fn invalid(resource: &Resource, object: &Object, causes: Vec<Cause>) -> RegistryError {
+fn invalid(resource: &Resource, object: &Object, causes: Vec<FieldError>) -> RegistryError {
     RegistryError::Invalid { kind: resource.kind.clone(), name: meta_str(object, "name").to_owned(), causes }
 }
 

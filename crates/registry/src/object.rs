@@ -5,10 +5,19 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::Cause;
+use kayra_api::validation::FieldError;
 
 /// An object as JSON: a map with `apiVersion`, `kind`, `metadata` and the Kind's own fields.
 pub type Object = Map<String, Value>;
+
+/// An object as the store keeps it, with `metadata.resourceVersion` set to the revision of the
+/// write that stored it (the store itself keeps no resourceVersion).
+pub(crate) fn decode_stored(key: &str, value: &[u8], revision: u64) -> Result<Object, crate::RegistryError> {
+    let mut object: Object = serde_json::from_slice(value)
+        .map_err(|error| crate::RegistryError::Corrupt { key: key.to_owned(), message: error.to_string() })?;
+    metadata_mut(&mut object).insert("resourceVersion".into(), Value::String(revision.to_string()));
+    Ok(object)
+}
 
 /// The object's `metadata`, created empty if missing or not a map.
 pub(crate) fn metadata_mut(object: &mut Object) -> &mut Map<String, Value> {
@@ -58,16 +67,16 @@ pub(crate) fn spec_of(object: &Object) -> Map<String, Value> {
 
 /// Checks the shape of `metadata` fields clients may write: strings where strings belong,
 /// string-to-string maps for labels and annotations, label keys and values well formed.
-pub(crate) fn check_metadata(object: &Object) -> Vec<Cause> {
+pub(crate) fn check_metadata(object: &Object) -> Vec<FieldError> {
     let mut causes = Vec::new();
     let Some(metadata) = object.get("metadata") else { return causes };
     let Some(metadata) = metadata.as_object() else {
-        causes.push(Cause::invalid("metadata", "must be an object"));
+        causes.push(FieldError::invalid("metadata", metadata, "must be an object"));
         return causes;
     };
     for field in ["name", "generateName", "namespace", "resourceVersion", "uid"] {
-        if metadata.get(field).is_some_and(|v| !v.is_string() && !v.is_null()) {
-            causes.push(Cause::invalid(format!("metadata.{field}"), "must be a string"));
+        if let Some(value) = metadata.get(field).filter(|v| !v.is_string() && !v.is_null()) {
+            causes.push(FieldError::invalid(format!("metadata.{field}"), value, "must be a string"));
         }
     }
     for field in ["labels", "annotations"] {
@@ -76,25 +85,43 @@ pub(crate) fn check_metadata(object: &Object) -> Vec<Cause> {
             Some(Value::Object(map)) => {
                 for (key, value) in map {
                     if !value.is_string() {
-                        causes.push(Cause::invalid(format!("metadata.{field}.{key}"), "must be a string"));
+                        causes.push(FieldError::invalid(
+                            format!("metadata.{field}.{key}"),
+                            value,
+                            "must be a string",
+                        ));
                     } else if field == "labels" {
                         if let Err(error) = crate::labels::validate_key(key) {
-                            causes.push(Cause::invalid(format!("metadata.labels.{key}"), error.0));
+                            causes.push(FieldError::invalid(
+                                format!("metadata.labels.{key}"),
+                                format!("\"{key}\""),
+                                &error.0,
+                            ));
                         } else if let Err(error) =
                             crate::labels::validate_value(value.as_str().unwrap_or_default())
                         {
-                            causes.push(Cause::invalid(format!("metadata.labels.{key}"), error.0));
+                            causes.push(FieldError::invalid(
+                                format!("metadata.labels.{key}"),
+                                value,
+                                &error.0,
+                            ));
                         }
                     }
                 }
             }
-            Some(_) => causes.push(Cause::invalid(format!("metadata.{field}"), "must be a map of strings")),
+            Some(other) => causes.push(FieldError::invalid(
+                format!("metadata.{field}"),
+                other,
+                "must be a map of strings",
+            )),
         }
     }
     match metadata.get("finalizers") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) if items.iter().all(Value::is_string) => {}
-        Some(_) => causes.push(Cause::invalid("metadata.finalizers", "must be a list of strings")),
+        Some(other) => {
+            causes.push(FieldError::invalid("metadata.finalizers", other, "must be a list of strings"))
+        }
     }
     causes
 }

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::{Cause, Object};
+use kayra_api::validation::FieldError;
+
+use crate::Object;
 
 /// One resource the registry serves: a Kind in one group and version, and how it is stored.
 #[derive(Clone)]
@@ -64,7 +66,7 @@ pub trait Strategy: Send + Sync {
     }
 
     /// Checks the object (and, on update, what it replaces); answers every offending field.
-    fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<Cause> {
+    fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<FieldError> {
         let _ = (object, old);
         Vec::new()
     }

@@ -425,13 +425,8 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
         };
         let Some(live) = cache.upgrade() else { return Ok(()) };
         let revision = event.revision();
-        let decode = |kv: &kayra_store::KeyValue| -> Result<Arc<Object>, RegistryError> {
-            let mut object: Object = serde_json::from_slice(&kv.value).map_err(|error| {
-                RegistryError::Corrupt { key: kv.key.clone(), message: error.to_string() }
-            })?;
-            object::metadata_mut(&mut object)
-                .insert("resourceVersion".into(), Value::String(kv.mod_revision.to_string()));
-            Ok(Arc::new(object))
+        let decode = |kv: &kayra_store::KeyValue| {
+            object::decode_stored(&kv.key, &kv.value, kv.mod_revision).map(Arc::new)
         };
         let change = Change {
             revision,
@@ -460,11 +455,7 @@ async fn list(
         request.revision = Some(page.revision);
         let last = page.kvs.last().map(|kv| format!("{}\0", kv.key));
         for kv in page.kvs {
-            let mut object: Object = serde_json::from_slice(&kv.value).map_err(|error| {
-                RegistryError::Corrupt { key: kv.key.clone(), message: error.to_string() }
-            })?;
-            object::metadata_mut(&mut object)
-                .insert("resourceVersion".into(), Value::String(kv.mod_revision.to_string()));
+            let object = object::decode_stored(&kv.key, &kv.value, kv.mod_revision)?;
             objects.insert(kv.key, Arc::new(object));
         }
         match last {

@@ -8,7 +8,8 @@ mod write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use kayra_registry::{Cause, Clock, NoRules, Object, Registry, Resource, Strategy, WriteOptions};
+use kayra_api::validation::FieldError;
+use kayra_registry::{Clock, NoRules, Object, Registry, Resource, Strategy, WriteOptions};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
@@ -31,11 +32,11 @@ impl Strategy for WidgetRules {
         }
     }
 
-    fn validate(&self, object: &Object, _old: Option<&Object>) -> Vec<Cause> {
+    fn validate(&self, object: &Object, _old: Option<&Object>) -> Vec<FieldError> {
         match object.get("spec").and_then(|spec| spec.get("size")).and_then(Value::as_i64) {
             Some(size) if size > 0 => Vec::new(),
-            Some(_) => vec![Cause::invalid("spec.size", "must be greater than zero")],
-            None => vec![Cause::required("spec.size")],
+            Some(size) => vec![FieldError::invalid("spec.size", size, "must be greater than zero")],
+            None => vec![FieldError::required("spec.size")],
         }
     }
 }
