@@ -14,7 +14,7 @@ use anyhow::{Context, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use kayra_api::scheme::Scheme;
-use kayra_apiserver::auth::TokenFile;
+use kayra_authn::TokenFile;
 use kayra_apiserver::{ApiState, ServeOptions};
 use kayra_pki::{Ca, Usage};
 use kayra_registry::{Registry, SystemClock, WriteOptions};

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use kayra_registry::fields::FieldSelector;
 
-use crate::auth::Identity;
+use kayra_authn::Identity;
 use crate::error::ApiError;
 use crate::media::{self, Output};
 use crate::routes::ResourcePath;
@@ -112,13 +112,13 @@ pub(crate) async fn serve(
             Ok(json_response(StatusCode::OK, &render_one(kind, object, output, query), &[]))
         }
         "create" => {
-            let options = write_options(query, part)?;
+            let options = write_options(&state, identity, query, part)?;
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
             let created = registry.create(resource, namespace, object, options).await.map_err(invalid)?;
             Ok(json_response(StatusCode::CREATED, &Value::Object(created), &warnings))
         }
         "update" => {
-            let options = write_options(query, part)?;
+            let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("update has a name");
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
             let updated =
@@ -126,7 +126,7 @@ pub(crate) async fn serve(
             Ok(json_response(StatusCode::OK, &Value::Object(updated), &warnings))
         }
         "patch" => {
-            let options = write_options(query, part)?;
+            let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("patch has a name");
             let (patch_kind, patch) = patch_body(kind, headers, &body)?;
             let warnings = patch_warnings(&state, kind, namespace, name, patch_kind, &patch, query).await?;
@@ -383,8 +383,15 @@ fn dry_run(query: &Query) -> Result<bool, ApiError> {
     }
 }
 
-fn write_options(query: &Query, part: Part) -> Result<WriteOptions, ApiError> {
-    Ok(WriteOptions { dry_run: dry_run(query)?, part })
+/// A write's options. Writes to an object (not to its status) pass the writer's admission.
+fn write_options(
+    state: &ApiState,
+    identity: &Identity,
+    query: &Query,
+    part: Part,
+) -> Result<WriteOptions, ApiError> {
+    let admission = (part == Part::Main).then(|| state.admission(identity));
+    Ok(WriteOptions { dry_run: dry_run(query)?, part, admission })
 }
 
 /// `fieldValidation`: `Strict`, `Warn` (the default) or `Ignore`.

@@ -9,7 +9,6 @@
 //! hyper and rustls.
 
 pub mod audit;
-pub mod auth;
 mod discovery;
 mod error;
 mod handlers;
@@ -35,7 +34,8 @@ pub use error::ApiError;
 pub use serve::{ServeOptions, serve, tls_config};
 pub use state::ApiState;
 
-use auth::{Identity, PeerIdentity};
+use kayra_authn::Identity;
+pub use serve::PeerIdentity;
 use routes::{PathError, Target};
 
 /// A router that answers every request with the same JSON at once: the ceiling the API's

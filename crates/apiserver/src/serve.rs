@@ -20,7 +20,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-use crate::auth::{PeerIdentity, identity_from_certificate};
+use kayra_authn::{Identity, identity_from_certificate};
+
+/// The client certificate's identity, put in the request by the TLS accept loop.
+#[derive(Debug, Clone)]
+pub struct PeerIdentity(pub Identity);
 
 /// Limits of one listener.
 #[derive(Debug, Clone)]

@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use kayra_api::scheme::{Behaviour, KindInfo, NameRule, Scheme};
 use kayra_api::validation::FieldError;
-use kayra_registry::{Object, Registry, Resource, Strategy};
+use kayra_registry::{Admission, Object, Registry, Resource, Strategy};
 use serde_json::Value;
 
-use crate::auth::TokenFile;
+use kayra_authn::TokenFile;
 use crate::openapi::Documents;
 
 /// The shared state of the API.
@@ -68,10 +68,22 @@ impl ApiState {
     }
 
     /// Whether `identity` may do `action`.
-    pub(crate) fn allows(&self, identity: &crate::auth::Identity, action: &kayra_authz::Action) -> bool {
-        let caller = kayra_authz::Caller { user: identity.user.clone(), groups: identity.groups.clone() };
-        let rbac = self.rbac.read().expect("rbac lock poisoned").clone();
-        rbac.allows(&caller, action)
+    pub(crate) fn allows(&self, identity: &kayra_authn::Identity, action: &kayra_authz::Action) -> bool {
+        self.rbac().allows(&caller(identity), action)
+    }
+
+    /// The current RBAC index.
+    pub(crate) fn rbac(&self) -> Arc<kayra_authz::Rbac> {
+        self.rbac.read().expect("rbac lock poisoned").clone()
+    }
+
+    /// What `identity` may store, decided over the current RBAC index.
+    pub(crate) fn admission(&self, identity: &kayra_authn::Identity) -> Arc<dyn Admission> {
+        Arc::new(WriterAdmission {
+            rbac: self.rbac(),
+            caller: caller(identity),
+            domain: self.scheme.domain().to_owned(),
+        })
     }
 
     /// The scheme.
@@ -82,6 +94,31 @@ impl ApiState {
     /// The registry.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+}
+
+fn caller(identity: &kayra_authn::Identity) -> kayra_authz::Caller {
+    kayra_authz::Caller { user: identity.user.clone(), groups: identity.groups.clone() }
+}
+
+/// One writer's admission over one RBAC snapshot.
+struct WriterAdmission {
+    rbac: Arc<kayra_authz::Rbac>,
+    caller: kayra_authz::Caller,
+    domain: String,
+}
+
+impl Admission for WriterAdmission {
+    fn admit(&self, resource: &Resource, object: &Object, _old: Option<&Object>) -> Result<(), String> {
+        let namespace = Some(kayra_registry::meta_str(object, "namespace")).filter(|_| resource.namespaced);
+        let write = kayra_authz::Write {
+            api: &resource.group,
+            resource: &resource.plural,
+            namespace,
+            name: kayra_registry::meta_str(object, "name"),
+            object,
+        };
+        kayra_authz::Admission { rbac: &self.rbac, caller: &self.caller, domain: &self.domain }.admit(&write)
     }
 }
 

@@ -9,6 +9,9 @@ use std::collections::{HashMap, HashSet};
 
 use kayra_api::kinds::rbac::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
 
+pub mod admission;
+pub use admission::{Admission, Write};
+
 /// The group whose members may do everything, bindings or not.
 pub const MASTERS: &str = "system:masters";
 
@@ -98,38 +101,95 @@ impl Rbac {
 
     /// Whether `caller` may do `action`.
     pub fn allows(&self, caller: &Caller, action: &Action) -> bool {
-        if caller.groups.iter().any(|g| g == MASTERS) {
+        if caller.is_master() {
             return true;
         }
+        if let Action::Resource { verb, api, resource, name: Some(name), .. } = action
+            && api.is_empty()
+            && (resource == "nodes" || resource == "nodes/status")
+            && !matches!(verb.as_str(), "get" | "list" | "watch")
+            && caller.node_name().is_some_and(|own| own != name)
+        {
+            return false;
+        }
+        let namespace = match action {
+            Action::Resource { namespace, .. } => namespace.as_deref(),
+            Action::NonResource { .. } => None,
+        };
+        self.granted(caller, namespace).any(|rule| rule_allows(rule, action))
+    }
+
+    /// Every rule that applies to `caller` in `namespace`: those of its cluster bindings, and
+    /// with a namespace (that exists) those of its bindings there. For `system:masters`, one
+    /// rule granting everything.
+    pub fn rules_for(&self, caller: &Caller, namespace: Option<&str>) -> Vec<PolicyRule> {
+        if caller.is_master() {
+            return vec![PolicyRule {
+                apis: vec!["*".to_owned()],
+                resources: vec!["*".to_owned()],
+                verbs: vec!["*".to_owned()],
+                ..PolicyRule::default()
+            }, PolicyRule {
+                non_resource_urls: vec!["*".to_owned()],
+                verbs: vec!["*".to_owned()],
+                ..PolicyRule::default()
+            }];
+        }
+        self.granted(caller, namespace).cloned().collect()
+    }
+
+    /// The rules of a ClusterRole.
+    pub fn cluster_role(&self, name: &str) -> Option<&[PolicyRule]> {
+        self.cluster_roles.get(name).map(Vec::as_slice)
+    }
+
+    /// The rules of a Role.
+    pub fn role(&self, namespace: &str, name: &str) -> Option<&[PolicyRule]> {
+        self.roles.get(&(namespace.to_owned(), name.to_owned())).map(Vec::as_slice)
+    }
+
+    /// The rules granted to `caller` through cluster bindings, then, for an existing
+    /// namespace, through the bindings in it.
+    fn granted<'a>(&'a self, caller: &'a Caller, namespace: Option<&'a str>) -> impl Iterator<Item = &'a PolicyRule> {
         let cluster = self
             .cluster_bindings
             .iter()
-            .filter(|(subjects, _)| binds(subjects, caller, None))
+            .filter(move |(subjects, _)| binds(subjects, caller, None))
             .filter_map(|(_, role)| self.cluster_roles.get(role))
-            .any(|rules| rules.iter().any(|rule| rule_allows(rule, action)));
-        if cluster {
-            return true;
-        }
-        let Action::Resource { namespace: Some(namespace), .. } = action else { return false };
-        if !self.namespaces.contains(namespace) {
-            return false;
-        }
-        self.bindings
-            .get(namespace)
+            .flatten();
+        let local = namespace
+            .filter(|namespace| self.namespaces.contains(*namespace))
+            .and_then(|namespace| self.bindings.get(namespace).map(|bindings| (namespace, bindings)))
             .into_iter()
-            .flatten()
-            .filter(|(subjects, _, _)| binds(subjects, caller, Some(namespace)))
-            .any(|(_, role, cluster_role)| {
-                let rules = if *cluster_role {
-                    self.cluster_roles.get(role)
-                } else {
-                    self.roles.get(&(namespace.clone(), role.clone()))
-                };
-                rules
-                    .into_iter()
+            .flat_map(move |(namespace, bindings)| {
+                bindings
+                    .iter()
+                    .filter(move |(subjects, _, _)| binds(subjects, caller, Some(namespace)))
+                    .filter_map(move |(_, role, cluster_role)| {
+                        if *cluster_role {
+                            self.cluster_roles.get(role)
+                        } else {
+                            self.roles.get(&(namespace.to_owned(), role.clone()))
+                        }
+                    })
                     .flatten()
-                    .any(|rule| matches!(action, Action::Resource { .. }) && rule_allows(rule, action))
-            })
+                    .filter(|rule| rule.non_resource_urls.is_empty() || !rule.resources.is_empty())
+            });
+        cluster.chain(local)
+    }
+}
+
+impl Caller {
+    /// Whether the caller is in `system:masters`, which bypasses RBAC.
+    pub fn is_master(&self) -> bool {
+        self.groups.iter().any(|g| g == MASTERS)
+    }
+
+    /// The node a node identity (`system:node:<name>` in `system:nodes`) speaks for.
+    pub fn node_name(&self) -> Option<&str> {
+        self.user
+            .strip_prefix("system:node:")
+            .filter(|_| self.groups.iter().any(|g| g == admission::NODES))
     }
 }
 

@@ -307,3 +307,130 @@ fn masters_may_do_everything_and_strangers_nothing() {
     }
     assert_eq!(checked, 2 * 8 * 6 * 3 * 4 * 2);
 }
+
+fn write<'a>(resource: &'a str, namespace: Option<&'a str>, name: &'a str, object: &'a serde_json::Value) -> Write<'a> {
+    let object = object.as_object().expect("an object");
+    let api = match resource {
+        "nodes" => "",
+        "applications" | "applicationsets" => FLEET,
+        _ => "authorization.example.com",
+    };
+    Write { api, resource, namespace, name, object }
+}
+
+#[test]
+fn rbac_writes_grant_only_what_the_writer_holds() {
+    let mut rbac = rbac();
+    rbac.add_cluster_role(ClusterRole {
+        metadata: meta(None, "binder"),
+        rules: vec![rule(&["authorization.example.com"], &["clusterroles"], &["everything"], &["bind"])],
+        ..ClusterRole::default()
+    });
+    rbac.add_cluster_role(ClusterRole {
+        metadata: meta(None, "escalator"),
+        rules: vec![rule(&["authorization.example.com"], &["roles"], &[], &["escalate"])],
+        ..ClusterRole::default()
+    });
+    rbac.add_binding(RoleBinding {
+        metadata: meta(Some("a"), "frank-binds"),
+        subjects: vec![subject("User", "frank", None)],
+        role_ref: role_ref("ClusterRole", "binder"),
+        ..RoleBinding::default()
+    });
+    rbac.add_binding(RoleBinding {
+        metadata: meta(Some("a"), "gina-escalates"),
+        subjects: vec![subject("User", "gina", None)],
+        role_ref: role_ref("ClusterRole", "escalator"),
+        ..RoleBinding::default()
+    });
+    let role = |rules: serde_json::Value| serde_json::json!({"rules": rules});
+    let binding = |kind: &str, name: &str| serde_json::json!({"roleRef": {"kind": kind, "name": name}});
+    let held = role(serde_json::json!([{"apis": [FLEET], "resources": ["applications"], "verbs": ["get", "delete"]}]));
+    let wider = role(serde_json::json!([{"apis": [FLEET], "resources": ["applications", "secrets"], "verbs": ["get"]}]));
+    let wildcard = role(serde_json::json!([{"apis": [FLEET], "resources": ["*"], "verbs": ["get"]}]));
+    let named = role(serde_json::json!([{"apis": [FLEET], "resources": ["services"], "resourceNames": ["web"], "verbs": ["get"]}]));
+    let urls = role(serde_json::json!([{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]));
+    let editor = binding("Role", "editor");
+    let reader = binding("ClusterRole", "reader");
+    let everything = binding("ClusterRole", "everything");
+    let missing = binding("Role", "missing");
+    let cases: Vec<(&str, Write<'_>, bool, &str)> = vec![
+        ("alice", write("roles", Some("a"), "r", &held), true, "rules she holds in a"),
+        ("alice", write("roles", Some("a"), "r", &wider), false, "secrets she does not hold"),
+        ("alice", write("roles", Some("a"), "r", &wildcard), false, "* is more than the resources she holds"),
+        ("alice", write("roles", Some("a"), "r", &named), true, "one name of a resource she holds"),
+        ("alice", write("roles", Some("c"), "r", &held), false, "nothing held in c"),
+        ("alice", write("clusterroles", None, "r", &held), false, "a namespace grant is not cluster-wide"),
+        ("anyone", write("clusterroles", None, "r", &urls), true, "a URL every caller may get"),
+        ("carol", write("clusterroles", None, "r", &urls), true, "held through system:authenticated"),
+        ("gina", write("roles", Some("a"), "r", &wider), true, "escalate on roles"),
+        ("gina", write("roles", Some("b"), "r", &wider), false, "escalate only in a"),
+        ("alice", write("rolebindings", Some("a"), "b", &editor), true, "a role she holds"),
+        ("alice", write("rolebindings", Some("a"), "b", &reader), true, "a subset of what she holds"),
+        ("alice", write("rolebindings", Some("a"), "b", &everything), false, "more than she holds"),
+        ("alice", write("rolebindings", Some("a"), "b", &missing), false, "a role that does not exist"),
+        ("frank", write("rolebindings", Some("a"), "b", &everything), true, "bind on that role"),
+        ("frank", write("rolebindings", Some("a"), "b", &reader), false, "bind on another role only"),
+        ("frank", write("clusterrolebindings", None, "b", &everything), false, "bind granted in a only"),
+        ("root", write("clusterrolebindings", None, "b", &everything), true, "masters"),
+    ];
+    for (user, write, expected, why) in cases {
+        let groups: &[&str] = if user == "root" { &["system:masters"] } else { &[] };
+        let caller = caller(user, groups);
+        let admission = Admission { rbac: &rbac, caller: &caller, domain: "example.com" };
+        let decision = admission.admit(&write);
+        assert_eq!(decision.is_ok(), expected, "{why}: {user} {write:?}: {decision:?}");
+        if let Err(message) = decision {
+            assert!(message.contains(user), "the refusal names the user: {message}");
+        }
+    }
+}
+
+#[test]
+fn workloads_refer_only_to_what_their_writer_may_read() {
+    let mut rbac = rbac();
+    rbac.add_role(Role {
+        metadata: meta(Some("a"), "one-secret"),
+        rules: vec![rule(&[FLEET], &["secrets"], &["db"], &["get"])],
+        ..Role::default()
+    });
+    rbac.add_binding(RoleBinding {
+        metadata: meta(Some("a"), "alice-secret"),
+        subjects: vec![subject("User", "alice", None)],
+        role_ref: role_ref("Role", "one-secret"),
+        ..RoleBinding::default()
+    });
+    let app = |secret: &str, service: &str| {
+        serde_json::json!({"spec": {"env": [{"name": "A", "value": "1"}, {"name": "P", "secretRef": {"name": secret, "key": "p"}}], "serviceName": service}})
+    };
+    let set = serde_json::json!({"spec": {"applications": [{"name": "c", "spec": {"env": [{"name": "P", "secretRef": {"name": "other", "key": "p"}}]}}]}});
+    let alice = caller("alice", &[]);
+    let admission = Admission { rbac: &rbac, caller: &alice, domain: "example.com" };
+    assert!(admission.admit(&write("applications", Some("a"), "x", &app("db", "web"))).is_ok());
+    let refused = admission.admit(&write("applications", Some("a"), "x", &app("other", "web"))).unwrap_err();
+    assert!(refused.contains("secrets \"other\""), "{refused}");
+    assert!(admission.admit(&write("applicationsets", Some("a"), "s", &set)).is_err(), "inside a set's components");
+    let bob = caller("bob", &["readers"]);
+    let admission = Admission { rbac: &rbac, caller: &bob, domain: "example.com" };
+    assert!(admission.admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {}}))).is_ok());
+    assert!(admission.admit(&write("applications", Some("a"), "x", &app("db", "web"))).is_err(), "services: bob may not get them");
+}
+
+#[test]
+fn a_node_writes_only_its_own_node() {
+    let rbac = rbac();
+    let node = caller("system:node:n1", &[admission::NODES]);
+    let admission = Admission { rbac: &rbac, caller: &node, domain: "example.com" };
+    let object = serde_json::json!({});
+    assert!(admission.admit(&write("nodes", None, "n1", &object)).is_ok());
+    assert!(admission.admit(&write("nodes", None, "n2", &object)).is_err());
+    let mut rbac = rbac;
+    rbac.add_cluster_role(ClusterRole { metadata: meta(None, "nodes"), rules: vec![rule(&[""], &["nodes", "nodes/status"], &[], &["*"])], ..ClusterRole::default() });
+    rbac.add_cluster_binding(ClusterRoleBinding { metadata: meta(None, "nodes"), subjects: vec![subject("Group", admission::NODES, None)], role_ref: role_ref("ClusterRole", "nodes"), ..ClusterRoleBinding::default() });
+    assert!(rbac.allows(&node, &on("patch", "", "nodes/status", None, Some("n1"))));
+    assert!(!rbac.allows(&node, &on("patch", "", "nodes/status", None, Some("n2"))), "another node's status");
+    assert!(!rbac.allows(&node, &on("delete", "", "nodes", None, Some("n2"))));
+    assert!(rbac.allows(&node, &on("get", "", "nodes", None, Some("n2"))), "reading other nodes is fine");
+    let impostor = caller("system:node:n1", &[]);
+    assert!(!rbac.allows(&impostor, &on("patch", "", "nodes/status", None, Some("n1"))), "the name alone is not a node");
+}

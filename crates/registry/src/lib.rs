@@ -83,12 +83,40 @@ pub enum Part {
 }
 
 /// Options of a write.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Clone, Default)]
 pub struct WriteOptions {
     /// Validate and answer as if writing, but write nothing (`dryRun=All`).
     pub dry_run: bool,
     /// The object or its status.
     pub part: Part,
+    /// What this writer may write, decided on the object as it would be stored.
+    pub admission: Option<Arc<dyn Admission>>,
+}
+
+impl std::fmt::Debug for WriteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WriteOptions")
+            .field("dry_run", &self.dry_run)
+            .field("part", &self.part)
+            .field("admission", &self.admission.is_some())
+            .finish()
+    }
+}
+
+/// A writer's admission: checks the object a create, update or patch would store (defaulted
+/// and valid), and the object it replaces. A refusal writes nothing, dry run or not.
+pub trait Admission: Send + Sync {
+    /// `Err` with a message saying what the writer may not do.
+    fn admit(&self, resource: &Resource, object: &Object, old: Option<&Object>) -> Result<(), String>;
+}
+
+impl WriteOptions {
+    fn admit(&self, resource: &Resource, object: &Object, old: Option<&Object>) -> Result<(), RegistryError> {
+        match &self.admission {
+            Some(admission) => admission.admit(resource, object, old).map_err(RegistryError::Forbidden),
+            None => Ok(()),
+        }
+    }
 }
 
 /// The patch formats the registry applies.
@@ -268,6 +296,7 @@ impl Registry {
         if !causes.is_empty() {
             return Err(invalid(resource, &object, causes));
         }
+        options.admit(resource, &object, None)?;
         if resource.namespaced {
             self.check_namespace_accepts(namespace.unwrap_or_default()).await?;
         }
@@ -495,6 +524,7 @@ impl Registry {
             if !causes.is_empty() {
                 return Err(invalid(resource, &object, causes));
             }
+            options.admit(resource, &object, Some(&old))?;
             if object::spec_of(&object) != object::spec_of(&old) {
                 let generation = path(&old, "metadata.generation").and_then(Value::as_i64).unwrap_or(0) + 1;
                 object::metadata_mut(&mut object).insert("generation".into(), json!(generation));

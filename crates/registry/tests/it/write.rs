@@ -6,8 +6,8 @@ use serde_json::json;
 
 use super::{meta, widget, world};
 
-const DRY_RUN: WriteOptions = WriteOptions { dry_run: true, part: Part::Main };
-const STATUS: WriteOptions = WriteOptions { dry_run: false, part: Part::Status };
+const DRY_RUN: WriteOptions = WriteOptions { dry_run: true, part: Part::Main, admission: None };
+const STATUS: WriteOptions = WriteOptions { dry_run: false, part: Part::Status, admission: None };
 
 #[tokio::test]
 async fn create_stamps_identity_and_get_reads_it_back() {

@@ -1,6 +1,9 @@
 //! Who the caller is: a client certificate verified against the cluster CA (CN is the user,
 //! each O a group) or a bearer token from the static token file. There is no anonymous
 //! access and no way to turn authentication off.
+//!
+//! This crate does no networking: the transport verifies the certificate chain and hands the
+//! leaf to [`identity_from_certificate`]; bearer tokens go to [`TokenFile::authenticate`].
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -27,10 +30,6 @@ impl Identity {
         Identity { user: user.into(), uid: uid.into(), groups }
     }
 }
-
-/// The client certificate's identity, put in the request by the TLS accept loop.
-#[derive(Debug, Clone)]
-pub struct PeerIdentity(pub Identity);
 
 /// The identity in a verified client certificate: CN is the user, each O a group.
 pub fn identity_from_certificate(der: &[u8]) -> Option<Identity> {
