@@ -1,6 +1,6 @@
-//! RBAC upkeep: the bootstrap roles created on every start when missing (an edited one is left
-//! as it is), and the loop that rebuilds the API's RBAC index whenever roles, bindings or
-//! namespaces change (and every few seconds regardless).
+//! RBAC upkeep: the bootstrap roles, created on every start when missing and brought up to date
+//! when unedited (an edited one is left as it is), and the loop that rebuilds the API's RBAC
+//! index whenever roles, bindings or namespaces change (and every few seconds regardless).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,6 +46,8 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             "admin",
             json!([
                 {"apis": ["", fleet], "resources": workloads, "verbs": ["*"]},
+                // Not `*`: that would include `bind` and `escalate`, which lift escalation prevention.
+                {"apis": [authorization], "resources": ["roles", "rolebindings"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["*"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch", "update", "patch"]},
             ]),
@@ -75,7 +77,7 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         role(
             "system:basic-user",
             json!([
-                {"apis": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews"], "verbs": ["create"]},
+                {"apis": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
                 {"apis": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
             ]),
         ),
@@ -98,19 +100,67 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         binding("system:discovery", "system:authenticated"),
         binding("system:basic-user", "system:authenticated"),
         binding("cluster-admin", "system:masters"),
+        binding("system:node", "system:nodes"),
     ];
     (roles, bindings)
 }
 
-/// Creates each bootstrap role and binding that is missing.
+/// The annotation holding the digest of what a bootstrap object granted when it was last
+/// written by the controller: while the object still grants exactly that, nobody has edited it
+/// and it follows the defaults.
+const DEFAULTS_DIGEST: &str = "kayra.io/bootstrap-digest";
+
+/// What a role or binding grants, as a digest: its rules, or its subjects and role.
+fn grant_digest(object: &Value) -> String {
+    let grant = match serde_json::from_value::<ClusterRole>(object.clone()) {
+        Ok(role) if object.get("rules").is_some() => serde_json::to_vec(&role.rules),
+        _ => match serde_json::from_value::<ClusterRoleBinding>(object.clone()) {
+            Ok(binding) => serde_json::to_vec(&(&binding.subjects, &binding.role_ref)),
+            Err(error) => Err(error),
+        },
+    }
+    .unwrap_or_default();
+    let digest = ring::digest::digest(&ring::digest::SHA256, &grant);
+    digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// Creates each bootstrap role and binding that is missing, and brings each one nobody has
+/// edited up to the current defaults. An edited one is left exactly as it is.
 pub(crate) async fn ensure_bootstrap(state: &ApiState) -> Result<(), RegistryError> {
     let group = format!("authorization.{}", state.scheme().domain());
     let (roles, bindings) = bootstrap(state.scheme().domain());
     for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
         let resource = resource(state, &group, plural);
-        for object in objects {
-            match state.registry().create(&resource, None, object, WriteOptions::default()).await {
-                Ok(_) | Err(RegistryError::AlreadyExists { .. }) => {}
+        for mut object in objects {
+            let digest = grant_digest(&object);
+            object["metadata"]["annotations"] = json!({DEFAULTS_DIGEST: digest});
+            let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let current = match state.registry().get(&resource, None, &name).await {
+                Ok(current) => Value::Object(current),
+                Err(RegistryError::NotFound { .. }) => {
+                    match state.registry().create(&resource, None, object, WriteOptions::default()).await {
+                        Ok(_) | Err(RegistryError::AlreadyExists { .. }) => continue,
+                        Err(error) => return Err(error),
+                    }
+                }
+                Err(error) => return Err(error),
+            };
+            let recorded = current["metadata"]["annotations"][DEFAULTS_DIGEST].as_str().unwrap_or_default();
+            let current_digest = grant_digest(&current);
+            if recorded != current_digest || current_digest == digest {
+                continue;
+            }
+            tracing::info!(%name, "bringing an unedited bootstrap {plural} object up to the current defaults");
+            object["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+            if let Some(Value::Object(annotations)) = current["metadata"].get("annotations").cloned() {
+                for (key, value) in annotations {
+                    object["metadata"]["annotations"]
+                        .as_object_mut()
+                        .map(|own| own.entry(key).or_insert(value));
+                }
+            }
+            match state.registry().update(&resource, None, &name, object, WriteOptions::default()).await {
+                Ok(_) | Err(RegistryError::Conflict { .. }) => {}
                 Err(error) => return Err(error),
             }
         }

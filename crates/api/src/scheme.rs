@@ -800,6 +800,13 @@ impl Scheme {
                 typed::<k8s_openapi::api::authorization::v1::SelfSubjectAccessReview>(),
             ),
             review(
+                "authorization.k8s.io",
+                "SelfSubjectRulesReview",
+                "selfsubjectrulesreviews",
+                "selfsubjectrulesreview",
+                typed::<k8s_openapi::api::authorization::v1::SelfSubjectRulesReview>(),
+            ),
+            review(
                 "authentication.k8s.io",
                 "SelfSubjectReview",
                 "selfsubjectreviews",

@@ -19,7 +19,8 @@ pub(crate) struct Entry<'a> {
     pub(crate) audit_id: &'a str,
     pub(crate) method: &'a str,
     pub(crate) path: &'a str,
-    pub(crate) user: Option<(&'a str, &'a [String])>,
+    pub(crate) user: Option<&'a kayra_authn::Identity>,
+    pub(crate) impersonator: Option<&'a kayra_authn::Identity>,
     pub(crate) remote: Option<String>,
     pub(crate) code: u16,
 }
@@ -47,9 +48,12 @@ impl AuditLog {
             _ => "allowed",
         };
         let (user, groups): (Value, Value) = match entry.user {
-            Some((user, groups)) => (json!(user), json!(groups)),
+            Some(identity) => (json!(identity.user), json!(identity.groups)),
             None => (Value::Null, Value::Null),
         };
+        let impersonator = entry
+            .impersonator
+            .map_or(Value::Null, |identity| json!({"user": identity.user, "groups": identity.groups}));
         let line = json!({
             "time": jiff::Timestamp::now().to_string(),
             "auditID": entry.audit_id,
@@ -57,7 +61,7 @@ impl AuditLog {
             "path": entry.path,
             "user": user,
             "groups": groups,
-            "impersonator": Value::Null,
+            "impersonator": impersonator,
             "remote": entry.remote,
             "decision": decision,
             "code": entry.code,

@@ -18,12 +18,12 @@ use serde_json::{Value, json};
 
 use kayra_registry::fields::FieldSelector;
 
-use kayra_authn::Identity;
 use crate::error::ApiError;
 use crate::media::{self, Output};
 use crate::routes::ResourcePath;
 use crate::state::ApiState;
 use crate::{protobuf, table};
+use kayra_authn::Identity;
 
 /// How often an idle watch that asked for bookmarks gets one.
 const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
@@ -45,7 +45,15 @@ pub(crate) async fn serve(
 ) -> Result<Response, ApiError> {
     let kind = path.kind;
     let verb = verb(method, &path, query)?;
-    authorize(&state, identity, verb, kind, &path)?;
+    // Namespaces a caller may not read are still listed to it when it holds a binding in
+    // them: the ones it may work in.
+    let visible = match authorize(&state, identity, verb, kind, &path) {
+        Ok(()) => None,
+        Err(denied) => match bound_namespaces(&state, identity, verb, kind, &path) {
+            Some(visible) => Some((visible, denied)),
+            None => return Err(denied),
+        },
+    };
     if let Some(sub) = path.subresource.as_deref()
         && !kind.subresources.contains(&sub)
     {
@@ -77,7 +85,11 @@ pub(crate) async fn serve(
                 resource_version: query.get("resourceVersion").cloned(),
                 resource_version_match: query.get("resourceVersionMatch").cloned(),
             };
-            let list = registry.list(resource, namespace, &options).await?;
+            let mut list = registry.list(resource, namespace, &options).await?;
+            if let Some((visible, _)) = &visible {
+                list.items.retain(|item| visible.contains(kayra_registry::meta_str(item, "name")));
+                list.remaining_item_count = None;
+            }
             let mut metadata = json!({"resourceVersion": list.resource_version});
             if let Some(token) = &list.continue_token {
                 metadata["continue"] = json!(token);
@@ -107,6 +119,11 @@ pub(crate) async fn serve(
         "get" => {
             let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
             let name = path.name.as_deref().expect("get has a name");
+            if let Some((visible, denied)) = visible
+                && !visible.contains(name)
+            {
+                return Err(denied);
+            }
             registry.not_older_than(query.get("resourceVersion").map(String::as_str)).await?;
             let object = registry.get(resource, namespace, name).await?;
             Ok(json_response(StatusCode::OK, &render_one(kind, object, output, query), &[]))
@@ -288,6 +305,28 @@ fn review(
             let reason = if allowed { "allowed by RBAC" } else { "no RBAC rule allows it" };
             object["status"] = json!({"allowed": allowed, "denied": false, "reason": reason});
         }
+        "SelfSubjectRulesReview" => {
+            let namespace =
+                object.pointer("/spec/namespace").and_then(Value::as_str).filter(|n| !n.is_empty());
+            let rules = state.rbac().rules_for(&crate::state::caller(identity), namespace);
+            let resource_rules: Vec<Value> = rules
+                .iter()
+                .filter(|rule| !rule.resources.is_empty())
+                .map(|rule| {
+                    json!({"verbs": rule.verbs, "apiGroups": rule.apis, "resources": rule.resources, "resourceNames": rule.resource_names})
+                })
+                .collect();
+            let non_resource_rules: Vec<Value> = rules
+                .iter()
+                .filter(|rule| !rule.non_resource_urls.is_empty())
+                .map(|rule| json!({"verbs": rule.verbs, "nonResourceURLs": rule.non_resource_urls}))
+                .collect();
+            object["status"] = json!({
+                "resourceRules": resource_rules,
+                "nonResourceRules": non_resource_rules,
+                "incomplete": false,
+            });
+        }
         _ => {
             object["status"] = json!({"userInfo": {"username": identity.user, "uid": identity.uid, "groups": identity.groups}});
         }
@@ -322,6 +361,22 @@ fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'sta
 
 /// The RBAC decision for a resource request; a refusal names what was refused, as Kubernetes
 /// does.
+/// For a `list` of namespaces, or a `get` of one, that RBAC does not allow: the namespaces
+/// the caller holds a binding in.
+fn bound_namespaces(
+    state: &ApiState,
+    identity: &Identity,
+    verb: &str,
+    kind: &KindInfo,
+    path: &ResourcePath<'_>,
+) -> Option<std::collections::HashSet<String>> {
+    let self_service = kind.group.is_empty()
+        && kind.plural == "namespaces"
+        && path.subresource.is_none()
+        && matches!(verb, "list" | "get");
+    self_service.then(|| state.rbac().bound_namespaces(&crate::state::caller(identity)))
+}
+
 fn authorize(
     state: &ApiState,
     identity: &Identity,

@@ -35,8 +35,8 @@ pub use serve::{ServeOptions, serve, tls_config};
 pub use state::ApiState;
 
 use kayra_authn::Identity;
-pub use serve::PeerIdentity;
 use routes::{PathError, Target};
+pub use serve::PeerIdentity;
 
 /// A router that answers every request with the same JSON at once: the ceiling the API's
 /// overhead is measured against.
@@ -76,12 +76,13 @@ async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Respo
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let audited = state.audit.as_ref().filter(|_| audit::AuditLog::audits(method.as_str(), &path)).cloned();
-    let who = audited.as_ref().and_then(|_| authenticate(&state, request.headers(), request.extensions()));
+    let who = who(&state, request.headers(), request.extensions());
     let remote = request
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|info| info.0.to_string());
-    let served = std::panic::AssertUnwindSafe(handle(state, request)).catch_unwind().await;
+    let audited_who = audited.as_ref().map(|_| who.audited());
+    let served = std::panic::AssertUnwindSafe(handle(state, request, who)).catch_unwind().await;
     let mut response = match served {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => error.into_response(),
@@ -103,7 +104,8 @@ async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Respo
             audit_id: &audit_id,
             method: method.as_str(),
             path: &path,
-            user: who.as_ref().map(|who| (who.user.as_str(), who.groups.as_slice())),
+            user: audited_who.as_ref().and_then(|(user, _)| user.as_ref()),
+            impersonator: audited_who.as_ref().and_then(|(_, impersonator)| impersonator.as_ref()),
             remote,
             code: response.status().as_u16(),
         });
@@ -112,7 +114,7 @@ async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Respo
     response
 }
 
-async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiError> {
+async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
     let target = match routes::parse(&state.scheme, parts.uri.path()) {
         Err(PathError::NonCanonical) => {
@@ -124,7 +126,11 @@ async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiE
         Ok(Target::Health) => return Ok((StatusCode::OK, "ok").into_response()),
         target => target,
     };
-    let identity = authenticate(&state, &parts.headers, &parts.extensions).ok_or(ApiError::Unauthorized)?;
+    let identity = match who {
+        Who::Anonymous => return Err(ApiError::Unauthorized),
+        Who::Refused(_, error) => return Err(error),
+        Who::Known { identity, .. } => identity,
+    };
     let target = target
         .map_err(|_| ApiError::NotFound("the server could not find the requested resource".to_owned()))?;
     let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
@@ -206,6 +212,38 @@ async fn handle(state: Arc<ApiState>, request: Request) -> Result<Response, ApiE
     }
 }
 
+/// Who a request comes from.
+enum Who {
+    /// No credential, or one that does not authenticate.
+    Anonymous,
+    /// An authenticated caller whose request is refused before routing (impersonation it may
+    /// not do).
+    Refused(Identity, ApiError),
+    /// The identity the request acts as, and the authenticated caller when it impersonates.
+    Known { identity: Identity, impersonator: Option<Identity> },
+}
+
+impl Who {
+    /// The acting user and the impersonator, as the audit log records them.
+    fn audited(&self) -> (Option<Identity>, Option<Identity>) {
+        match self {
+            Who::Anonymous => (None, None),
+            Who::Refused(identity, _) => (Some(identity.clone()), None),
+            Who::Known { identity, impersonator } => (Some(identity.clone()), impersonator.clone()),
+        }
+    }
+}
+
+/// Authenticates the request, then applies the impersonation headers its caller may use.
+fn who(state: &ApiState, headers: &axum::http::HeaderMap, extensions: &axum::http::Extensions) -> Who {
+    let Some(identity) = authenticate(state, headers, extensions) else { return Who::Anonymous };
+    match impersonate(state, &identity, headers) {
+        Ok(None) => Who::Known { identity, impersonator: None },
+        Ok(Some(acting)) => Who::Known { identity: acting, impersonator: Some(identity) },
+        Err(error) => Who::Refused(identity, error),
+    }
+}
+
 /// The caller: the verified client certificate's identity, else a bearer token's.
 fn authenticate(
     state: &ApiState,
@@ -221,6 +259,74 @@ fn authenticate(
         return None;
     }
     state.tokens.authenticate(token.trim())
+}
+
+/// `Impersonate-User`, `Impersonate-Group` and `Impersonate-Uid`, as Kubernetes honours
+/// them: each needs `impersonate` on `users`, `serviceaccounts`, `groups` or `uids` of that
+/// name, and the request then acts as exactly that user and those groups.
+fn impersonate(
+    state: &ApiState,
+    caller: &Identity,
+    headers: &axum::http::HeaderMap,
+) -> Result<Option<Identity>, ApiError> {
+    let values = |name: &str| -> Result<Vec<String>, ApiError> {
+        headers
+            .get_all(name)
+            .iter()
+            .map(|value| {
+                value
+                    .to_str()
+                    .map(str::to_owned)
+                    .map_err(|_| ApiError::BadRequest(format!("the {name} header is not ASCII")))
+            })
+            .collect()
+    };
+    let users = values("impersonate-user")?;
+    let groups = values("impersonate-group")?;
+    let uids = values("impersonate-uid")?;
+    if headers.keys().any(|name| name.as_str().starts_with("impersonate-extra-")) {
+        return Err(ApiError::BadRequest("Impersonate-Extra headers are not supported".to_owned()));
+    }
+    let user = match users.as_slice() {
+        [] if groups.is_empty() && uids.is_empty() => return Ok(None),
+        [] => {
+            return Err(ApiError::BadRequest(
+                "Impersonate-Group and Impersonate-Uid need an Impersonate-User".to_owned(),
+            ));
+        }
+        [user] if !user.is_empty() => user.clone(),
+        _ => {
+            return Err(ApiError::BadRequest("exactly one non-empty Impersonate-User is allowed".to_owned()));
+        }
+    };
+    if uids.len() > 1 {
+        return Err(ApiError::BadRequest("at most one Impersonate-Uid is allowed".to_owned()));
+    }
+    let mut wanted = Vec::new();
+    match user.strip_prefix("system:serviceaccount:").and_then(|rest| rest.split_once(':')) {
+        Some((namespace, name)) => {
+            wanted.push(("", "serviceaccounts", Some(namespace.to_owned()), name.to_owned()))
+        }
+        None => wanted.push(("", "users", None, user.clone())),
+    }
+    wanted.extend(groups.iter().map(|group| ("", "groups", None, group.clone())));
+    wanted.extend(uids.iter().map(|uid| ("authentication.k8s.io", "uids", None, uid.clone())));
+    for (api, resource, namespace, name) in wanted {
+        let action = kayra_authz::Action::Resource {
+            verb: "impersonate".to_owned(),
+            api: api.to_owned(),
+            resource: resource.to_owned(),
+            namespace,
+            name: Some(name.clone()),
+        };
+        if !state.allows(caller, &action) {
+            return Err(ApiError::Forbidden(format!(
+                "{resource} \"{name}\" is forbidden: User \"{}\" cannot impersonate resource \"{resource}\" in API group \"{api}\" at the cluster scope",
+                caller.user
+            )));
+        }
+    }
+    Ok(Some(Identity::new(user, uids.into_iter().next().unwrap_or_default(), groups)))
 }
 
 fn json(value: serde_json::Value) -> Response {

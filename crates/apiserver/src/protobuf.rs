@@ -28,6 +28,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "Namespace") => namespace(raw),
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => access_review(raw),
+        ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => rules_review(raw),
         ("authentication.k8s.io/v1", "SelfSubjectReview") => {
             Ok(json!({"apiVersion": api_version, "kind": kind, "metadata": {}}))
         }
@@ -77,6 +78,19 @@ fn access_review(raw: &[u8]) -> Result<Value, String> {
     }
     Ok(
         json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview", "metadata": {}, "spec": spec}),
+    )
+}
+
+/// `SelfSubjectRulesReview`: the namespace its spec asks about.
+fn rules_review(raw: &[u8]) -> Result<Value, String> {
+    let mut spec = Value::Object(Map::new());
+    for field in Fields::new(raw) {
+        if let (2, Wire::Bytes(bytes)) = field? {
+            spec = strings(bytes, &["namespace"])?;
+        }
+    }
+    Ok(
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview", "metadata": {}, "spec": spec}),
     )
 }
 

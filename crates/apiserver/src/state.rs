@@ -9,8 +9,8 @@ use kayra_api::validation::FieldError;
 use kayra_registry::{Admission, Object, Registry, Resource, Strategy};
 use serde_json::Value;
 
-use kayra_authn::TokenFile;
 use crate::openapi::Documents;
+use kayra_authn::TokenFile;
 
 /// The shared state of the API.
 pub struct ApiState {
@@ -97,7 +97,7 @@ impl ApiState {
     }
 }
 
-fn caller(identity: &kayra_authn::Identity) -> kayra_authz::Caller {
+pub(crate) fn caller(identity: &kayra_authn::Identity) -> kayra_authz::Caller {
     kayra_authz::Caller { user: identity.user.clone(), groups: identity.groups.clone() }
 }
 

@@ -124,18 +124,33 @@ impl Rbac {
     /// rule granting everything.
     pub fn rules_for(&self, caller: &Caller, namespace: Option<&str>) -> Vec<PolicyRule> {
         if caller.is_master() {
-            return vec![PolicyRule {
-                apis: vec!["*".to_owned()],
-                resources: vec!["*".to_owned()],
-                verbs: vec!["*".to_owned()],
-                ..PolicyRule::default()
-            }, PolicyRule {
-                non_resource_urls: vec!["*".to_owned()],
-                verbs: vec!["*".to_owned()],
-                ..PolicyRule::default()
-            }];
+            return vec![
+                PolicyRule {
+                    apis: vec!["*".to_owned()],
+                    resources: vec!["*".to_owned()],
+                    verbs: vec!["*".to_owned()],
+                    ..PolicyRule::default()
+                },
+                PolicyRule {
+                    non_resource_urls: vec!["*".to_owned()],
+                    verbs: vec!["*".to_owned()],
+                    ..PolicyRule::default()
+                },
+            ];
         }
         self.granted(caller, namespace).cloned().collect()
+    }
+
+    /// The existing namespaces in which a RoleBinding names `caller`.
+    pub fn bound_namespaces(&self, caller: &Caller) -> HashSet<String> {
+        self.bindings
+            .iter()
+            .filter(|(namespace, _)| self.namespaces.contains(*namespace))
+            .filter(|(namespace, bindings)| {
+                bindings.iter().any(|(subjects, _, _)| binds(subjects, caller, Some(namespace)))
+            })
+            .map(|(namespace, _)| namespace.clone())
+            .collect()
     }
 
     /// The rules of a ClusterRole.
@@ -150,7 +165,11 @@ impl Rbac {
 
     /// The rules granted to `caller` through cluster bindings, then, for an existing
     /// namespace, through the bindings in it.
-    fn granted<'a>(&'a self, caller: &'a Caller, namespace: Option<&'a str>) -> impl Iterator<Item = &'a PolicyRule> {
+    fn granted<'a>(
+        &'a self,
+        caller: &'a Caller,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = &'a PolicyRule> {
         let cluster = self
             .cluster_bindings
             .iter()
@@ -187,9 +206,7 @@ impl Caller {
 
     /// The node a node identity (`system:node:<name>` in `system:nodes`) speaks for.
     pub fn node_name(&self) -> Option<&str> {
-        self.user
-            .strip_prefix("system:node:")
-            .filter(|_| self.groups.iter().any(|g| g == admission::NODES))
+        self.user.strip_prefix("system:node:").filter(|_| self.groups.iter().any(|g| g == admission::NODES))
     }
 }
 

@@ -308,7 +308,12 @@ fn masters_may_do_everything_and_strangers_nothing() {
     assert_eq!(checked, 2 * 8 * 6 * 3 * 4 * 2);
 }
 
-fn write<'a>(resource: &'a str, namespace: Option<&'a str>, name: &'a str, object: &'a serde_json::Value) -> Write<'a> {
+fn write<'a>(
+    resource: &'a str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+    object: &'a serde_json::Value,
+) -> Write<'a> {
     let object = object.as_object().expect("an object");
     let api = match resource {
         "nodes" => "",
@@ -345,10 +350,16 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
     });
     let role = |rules: serde_json::Value| serde_json::json!({"rules": rules});
     let binding = |kind: &str, name: &str| serde_json::json!({"roleRef": {"kind": kind, "name": name}});
-    let held = role(serde_json::json!([{"apis": [FLEET], "resources": ["applications"], "verbs": ["get", "delete"]}]));
-    let wider = role(serde_json::json!([{"apis": [FLEET], "resources": ["applications", "secrets"], "verbs": ["get"]}]));
+    let held = role(
+        serde_json::json!([{"apis": [FLEET], "resources": ["applications"], "verbs": ["get", "delete"]}]),
+    );
+    let wider = role(
+        serde_json::json!([{"apis": [FLEET], "resources": ["applications", "secrets"], "verbs": ["get"]}]),
+    );
     let wildcard = role(serde_json::json!([{"apis": [FLEET], "resources": ["*"], "verbs": ["get"]}]));
-    let named = role(serde_json::json!([{"apis": [FLEET], "resources": ["services"], "resourceNames": ["web"], "verbs": ["get"]}]));
+    let named = role(
+        serde_json::json!([{"apis": [FLEET], "resources": ["services"], "resourceNames": ["web"], "verbs": ["get"]}]),
+    );
     let urls = role(serde_json::json!([{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]));
     let editor = binding("Role", "editor");
     let reader = binding("ClusterRole", "reader");
@@ -400,20 +411,26 @@ fn workloads_refer_only_to_what_their_writer_may_read() {
         role_ref: role_ref("Role", "one-secret"),
         ..RoleBinding::default()
     });
-    let app = |secret: &str, service: &str| {
-        serde_json::json!({"spec": {"env": [{"name": "A", "value": "1"}, {"name": "P", "secretRef": {"name": secret, "key": "p"}}], "serviceName": service}})
-    };
+    let app = |secret: &str, service: &str| serde_json::json!({"spec": {"env": [{"name": "A", "value": "1"}, {"name": "P", "secretRef": {"name": secret, "key": "p"}}], "serviceName": service}});
     let set = serde_json::json!({"spec": {"applications": [{"name": "c", "spec": {"env": [{"name": "P", "secretRef": {"name": "other", "key": "p"}}]}}]}});
     let alice = caller("alice", &[]);
     let admission = Admission { rbac: &rbac, caller: &alice, domain: "example.com" };
     assert!(admission.admit(&write("applications", Some("a"), "x", &app("db", "web"))).is_ok());
     let refused = admission.admit(&write("applications", Some("a"), "x", &app("other", "web"))).unwrap_err();
     assert!(refused.contains("secrets \"other\""), "{refused}");
-    assert!(admission.admit(&write("applicationsets", Some("a"), "s", &set)).is_err(), "inside a set's components");
+    assert!(
+        admission.admit(&write("applicationsets", Some("a"), "s", &set)).is_err(),
+        "inside a set's components"
+    );
     let bob = caller("bob", &["readers"]);
     let admission = Admission { rbac: &rbac, caller: &bob, domain: "example.com" };
-    assert!(admission.admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {}}))).is_ok());
-    assert!(admission.admit(&write("applications", Some("a"), "x", &app("db", "web"))).is_err(), "services: bob may not get them");
+    assert!(
+        admission.admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {}}))).is_ok()
+    );
+    assert!(
+        admission.admit(&write("applications", Some("a"), "x", &app("db", "web"))).is_err(),
+        "services: bob may not get them"
+    );
 }
 
 #[test]
@@ -425,12 +442,24 @@ fn a_node_writes_only_its_own_node() {
     assert!(admission.admit(&write("nodes", None, "n1", &object)).is_ok());
     assert!(admission.admit(&write("nodes", None, "n2", &object)).is_err());
     let mut rbac = rbac;
-    rbac.add_cluster_role(ClusterRole { metadata: meta(None, "nodes"), rules: vec![rule(&[""], &["nodes", "nodes/status"], &[], &["*"])], ..ClusterRole::default() });
-    rbac.add_cluster_binding(ClusterRoleBinding { metadata: meta(None, "nodes"), subjects: vec![subject("Group", admission::NODES, None)], role_ref: role_ref("ClusterRole", "nodes"), ..ClusterRoleBinding::default() });
+    rbac.add_cluster_role(ClusterRole {
+        metadata: meta(None, "nodes"),
+        rules: vec![rule(&[""], &["nodes", "nodes/status"], &[], &["*"])],
+        ..ClusterRole::default()
+    });
+    rbac.add_cluster_binding(ClusterRoleBinding {
+        metadata: meta(None, "nodes"),
+        subjects: vec![subject("Group", admission::NODES, None)],
+        role_ref: role_ref("ClusterRole", "nodes"),
+        ..ClusterRoleBinding::default()
+    });
     assert!(rbac.allows(&node, &on("patch", "", "nodes/status", None, Some("n1"))));
     assert!(!rbac.allows(&node, &on("patch", "", "nodes/status", None, Some("n2"))), "another node's status");
     assert!(!rbac.allows(&node, &on("delete", "", "nodes", None, Some("n2"))));
     assert!(rbac.allows(&node, &on("get", "", "nodes", None, Some("n2"))), "reading other nodes is fine");
     let impostor = caller("system:node:n1", &[]);
-    assert!(!rbac.allows(&impostor, &on("patch", "", "nodes/status", None, Some("n1"))), "the name alone is not a node");
+    assert!(
+        !rbac.allows(&impostor, &on("patch", "", "nodes/status", None, Some("n1"))),
+        "the name alone is not a node"
+    );
 }

@@ -170,9 +170,9 @@ impl TestServer {
         std::fs::write(path, text).expect("the token file is writable");
     }
 
-    /// The server's data directory.
+    /// The server's data directory (PKI, tokens, store, audit log).
     pub fn data_dir(&self) -> &std::path::Path {
-        self.dir.path()
+        &self.config.data_dir
     }
 }
 

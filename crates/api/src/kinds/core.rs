@@ -40,6 +40,8 @@ impl Kind for Pod {}
 
 impl Kind for k8s_openapi::api::authorization::v1::SelfSubjectAccessReview {}
 
+impl Kind for k8s_openapi::api::authorization::v1::SelfSubjectRulesReview {}
+
 impl Kind for k8s_openapi::api::authentication::v1::SelfSubjectReview {}
 
 impl Kind for Event {

@@ -6,6 +6,8 @@ use kayra_testkit::{Store, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+mod security;
+
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
 
 fn app(name: &str) -> Value {
