@@ -378,6 +378,37 @@ fn acceptance(c: &Controller) {
         "item 41"
     );
 
+    // can-i --list through SelfSubjectRulesReview, and --as through impersonation.
+    let everything = ok(c, "can-i --list", &["auth", "can-i", "--list"]);
+    assert!(everything.lines().any(|l| l.starts_with("*.*") && l.contains("[*]")), "{everything}");
+    let view = manifest(
+        c,
+        "bob-views.yaml",
+        &format!(
+            "apiVersion: authorization.example.com/v1\nkind: RoleBinding\nmetadata:\n  name: bob-views\nsubjects:\n- kind: User\n  name: bob\nroleRef:\n  kind: ClusterRole\n  name: view\n"
+        ),
+    );
+    ok(c, "can-i --list", &["create", "-f", &view]);
+    let bob_list =
+        || text(&c.kubectl_with_token("bob-token", &["auth", "can-i", "--list", "-n", "default"]).stdout);
+    wait_for("bob's binding", || bob_list().contains(&format!("applications.{G}")));
+    let listed = bob_list();
+    let row = listed.lines().find(|l| l.starts_with(&format!("applications.{G} "))).unwrap();
+    assert!(row.ends_with("[get list watch]"), "{listed}");
+    assert_eq!(ok(c, "--as", &["auth", "can-i", "list", "applications", "--as", "bob"]).trim(), "yes");
+    let as_bob = c.kubectl(&["auth", "can-i", "delete", "applications", "--as", "bob"]);
+    assert!(text(&as_bob.stdout).starts_with("no"), "{}", text(&as_bob.stdout));
+    assert!(ok(c, "--as", &["get", "app", "a", "--as", "bob", "-o", "name"]).contains("/a"));
+    let refused = fails(c, "--as", &["delete", "app", "a", "--as", "bob"]);
+    assert!(refused.contains("User \"bob\" cannot delete resource \"applications\""), "{refused}");
+    let bob_promotes = c.kubectl_with_token("bob-token", &["get", "app", "--as", "admin"]);
+    assert!(
+        !bob_promotes.status.success()
+            && text(&bob_promotes.stderr).contains("Error from server (Forbidden)"),
+        "{}",
+        text(&bob_promotes.stderr)
+    );
+
     // 44: raw reads.
     let raw: serde_json::Value = serde_json::from_str(&ok(c, "44", &["get", "--raw", "/version"])).unwrap();
     assert_eq!(raw["minor"], "32");
