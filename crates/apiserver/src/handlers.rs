@@ -44,6 +44,13 @@ pub(crate) async fn serve(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let kind = path.kind;
+    // A subresource the Kind does not have is no resource at all: 404 before any decision, so
+    // that `namespaces/a/nodes` is not mistaken for something a grant could reach.
+    if let Some(sub) = path.subresource.as_deref()
+        && !kind.subresources.contains(&sub)
+    {
+        return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
+    }
     let verb = verb(method, &path, query)?;
     // Namespaces a caller may not read are still listed to it when it holds a binding in
     // them: the ones it may work in.
@@ -54,11 +61,6 @@ pub(crate) async fn serve(
             None => return Err(denied),
         },
     };
-    if let Some(sub) = path.subresource.as_deref()
-        && !kind.subresources.contains(&sub)
-    {
-        return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
-    }
     if kind.review {
         return review(&state, identity, kind, verb, headers, &body);
     }
@@ -342,7 +344,12 @@ struct Projection {
 
 /// The Kubernetes verb of a request.
 fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'static str, ApiError> {
-    let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let watching = match query.get("watch").map(String::as_str) {
+        None | Some("") => false,
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => true,
+        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => false,
+        Some(other) => return Err(ApiError::BadRequest(format!("watch: {other:?} is not a boolean"))),
+    };
     let verb = match (method, path.name.is_some()) {
         (&Method::GET, false) if watching => "watch",
         (&Method::GET, false) => "list",
