@@ -6,6 +6,7 @@ use kayra_testkit::{Store, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+mod rbac_table;
 mod security;
 
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
