@@ -5,6 +5,7 @@
 pub mod config;
 mod namespaces;
 mod rbac;
+pub mod token;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -168,11 +169,13 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
             .with_audit_log(audit),
     );
     let namespaces = scheme.find("", "v1", "namespaces").expect("the scheme serves namespaces");
-    let default = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
     let resource = state_resource(&state, namespaces);
-    match registry.create(&resource, None, default, WriteOptions::default()).await {
-        Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => {}
-        Err(error) => bail!("cannot create namespace default: {error}"),
+    for name in ["default", kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE] {
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match registry.create(&resource, None, namespace, WriteOptions::default()).await {
+            Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => {}
+            Err(error) => bail!("cannot create namespace {name}: {error}"),
+        }
     }
     rbac::ensure_bootstrap(&state).await.context("cannot create the bootstrap roles")?;
     // Every resource's watch cache starts now, so a list can always be watched from its revision.

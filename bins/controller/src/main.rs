@@ -41,6 +41,25 @@ enum Command {
     Init,
     /// Serve the API.
     Serve,
+    /// Bootstrap tokens, for nodes to join with.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Subcommand)]
+enum TokenCommand {
+    /// Mint a bootstrap token through the running controller and print it.
+    Create {
+        /// How long the token authenticates (at most 7 days).
+        #[arg(long, default_value = "24h")]
+        ttl: String,
+        /// What the token is for.
+        #[arg(long, default_value = "")]
+        description: String,
+        /// Extra groups, each `system:bootstrappers:...`.
+        #[arg(long, value_delimiter = ',')]
+        groups: Vec<String>,
+    },
 }
 
 fn config(cli: &Cli) -> Result<Config, String> {
@@ -110,6 +129,12 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Init) => kayra_controller::init(&config).map(|paths| announce(&paths)),
             Some(Command::Serve) => serve(&config).await,
+            Some(Command::Token(TokenCommand::Create { ttl, description, groups })) => {
+                let ttl = kayra_controller::token::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
+                let token = kayra_controller::token::create(&config, ttl, &description, &groups).await?;
+                println!("{token}");
+                Ok(())
+            }
             None => {
                 let paths = kayra_controller::init(&config)?;
                 announce(&paths);

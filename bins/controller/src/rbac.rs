@@ -75,6 +75,12 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             ]),
         ),
         role(
+            "system:node-bootstrapper",
+            json!([
+                {"apis": [fleet], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
+            ]),
+        ),
+        role(
             "system:basic-user",
             json!([
                 {"apis": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
@@ -101,6 +107,7 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         binding("system:basic-user", "system:authenticated"),
         binding("cluster-admin", "system:masters"),
         binding("system:node", "system:nodes"),
+        binding("system:node-bootstrapper", "system:bootstrappers"),
     ];
     (roles, bindings)
 }

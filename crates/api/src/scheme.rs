@@ -43,6 +43,12 @@ pub trait Behaviour: Send + Sync {
     fn mark_deleting(&self, object: &mut Value) {
         let _ = object;
     }
+
+    /// When the object ceases to exist by itself, if ever.
+    fn expires_at(&self, object: &Value) -> Option<jiff::Timestamp> {
+        let _ = object;
+        None
+    }
 }
 
 /// A namespace is deleted in two steps: marked `Terminating` while its contents are deleted,
@@ -101,6 +107,10 @@ impl<T: Kind> Behaviour for Typed<T> {
 
     fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         generator.subschema_for::<T>()
+    }
+
+    fn expires_at(&self, object: &Value) -> Option<jiff::Timestamp> {
+        serde_json::from_value::<T>(object.clone()).ok()?.expires_at()
     }
 }
 

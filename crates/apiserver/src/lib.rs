@@ -76,7 +76,7 @@ async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Respo
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let audited = state.audit.as_ref().filter(|_| audit::AuditLog::audits(method.as_str(), &path)).cloned();
-    let who = who(&state, request.headers(), request.extensions());
+    let who = who(&state, request.headers(), request.extensions()).await;
     let remote = request
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
@@ -235,8 +235,8 @@ impl Who {
 }
 
 /// Authenticates the request, then applies the impersonation headers its caller may use.
-fn who(state: &ApiState, headers: &axum::http::HeaderMap, extensions: &axum::http::Extensions) -> Who {
-    let Some(identity) = authenticate(state, headers, extensions) else { return Who::Anonymous };
+async fn who(state: &ApiState, headers: &axum::http::HeaderMap, extensions: &axum::http::Extensions) -> Who {
+    let Some(identity) = authenticate(state, headers, extensions).await else { return Who::Anonymous };
     match impersonate(state, &identity, headers) {
         Ok(None) => Who::Known { identity, impersonator: None },
         Ok(Some(acting)) => Who::Known { identity: acting, impersonator: Some(identity) },
@@ -244,8 +244,9 @@ fn who(state: &ApiState, headers: &axum::http::HeaderMap, extensions: &axum::htt
     }
 }
 
-/// The caller: the verified client certificate's identity, else a bearer token's.
-fn authenticate(
+/// The caller: the verified client certificate's identity, else a bearer token's (from the
+/// token file, else a bootstrap token).
+async fn authenticate(
     state: &ApiState,
     headers: &axum::http::HeaderMap,
     extensions: &axum::http::Extensions,
@@ -255,10 +256,14 @@ fn authenticate(
     }
     let authorization = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = authorization.split_once(' ')?;
-    if !scheme.eq_ignore_ascii_case("bearer") || token.trim().is_empty() {
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
         return None;
     }
-    state.tokens.authenticate(token.trim())
+    if let Some(identity) = state.tokens.authenticate(token) {
+        return Some(identity);
+    }
+    state.bootstrap_token(&kayra_authn::bootstrap::Token::parse(token)?).await
 }
 
 /// `Impersonate-User`, `Impersonate-Group` and `Impersonate-Uid`, as Kubernetes honours

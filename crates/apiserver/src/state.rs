@@ -86,6 +86,39 @@ impl ApiState {
         })
     }
 
+    /// The identity of a bootstrap token, read from its Secret; `None` when there is none,
+    /// it expired, or the secret half does not match.
+    pub(crate) async fn bootstrap_token(
+        &self,
+        token: &kayra_authn::bootstrap::Token,
+    ) -> Option<kayra_authn::Identity> {
+        use kayra_api::kinds::secret::{
+            BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE, Secret, bootstrap_token_name,
+        };
+        let kind = self.scheme.find(&format!("fleet.{}", self.scheme.domain()), "v1", "secrets")?;
+        let name = bootstrap_token_name(&token.id);
+        let object =
+            self.registry.get(self.resource(kind), Some(BOOTSTRAP_TOKEN_NAMESPACE), &name).await.ok()?;
+        let secret: Secret = serde_json::from_value(Value::Object(object)).ok()?;
+        if secret.type_.as_deref() != Some(BOOTSTRAP_TOKEN_TYPE) {
+            return None;
+        }
+        let expires: jiff::Timestamp = secret.text("expiration")?.parse().ok()?;
+        let stored = kayra_authn::bootstrap::Stored {
+            id: secret.text("token-id")?,
+            secret_digest: secret.text("token-secret-sha256")?,
+            expires: expires.into(),
+            extra_groups: secret
+                .text("auth-extra-groups")
+                .unwrap_or_default()
+                .split(',')
+                .filter(|group| !group.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        };
+        kayra_authn::bootstrap::authenticate(token, &stored, std::time::SystemTime::now())
+    }
+
     /// The scheme.
     pub fn scheme(&self) -> &Scheme {
         &self.scheme
@@ -168,6 +201,11 @@ impl Strategy for KindStrategy {
 
     fn finalizing(&self, object: &Object) -> bool {
         self.behaviour.finalizing(&Value::Object(object.clone()))
+    }
+
+    fn expires_at(&self, object: &Object) -> Option<std::time::SystemTime> {
+        let expires = self.behaviour.expires_at(&Value::Object(object.clone()))?;
+        Some(std::time::SystemTime::from(expires))
     }
 
     fn mark_deleting(&self, object: &mut Object) {

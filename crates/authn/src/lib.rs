@@ -5,6 +5,8 @@
 //! This crate does no networking: the transport verifies the certificate chain and hands the
 //! leaf to [`identity_from_certificate`]; bearer tokens go to [`TokenFile::authenticate`].
 
+pub mod bootstrap;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;

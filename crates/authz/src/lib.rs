@@ -50,14 +50,59 @@ pub enum Action {
     },
 }
 
-/// The compiled RBAC state: roles by name, bindings by scope, and the namespaces that exist.
+/// The compiled RBAC state: roles by name, bindings by scope and subject, and the namespaces
+/// that exist. A decision looks up the caller's user and groups; it never scans bindings.
 #[derive(Debug, Clone, Default)]
 pub struct Rbac {
     cluster_roles: HashMap<String, Vec<PolicyRule>>,
     roles: HashMap<(String, String), Vec<PolicyRule>>,
-    cluster_bindings: Vec<(Vec<Subject>, String)>,
-    bindings: HashMap<String, Vec<(Vec<Subject>, String, bool)>>,
+    /// ClusterRole names by subject, from ClusterRoleBindings.
+    cluster_bindings: BySubject<String>,
+    /// By namespace: role names by subject, each a ClusterRole (`true`) or a Role there.
+    bindings: HashMap<String, BySubject<(String, bool)>>,
     namespaces: HashSet<String>,
+}
+
+/// What bindings grant, by whom they name: users (service accounts are users named
+/// `system:serviceaccount:<namespace>:<name>`) and groups.
+#[derive(Debug, Clone)]
+struct BySubject<T> {
+    users: HashMap<String, Vec<T>>,
+    groups: HashMap<String, Vec<T>>,
+}
+
+impl<T> Default for BySubject<T> {
+    fn default() -> Self {
+        BySubject { users: HashMap::new(), groups: HashMap::new() }
+    }
+}
+
+impl<T> BySubject<T> {
+    /// Records `grant` for a binding's subject; a ServiceAccount without a namespace means
+    /// the binding's.
+    fn add(&mut self, subject: &Subject, binding_namespace: Option<&str>, grant: T) {
+        let (map, name) = match subject.kind.as_str() {
+            "User" => (&mut self.users, subject.name.clone()),
+            "Group" => (&mut self.groups, subject.name.clone()),
+            "ServiceAccount" => {
+                let namespace = subject.namespace.as_deref().or(binding_namespace).unwrap_or_default();
+                (&mut self.users, format!("system:serviceaccount:{namespace}:{}", subject.name))
+            }
+            _ => return,
+        };
+        map.entry(name).or_default().push(grant);
+    }
+
+    /// Everything granted to the caller's user or any of its groups.
+    fn of<'a>(&'a self, caller: &'a Caller) -> impl Iterator<Item = &'a T> {
+        let user = self.users.get(&caller.user).into_iter().flatten();
+        user.chain(caller.groups.iter().filter_map(|group| self.groups.get(group)).flatten())
+    }
+
+    /// Whether anything is granted to the caller.
+    fn names(&self, caller: &Caller) -> bool {
+        self.of(caller).next().is_some()
+    }
 }
 
 impl Rbac {
@@ -75,8 +120,11 @@ impl Rbac {
 
     /// Adds a ClusterRoleBinding; one to anything but a ClusterRole grants nothing.
     pub fn add_cluster_binding(&mut self, binding: ClusterRoleBinding) {
-        if binding.role_ref.kind == "ClusterRole" {
-            self.cluster_bindings.push((binding.subjects, binding.role_ref.name));
+        if binding.role_ref.kind != "ClusterRole" {
+            return;
+        }
+        for subject in &binding.subjects {
+            self.cluster_bindings.add(subject, None, binding.role_ref.name.clone());
         }
     }
 
@@ -84,12 +132,12 @@ impl Rbac {
     pub fn add_binding(&mut self, binding: RoleBinding) {
         let namespace = binding.metadata.namespace.unwrap_or_default();
         let cluster_role = binding.role_ref.kind == "ClusterRole";
-        if cluster_role || binding.role_ref.kind == "Role" {
-            self.bindings.entry(namespace).or_default().push((
-                binding.subjects,
-                binding.role_ref.name,
-                cluster_role,
-            ));
+        if !cluster_role && binding.role_ref.kind != "Role" {
+            return;
+        }
+        let by_subject = self.bindings.entry(namespace.clone()).or_default();
+        for subject in &binding.subjects {
+            by_subject.add(subject, Some(&namespace), (binding.role_ref.name.clone(), cluster_role));
         }
     }
 
@@ -146,9 +194,7 @@ impl Rbac {
         self.bindings
             .iter()
             .filter(|(namespace, _)| self.namespaces.contains(*namespace))
-            .filter(|(namespace, bindings)| {
-                bindings.iter().any(|(subjects, _, _)| binds(subjects, caller, Some(namespace)))
-            })
+            .filter(|(_, by_subject)| by_subject.names(caller))
             .map(|(namespace, _)| namespace.clone())
             .collect()
     }
@@ -170,21 +216,16 @@ impl Rbac {
         caller: &'a Caller,
         namespace: Option<&'a str>,
     ) -> impl Iterator<Item = &'a PolicyRule> {
-        let cluster = self
-            .cluster_bindings
-            .iter()
-            .filter(move |(subjects, _)| binds(subjects, caller, None))
-            .filter_map(|(_, role)| self.cluster_roles.get(role))
-            .flatten();
+        let cluster =
+            self.cluster_bindings.of(caller).filter_map(|role| self.cluster_roles.get(role)).flatten();
         let local = namespace
             .filter(|namespace| self.namespaces.contains(*namespace))
-            .and_then(|namespace| self.bindings.get(namespace).map(|bindings| (namespace, bindings)))
+            .and_then(|namespace| self.bindings.get(namespace).map(|by_subject| (namespace, by_subject)))
             .into_iter()
-            .flat_map(move |(namespace, bindings)| {
-                bindings
-                    .iter()
-                    .filter(move |(subjects, _, _)| binds(subjects, caller, Some(namespace)))
-                    .filter_map(move |(_, role, cluster_role)| {
+            .flat_map(move |(namespace, by_subject)| {
+                by_subject
+                    .of(caller)
+                    .filter_map(move |(role, cluster_role)| {
                         if *cluster_role {
                             self.cluster_roles.get(role)
                         } else {
@@ -208,20 +249,6 @@ impl Caller {
     pub fn node_name(&self) -> Option<&str> {
         self.user.strip_prefix("system:node:").filter(|_| self.groups.iter().any(|g| g == admission::NODES))
     }
-}
-
-/// Whether a binding's subjects include the caller. A ServiceAccount subject without a
-/// namespace, in a RoleBinding, means the binding's namespace.
-fn binds(subjects: &[Subject], caller: &Caller, binding_namespace: Option<&str>) -> bool {
-    subjects.iter().any(|subject| match subject.kind.as_str() {
-        "User" => subject.name == caller.user,
-        "Group" => caller.groups.contains(&subject.name),
-        "ServiceAccount" => {
-            let namespace = subject.namespace.as_deref().or(binding_namespace).unwrap_or_default();
-            caller.user == format!("system:serviceaccount:{namespace}:{}", subject.name)
-        }
-        _ => false,
-    })
 }
 
 fn has(list: &[String], value: &str) -> bool {

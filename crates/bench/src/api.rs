@@ -129,6 +129,20 @@ pub(crate) async fn run() -> Result<(), String> {
     ));
 
     let item = format!("{base}{APPS}/probe");
+    let (allowed, decided) = rbac_overhead(&server, &item).await?;
+    println!(
+        "GET by name, {CLIENTS} clients over HTTP/1.1, bearer tokens (target: RBAC within 10% of always-allow)"
+    );
+    for (run, (allowed, decided)) in allowed.iter().zip(&decided).enumerate() {
+        println!(
+            "  run {}   system:masters (no RBAC) {allowed:>9.0}/s   RBAC-decided {decided:>9.0}/s   overhead {:+.1}%",
+            run + 1,
+            (allowed / decided - 1.0) * 100.0
+        );
+    }
+    let best = |runs: &[f64]| runs.iter().copied().fold(0.0, f64::max);
+    println!("  best of each: overhead {:+.1}%\n", (best(&allowed) / best(&decided) - 1.0) * 100.0);
+
     let bare_h1 = hammer_gets(&http1, &bare_url, CLIENTS, GETS_PER_CLIENT).await?;
     let ours_h1 = hammer_gets(&http1, &item, CLIENTS, GETS_PER_CLIENT).await?;
     let bare_h2 = hammer_gets(&http2, &bare_url, CLIENTS, GETS_PER_CLIENT).await?;
@@ -194,6 +208,66 @@ pub(crate) async fn run() -> Result<(), String> {
         p(1.0)
     );
     Ok(())
+}
+
+/// GET by name as `system:masters` (which RBAC lets through before looking at any rule) and as
+/// a user whose grant RBAC finds among 1 000 namespace and 200 cluster bindings of others,
+/// alternating three times; answers each run's rates.
+async fn rbac_overhead(server: &TestServer, item: &str) -> Result<(Vec<f64>, Vec<f64>), String> {
+    let admin = server.admin();
+    let base = server.url();
+    let rbac = format!("{base}/apis/authorization.example.com/v1");
+    let post = |url: String, body: Value| {
+        let admin = admin.clone();
+        async move {
+            let response = admin.post(url).json(&body).send().await.map_err(|e| e.to_string())?;
+            if response.status().as_u16() != 201 {
+                return Err(format!("setting up RBAC answered {}", response.status()));
+            }
+            Ok::<_, String>(())
+        }
+    };
+    for i in 0..1000 {
+        let binding = json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding",
+            "metadata": {"name": format!("other-{i}")},
+            "subjects": [{"kind": "User", "name": format!("user-{i}")}, {"kind": "Group", "name": format!("team-{i}")}],
+            "roleRef": {"kind": "ClusterRole", "name": if i % 2 == 0 { "edit" } else { "view" }}});
+        post(format!("{rbac}/namespaces/default/rolebindings"), binding).await?;
+    }
+    for i in 0..200 {
+        let binding = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": format!("other-{i}")},
+            "subjects": [{"kind": "User", "name": format!("cluster-user-{i}")}],
+            "roleRef": {"kind": "ClusterRole", "name": "view"}});
+        post(format!("{rbac}/clusterrolebindings"), binding).await?;
+    }
+    let reader = json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding",
+        "metadata": {"name": "bench-reader"}, "subjects": [{"kind": "User", "name": "bench-reader"}],
+        "roleRef": {"kind": "ClusterRole", "name": "view"}});
+    post(format!("{rbac}/namespaces/default/rolebindings"), reader).await?;
+    server.add_token("bench-reader-token", "bench-reader", "");
+    let client = |token: &str| {
+        server
+            .token_builder(token)
+            .http1_only()
+            .pool_max_idle_per_host(CLIENTS)
+            .build()
+            .map_err(|e| e.to_string())
+    };
+    let (masters, reader) = (client(&server.admin_token())?, client("bench-reader-token")?);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while reader.get(item).send().await.map_err(|e| e.to_string())?.status().as_u16() != 200 {
+        if Instant::now() > deadline {
+            return Err("the reader's binding never reached the RBAC index".to_owned());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (mut allowed, mut decided) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        allowed.push(hammer_gets(&masters, item, CLIENTS, GETS_PER_CLIENT).await?);
+        decided.push(hammer_gets(&reader, item, CLIENTS, GETS_PER_CLIENT).await?);
+    }
+    Ok((allowed, decided))
 }
 
 /// Bare sled: insert+flush from one writer, and from 64 writers sharing flushes.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use kayra_api::validation::FieldError;
-use kayra_store::{Outcome, RangeRequest, Revision, Store, StoreError};
+use kayra_store::{Compare, Op, Outcome, RangeRequest, Revision, Store, StoreError, Txn};
 use serde_json::{Map, Value, json};
 
 pub use error::RegistryError;
@@ -320,7 +320,7 @@ impl Registry {
                 }
                 return Ok(object);
             }
-            match self.store.create(&key, Self::encode(&object)).await? {
+            match self.create_key(resource, &object, &key).await? {
                 Outcome::Applied(revision) => {
                     object::metadata_mut(&mut object)
                         .insert("resourceVersion".into(), Value::String(revision.to_string()));
@@ -335,6 +335,39 @@ impl Registry {
             name: meta_str(&object, "generateName").to_owned(),
             message: "no free name could be generated; try again".to_owned(),
         })
+    }
+
+    /// Writes a new object's key; one that expires is attached to a lease that ends then.
+    async fn create_key(
+        &self,
+        resource: &Resource,
+        object: &Object,
+        key: &str,
+    ) -> Result<Outcome, RegistryError> {
+        let Some(expires) = resource.strategy.expires_at(object) else {
+            return Ok(self.store.create(key, Self::encode(object)).await?);
+        };
+        let ttl = expires.duration_since(self.clock.now()).map_err(|_| {
+            invalid(
+                resource,
+                object,
+                vec![FieldError::invalid(
+                    "metadata",
+                    "<expiration>",
+                    "the object would expire before it is created",
+                )],
+            )
+        })?;
+        let lease = self.store.grant_lease(ttl.max(std::time::Duration::from_secs(1))).await?;
+        let txn = Txn {
+            compares: vec![Compare::Absent(key.to_owned())],
+            ops: vec![Op::Put { key: key.to_owned(), value: Self::encode(object), lease: Some(lease.id) }],
+        };
+        let outcome = Outcome::from(self.store.txn(txn).await?);
+        if matches!(outcome, Outcome::Conflict(_)) {
+            let _ = self.store.revoke_lease(lease.id).await;
+        }
+        Ok(outcome)
     }
 
     /// A namespace that does not exist, or is being deleted, takes no new objects.
@@ -544,7 +577,12 @@ impl Registry {
             if object == old {
                 return Ok(old);
             }
-            match self.store.update_if(&key, Self::encode(&object), current.mod_revision).await? {
+            // The key stays on its lease: an update does not make an expiring object permanent.
+            let txn = Txn {
+                compares: vec![Compare::ModifiedAt(key.clone(), current.mod_revision)],
+                ops: vec![Op::Put { key: key.clone(), value: Self::encode(&object), lease: current.lease }],
+            };
+            match Outcome::from(self.store.txn(txn).await?) {
                 Outcome::Applied(revision) => {
                     object::metadata_mut(&mut object)
                         .insert("resourceVersion".into(), Value::String(revision.to_string()));
@@ -619,7 +657,16 @@ impl Registry {
                 if options.dry_run {
                     return Ok(Deleted::Pending(object));
                 }
-                match self.store.update_if(&key, Self::encode(&object), current.mod_revision).await? {
+                // The key stays on its lease: an update does not make an expiring object permanent.
+                let txn = Txn {
+                    compares: vec![Compare::ModifiedAt(key.clone(), current.mod_revision)],
+                    ops: vec![Op::Put {
+                        key: key.clone(),
+                        value: Self::encode(&object),
+                        lease: current.lease,
+                    }],
+                };
+                match Outcome::from(self.store.txn(txn).await?) {
                     Outcome::Applied(revision) => {
                         object::metadata_mut(&mut object)
                             .insert("resourceVersion".into(), Value::String(revision.to_string()));

@@ -88,6 +88,12 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// When the object ceases to exist by itself: the store deletes it then, through a lease.
+    fn expires_at(&self, object: &Object) -> Option<std::time::SystemTime> {
+        let _ = object;
+        None
+    }
+
     /// Checks an object's name; the default accepts DNS subdomains.
     fn validate_name(&self, name: &str) -> Option<String> {
         (!kayra_api::validation::is_dns_subdomain(name)).then(|| {

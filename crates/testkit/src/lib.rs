@@ -24,7 +24,8 @@ pub enum Store {
 /// A running controller, stopped when dropped.
 pub struct TestServer {
     config: Config,
-    dir: tempfile::TempDir,
+    /// Holds the data directory; removed when the server is dropped.
+    _dir: tempfile::TempDir,
     https: SocketAddr,
     http: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
@@ -54,7 +55,7 @@ impl TestServer {
         kayra_controller::init(&config).expect("init writes the PKI");
         let mut server = TestServer {
             config,
-            dir,
+            _dir: dir,
             https: SocketAddr::from(([127, 0, 0, 1], 0)),
             http: SocketAddr::from(([127, 0, 0, 1], 0)),
             stop: None,
@@ -155,6 +156,14 @@ impl TestServer {
     /// A client with no credentials.
     pub fn anonymous(&self) -> Client {
         self.builder().build().expect("a client")
+    }
+
+    /// A client builder trusting the cluster CA and sending `token` as its bearer token.
+    pub fn token_builder(&self, token: &str) -> reqwest::ClientBuilder {
+        let mut headers = reqwest::header::HeaderMap::new();
+        let value = format!("Bearer {token}").parse().expect("a token is a valid header value");
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        self.builder().default_headers(headers)
     }
 
     /// The admin bearer token.

@@ -3,6 +3,7 @@
 
 mod bypass;
 mod kubectl;
+mod tokens;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

@@ -26,6 +26,11 @@ pub trait Kind: Serialize + DeserializeOwned + schemars::JsonSchema + Send + Syn
         let _ = old;
         Vec::new()
     }
+
+    /// When the object ceases to exist by itself (a bootstrap token), if ever.
+    fn expires_at(&self) -> Option<jiff::Timestamp> {
+        None
+    }
 }
 
 /// Checks a list of environment-style names for uniqueness, naming each repeat.

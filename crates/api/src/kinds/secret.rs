@@ -14,6 +14,20 @@ use crate::validation::FieldError;
 /// The most a Secret may hold, all values together.
 pub const MAX_SECRET_BYTES: usize = 1024 * 1024;
 
+/// The `type` of a Secret that holds a bootstrap token: named `bootstrap-token-<id>`, with
+/// `token-id`, `token-secret-sha256` (the hex SHA-256 of the token's secret half, never the
+/// secret itself), `expiration` (RFC 3339) and optionally `description` and
+/// `auth-extra-groups`. The store deletes it when it expires.
+pub const BOOTSTRAP_TOKEN_TYPE: &str = "bootstrap.kayra.io/token";
+
+/// The namespace bootstrap tokens are read from.
+pub const BOOTSTRAP_TOKEN_NAMESPACE: &str = "kayra-system";
+
+/// The name of the Secret holding the bootstrap token `id`.
+pub fn bootstrap_token_name(id: &str) -> String {
+    format!("bootstrap-token-{id}")
+}
+
 /// Secret holds sensitive values by key. Its values are never logged, never put in an error
 /// message and never put in an event.
 #[derive(Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -59,7 +73,75 @@ fn is_key(key: &str) -> bool {
         && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+impl Secret {
+    /// The decoded value of `key`, when it is present and base64.
+    pub fn value(&self, key: &str) -> Option<Vec<u8>> {
+        STANDARD.decode(self.data.get(key)?).ok()
+    }
+
+    /// The decoded value of `key` as text.
+    pub fn text(&self, key: &str) -> Option<String> {
+        String::from_utf8(self.value(key)?).ok()
+    }
+
+    fn is_bootstrap_token(&self) -> bool {
+        self.type_.as_deref() == Some(BOOTSTRAP_TOKEN_TYPE)
+    }
+
+    fn bootstrap_token_errors(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        let id = self.text("token-id").unwrap_or_default();
+        let id_ok = id.len() == 6 && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+        if !id_ok {
+            errors.push(FieldError::invalid(
+                "data[token-id]",
+                format!("\"{id}\""),
+                "a bootstrap token id is 6 characters of [a-z0-9]",
+            ));
+        } else if self.metadata.name.as_deref() != Some(bootstrap_token_name(&id).as_str()) {
+            errors.push(FieldError::invalid(
+                "metadata.name",
+                format!("\"{}\"", self.metadata.name.as_deref().unwrap_or_default()),
+                &format!("a bootstrap token Secret is named {}", bootstrap_token_name(&id)),
+            ));
+        }
+        let digest = self.text("token-secret-sha256").unwrap_or_default();
+        if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+            errors.push(FieldError::invalid(
+                "data[token-secret-sha256]",
+                "<value omitted>",
+                "the hex SHA-256 of the token's secret half",
+            ));
+        }
+        if self.expires_at().is_none() {
+            errors.push(FieldError::invalid(
+                "data[expiration]",
+                format!("\"{}\"", self.text("expiration").unwrap_or_default()),
+                "an RFC 3339 time is required: a bootstrap token must expire",
+            ));
+        }
+        let extra = self.text("auth-extra-groups").unwrap_or_default();
+        for group in extra.split(',').filter(|g| !g.is_empty()) {
+            if !group.starts_with("system:bootstrappers:") {
+                errors.push(FieldError::invalid(
+                    "data[auth-extra-groups]",
+                    format!("\"{group}\""),
+                    "extra groups of a bootstrap token must start with system:bootstrappers:",
+                ));
+            }
+        }
+        errors
+    }
+}
+
 impl Kind for Secret {
+    fn expires_at(&self) -> Option<jiff::Timestamp> {
+        if !self.is_bootstrap_token() {
+            return None;
+        }
+        self.text("expiration")?.parse().ok()
+    }
+
     fn default_fields(&mut self) {
         self.type_.get_or_insert_with(|| "Opaque".to_owned());
         for (key, value) in std::mem::take(&mut self.string_data) {
@@ -93,6 +175,9 @@ impl Kind for Secret {
                 format!("{total} bytes"),
                 "a Secret may hold at most 1 MiB",
             ));
+        }
+        if self.is_bootstrap_token() {
+            errors.extend(self.bootstrap_token_errors());
         }
         if let Some(old) = old
             && old.immutable == Some(true)

@@ -431,3 +431,45 @@ async fn a_json_patch_cannot_grow_an_object_without_bound() {
     let kept = w.registry.get(&w.widgets, Some("default"), "g").await.unwrap();
     assert_eq!(kept["spec"]["list"].as_array().unwrap().len(), 8, "nothing was written");
 }
+
+/// Widgets labelled `expires: soon` cease to exist two seconds after the fixed clock's now.
+struct ExpiringRules;
+
+impl kayra_registry::Strategy for ExpiringRules {
+    fn expires_at(&self, object: &kayra_registry::Object) -> Option<std::time::SystemTime> {
+        let soon = object.get("metadata")?.get("labels")?.get("expires")? == "soon";
+        soon.then(|| kayra_registry::Clock::now(&crate::FixedClock) + std::time::Duration::from_secs(2))
+    }
+}
+
+#[tokio::test]
+async fn an_expiring_object_lives_on_a_lease_that_updates_keep() {
+    let w = world().await;
+    let expiring =
+        kayra_registry::Resource { strategy: std::sync::Arc::new(ExpiringRules), ..w.widgets.clone() };
+    let mut body = widget("brief", 1);
+    body["metadata"]["labels"] = json!({"expires": "soon"});
+    w.registry.create(&expiring, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
+    w.registry
+        .create(&expiring, Some("default"), widget("lasting", 1), WriteOptions::default())
+        .await
+        .unwrap();
+    let key = "/registry/fleet.example.com/widgets/default/brief";
+    let lease = w.store.get(key).await.unwrap().unwrap().lease.expect("the expiring object is on a lease");
+    assert!(
+        w.store
+            .get("/registry/fleet.example.com/widgets/default/lasting")
+            .await
+            .unwrap()
+            .unwrap()
+            .lease
+            .is_none()
+    );
+
+    body["spec"]["size"] = json!(2);
+    w.registry.update(&expiring, Some("default"), "brief", body, WriteOptions::default()).await.unwrap();
+    assert_eq!(w.store.get(key).await.unwrap().unwrap().lease, Some(lease), "an update keeps the lease");
+    w.store.revoke_lease(lease).await.unwrap();
+    let gone = w.registry.get(&expiring, Some("default"), "brief").await;
+    assert!(matches!(gone, Err(RegistryError::NotFound { .. })), "{gone:?}");
+}

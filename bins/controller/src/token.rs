@@ -1,0 +1,133 @@
+//! `kayra-controller token create`: mints a bootstrap token for a node to join with. The
+//! token is stored (as a Secret in `kayra-system` holding only its digest) through the running
+//! controller's API, as the admin of the data directory; the store deletes it when it expires.
+
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use kayra_api::kinds::secret::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE, bootstrap_token_name};
+use kayra_authn::bootstrap::Token;
+use serde_json::{Value, json};
+
+use crate::Config;
+
+/// The longest a bootstrap token may live.
+pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// Parses a TTL such as `24h`, `90m` or `1h30m`.
+pub fn parse_ttl(text: &str) -> Result<Duration, String> {
+    let parsed: jiff::SignedDuration = text
+        .parse()
+        .map_err(|error| format!("--ttl {text:?}: expected a duration such as 24h or 90m ({error})"))?;
+    let ttl = parsed.unsigned_abs();
+    if parsed.is_negative() || ttl < Duration::from_secs(1) {
+        return Err(format!("--ttl {text}: a token must live at least one second"));
+    }
+    if ttl > MAX_TTL {
+        return Err(format!("--ttl {text}: a bootstrap token may live at most 7 days"));
+    }
+    Ok(ttl)
+}
+
+/// The Secret that stores `token`: its id, the digest of its secret half, and its expiry.
+pub fn secret_for(
+    domain: &str,
+    token: &Token,
+    expires: jiff::Timestamp,
+    description: &str,
+    groups: &[String],
+) -> Value {
+    use base64::Engine;
+    let encode = |text: &str| Value::String(base64::engine::general_purpose::STANDARD.encode(text));
+    let mut data = serde_json::Map::new();
+    data.insert("token-id".into(), encode(&token.id));
+    data.insert("token-secret-sha256".into(), encode(&token.secret_digest()));
+    data.insert("expiration".into(), encode(&expires.to_string()));
+    data.insert("usage-bootstrap-authentication".into(), encode("true"));
+    if !description.is_empty() {
+        data.insert("description".into(), encode(description));
+    }
+    if !groups.is_empty() {
+        data.insert("auth-extra-groups".into(), encode(&groups.join(",")));
+    }
+    json!({
+        "apiVersion": format!("fleet.{domain}/v1"),
+        "kind": "Secret",
+        "metadata": {"name": bootstrap_token_name(&token.id), "namespace": BOOTSTRAP_TOKEN_NAMESPACE},
+        "type": BOOTSTRAP_TOKEN_TYPE,
+        "data": data,
+    })
+}
+
+/// Creates a bootstrap token through the running controller; answers the token.
+pub async fn create(
+    config: &Config,
+    ttl: Duration,
+    description: &str,
+    groups: &[String],
+) -> anyhow::Result<String> {
+    for group in groups {
+        if !group.starts_with("system:bootstrappers:") {
+            bail!("--groups {group}: extra groups must start with system:bootstrappers:");
+        }
+    }
+    let read = |name: &str| {
+        let path = config.data_dir.join(name);
+        std::fs::read(&path)
+            .with_context(|| format!("cannot read {} (run `kayra-controller init` first)", path.display()))
+    };
+    let kubeconfig =
+        String::from_utf8(read("admin.kubeconfig")?).context("the admin kubeconfig is not UTF-8")?;
+    let server = kubeconfig
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("server: "))
+        .context("the admin kubeconfig names no server")?
+        .trim()
+        .to_owned();
+    let admin_token = String::from_utf8(read("admin.token")?).context("the admin token is not UTF-8")?;
+    let ca = reqwest::Certificate::from_pem(&read("pki/ca.crt")?).context("the cluster CA is not PEM")?;
+    let client = reqwest::Client::builder()
+        .tls_certs_only([ca])
+        .timeout(Duration::from_secs(30))
+        .build()
+        .context("cannot build an HTTPS client")?;
+    let token = Token::generate();
+    let expires = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::try_from(ttl).context("the TTL is out of range")?)
+        .context("the expiry is out of range")?;
+    let secret = secret_for(&config.domain, &token, expires, description, groups);
+    let url =
+        format!("{server}/apis/fleet.{}/v1/namespaces/{BOOTSTRAP_TOKEN_NAMESPACE}/secrets", config.domain);
+    let response = client
+        .post(&url)
+        .bearer_auth(admin_token.trim())
+        .json(&secret)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach the controller at {server}; is it running?"))?;
+    if !response.status().is_success() {
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        bail!(
+            "the controller refused the token ({status}): {}",
+            body["message"].as_str().unwrap_or("no message")
+        );
+    }
+    Ok(token.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ttls_are_durations_within_a_week() {
+        assert_eq!(parse_ttl("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_ttl("1h30m"), Ok(Duration::from_secs(5_400)));
+        assert!(parse_ttl("0s").is_err());
+        assert!(parse_ttl("-1h").is_err());
+        assert_eq!(parse_ttl("168h"), Ok(MAX_TTL));
+        assert!(parse_ttl("169h").is_err());
+        assert!(parse_ttl("soon").is_err());
+    }
+}
