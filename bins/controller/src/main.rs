@@ -132,7 +132,7 @@ fn main() -> ExitCode {
             Some(Command::Token(TokenCommand::Create { ttl, description, groups })) => {
                 let ttl = kayra_controller::token::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
                 let token = kayra_controller::token::create(&config, ttl, &description, &groups).await?;
-                println!("{token}");
+                print_result(&token);
                 Ok(())
             }
             None => {
@@ -149,6 +149,12 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A command's result, on stdout for scripts to capture (everything else goes to stderr).
+#[expect(clippy::print_stdout, reason = "the token is what the command outputs")]
+fn print_result(text: &str) {
+    println!("{text}");
 }
 
 fn announce(paths: &kayra_controller::Paths) {

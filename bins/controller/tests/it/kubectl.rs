@@ -384,9 +384,7 @@ fn acceptance(c: &Controller) {
     let view = manifest(
         c,
         "bob-views.yaml",
-        &format!(
-            "apiVersion: authorization.example.com/v1\nkind: RoleBinding\nmetadata:\n  name: bob-views\nsubjects:\n- kind: User\n  name: bob\nroleRef:\n  kind: ClusterRole\n  name: view\n"
-        ),
+        "apiVersion: authorization.example.com/v1\nkind: RoleBinding\nmetadata:\n  name: bob-views\nsubjects:\n- kind: User\n  name: bob\nroleRef:\n  kind: ClusterRole\n  name: view\n",
     );
     ok(c, "can-i --list", &["create", "-f", &view]);
     let bob_list =

@@ -367,7 +367,13 @@ async fn state_survives_a_restart_on_sled() {
         .json()
         .await
         .unwrap();
-    assert_eq!(namespaces["items"].as_array().unwrap().len(), 1, "default is created once");
+    let names: Vec<&str> = namespaces["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["default", "kayra-system"], "the built-in namespaces are created once");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
