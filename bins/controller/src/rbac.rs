@@ -24,7 +24,9 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
     let authorization = format!("authorization.{domain}");
     let api_version = format!("{authorization}/v1");
     let role = |name: &str, rules: Value| json!({"apiVersion": api_version, "kind": "ClusterRole", "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules});
-    let workloads = json!(["applications", "applicationsets", "services", "pods", "events"]);
+    let workloads = json!(["applications", "applicationsets", "services"]);
+    // Pods are a read-only view of Applications; events are written by the system.
+    let core = json!({"apis": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]});
     let statuses = json!(["applications/status", "applicationsets/status"]);
     let roles = vec![
         role(
@@ -45,7 +47,8 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         role(
             "admin",
             json!([
-                {"apis": ["", fleet], "resources": workloads, "verbs": ["*"]},
+                {"apis": [fleet], "resources": workloads, "verbs": ["*"]},
+                core,
                 // Not `*`: that would include `bind` and `escalate`, which lift escalation prevention.
                 {"apis": [authorization], "resources": ["roles", "rolebindings"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["*"]},
@@ -55,7 +58,8 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         role(
             "edit",
             json!([
-                {"apis": ["", fleet], "resources": workloads, "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apis": [fleet], "resources": workloads, "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                core,
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
             ]),
@@ -63,7 +67,8 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         role(
             "view",
             json!([
-                {"apis": ["", fleet], "resources": workloads, "verbs": ["get", "list", "watch"]},
+                {"apis": [fleet], "resources": workloads, "verbs": ["get", "list", "watch"]},
+                core,
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
             ]),
         ),

@@ -116,23 +116,14 @@ async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Respo
 
 async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Response, ApiError> {
     let (parts, body) = request.into_parts();
-    let target = match routes::parse(&state.scheme, parts.uri.path()) {
-        Err(PathError::NonCanonical) => {
-            return Err(ApiError::BadRequest(
-                "the request path is not canonical: empty, '.', '..' or percent-encoded segments are refused"
-                    .to_owned(),
-            ));
+    let (identity, target) = match admit(&state, parts.uri.path(), who) {
+        Ok(Some(admitted)) => admitted,
+        Ok(None) => return Ok((StatusCode::OK, "ok").into_response()),
+        Err(error) => {
+            drain(body).await;
+            return Err(error);
         }
-        Ok(Target::Health) => return Ok((StatusCode::OK, "ok").into_response()),
-        target => target,
     };
-    let identity = match who {
-        Who::Anonymous => return Err(ApiError::Unauthorized),
-        Who::Refused(_, error) => return Err(error),
-        Who::Known { identity, .. } => identity,
-    };
-    let target = target
-        .map_err(|_| ApiError::NotFound("the server could not find the requested resource".to_owned()))?;
     let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
         Ok(Ok(body)) => body,
         Ok(Err(error)) => {
@@ -210,6 +201,39 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
             handlers::serve(state.clone(), &identity, &parts.method, path, &query, &parts.headers, body).await
         }
     }
+}
+
+/// What is decided before a request's body is read: a canonical path (else 400), health
+/// (answered to anyone, as `None`), an identity (else 401 or the impersonation's refusal), and a
+/// route (else 404).
+fn admit<'a>(state: &'a ApiState, path: &str, who: Who) -> Result<Option<(Identity, Target<'a>)>, ApiError> {
+    let target = match routes::parse(&state.scheme, path) {
+        Err(PathError::NonCanonical) => {
+            return Err(ApiError::BadRequest(
+                "the request path is not canonical: empty, '.', '..' or percent-encoded segments are refused"
+                    .to_owned(),
+            ));
+        }
+        Ok(Target::Health) => return Ok(None),
+        target => target,
+    };
+    let identity = match who {
+        Who::Anonymous => return Err(ApiError::Unauthorized),
+        Who::Refused(_, error) => return Err(error),
+        Who::Known { identity, .. } => identity,
+    };
+    let target = target
+        .map_err(|_| ApiError::NotFound("the server could not find the requested resource".to_owned()))?;
+    Ok(Some((identity, target)))
+}
+
+/// Reads and drops what a refused request still sends (up to 256 KiB, for at most a second),
+/// so that its client reads the answer instead of a reset connection.
+async fn drain(body: Body) {
+    let limited = http_body_util::Limited::new(body, 256 * 1024);
+    let _ =
+        tokio::time::timeout(std::time::Duration::from_secs(1), http_body_util::BodyExt::collect(limited))
+            .await;
 }
 
 /// Who a request comes from.

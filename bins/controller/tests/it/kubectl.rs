@@ -519,6 +519,13 @@ fn credentials_are_required_on_both_listeners() {
         "an unknown path is 404 only to an authenticated caller"
     );
     assert_eq!(curl(&[&format!("{http}/healthz")]), "200");
+    // A refused request's body is read, so its client gets the answer and not a reset.
+    let body = format!("{{\"pad\":\"{}\"}}", "x".repeat(64 * 1024));
+    for _ in 0..20 {
+        let apps = format!("{}/apis/fleet.example.com/v1/namespaces/default/applications", controller.url());
+        let code = curl(&["-k", "-X", "POST", "-H", "Content-Type: application/json", "-d", &body, &apps]);
+        assert_eq!(code, "401", "an unauthenticated POST with a body");
+    }
     assert_eq!(curl(&["-k", &format!("{}/api/v1/namespaces", controller.url())]), "401");
     assert_eq!(curl(&["-k", "-H", &token, &format!("{}/api/v1/namespaces", controller.url())]), "200");
 }
