@@ -53,12 +53,13 @@ pub(crate) async fn serve(
     }
     let verb = verb(method, &path, query)?;
     // Namespaces a caller may not read are still listed to it when it holds a binding in
-    // them: the ones it may work in.
+    // them, and all of them when it may read some namespaced resource everywhere.
     let visible = match authorize(&state, identity, verb, kind, &path) {
         Ok(()) => None,
-        Err(denied) => match bound_namespaces(&state, identity, verb, kind, &path) {
-            Some(visible) => Some((visible, denied)),
-            None => return Err(denied),
+        Err(denied) => match namespace_view(&state, identity, verb, kind, &path) {
+            NamespaceView::All => None,
+            NamespaceView::Bound(visible) => Some((visible, denied)),
+            NamespaceView::Denied => return Err(denied),
         },
     };
     if kind.review {
@@ -368,20 +369,48 @@ fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'sta
 
 /// The RBAC decision for a resource request; a refusal names what was refused, as Kubernetes
 /// does.
-/// For a `list` of namespaces, or a `get` of one, that RBAC does not allow: the namespaces
-/// the caller holds a binding in.
-fn bound_namespaces(
+/// What a caller that RBAC does not let read namespaces sees of them.
+enum NamespaceView {
+    /// Every namespace (list, watch, get): it may list some namespaced resource everywhere.
+    All,
+    /// The namespaces it holds a binding in (list, get).
+    Bound(std::collections::HashSet<String>),
+    /// Nothing: not a namespace read, or a watch without the cluster-wide grant.
+    Denied,
+}
+
+fn namespace_view(
     state: &ApiState,
     identity: &Identity,
     verb: &str,
     kind: &KindInfo,
     path: &ResourcePath<'_>,
-) -> Option<std::collections::HashSet<String>> {
-    let self_service = kind.group.is_empty()
+) -> NamespaceView {
+    let namespace_read = kind.group.is_empty()
         && kind.plural == "namespaces"
         && path.subresource.is_none()
-        && matches!(verb, "list" | "get");
-    self_service.then(|| state.rbac().bound_namespaces(&crate::state::caller(identity)))
+        && matches!(verb, "list" | "get" | "watch");
+    if !namespace_read {
+        return NamespaceView::Denied;
+    }
+    let rbac = state.rbac();
+    let caller = crate::state::caller(identity);
+    let sees_all =
+        state.scheme.kinds().iter().filter(|other| other.namespaced && other.stored()).any(|other| {
+            let everywhere = kayra_authz::Action::Resource {
+                verb: "list".to_owned(),
+                api: other.group.clone(),
+                resource: other.plural.to_owned(),
+                namespace: None,
+                name: None,
+            };
+            rbac.allows(&caller, &everywhere)
+        });
+    match (sees_all, verb) {
+        (true, _) => NamespaceView::All,
+        (false, "watch") => NamespaceView::Denied,
+        (false, _) => NamespaceView::Bound(rbac.bound_namespaces(&caller)),
+    }
 }
 
 fn authorize(

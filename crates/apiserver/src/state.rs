@@ -142,7 +142,7 @@ struct WriterAdmission {
 }
 
 impl Admission for WriterAdmission {
-    fn admit(&self, resource: &Resource, object: &Object, _old: Option<&Object>) -> Result<(), String> {
+    fn admit(&self, resource: &Resource, object: &Object, old: Option<&Object>) -> Result<(), String> {
         let namespace = Some(kayra_registry::meta_str(object, "namespace")).filter(|_| resource.namespaced);
         let write = kayra_authz::Write {
             api: &resource.group,
@@ -150,6 +150,7 @@ impl Admission for WriterAdmission {
             namespace,
             name: kayra_registry::meta_str(object, "name"),
             object,
+            old,
         };
         kayra_authz::Admission { rbac: &self.rbac, caller: &self.caller, domain: &self.domain }.admit(&write)
     }

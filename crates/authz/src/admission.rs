@@ -10,6 +10,14 @@ use crate::{Action, Caller, Rbac, rule_allows};
 /// The group of node identities (`system:node:<name>`).
 pub const NODES: &str = "system:nodes";
 
+/// The most single permissions (verb × group × resource × name, or verb × URL) a role written
+/// by someone who may not `escalate` may spell out; checking more would let one write cost
+/// unbounded work.
+pub const MAX_GRANTED: usize = 10_000;
+
+/// The most distinct Secrets and Services one workload may name.
+pub const MAX_REFERENCES: usize = 256;
+
 /// A write the admission decides on: the resource written, and the object as it would be
 /// stored.
 #[derive(Debug, Clone, Copy)]
@@ -24,6 +32,8 @@ pub struct Write<'a> {
     pub name: &'a str,
     /// The object.
     pub object: &'a Map<String, Value>,
+    /// What it replaces, on update.
+    pub old: Option<&'a Map<String, Value>>,
 }
 
 /// Decides writes for one caller over one RBAC snapshot. `domain` is the deployment's domain:
@@ -54,7 +64,7 @@ impl Admission<'_> {
                 self.bind(write, &authorization, &role_ref)
             }
             (api, "applications" | "applicationsets") if api == fleet => self.references(write, &fleet),
-            ("", "nodes") => self.own_node(write.name),
+            ("", "nodes") => self.own_node(write),
             _ => Ok(()),
         }
     }
@@ -109,6 +119,13 @@ impl Admission<'_> {
         if self.caller.is_master() {
             return Ok(());
         }
+        let granted: usize = rules.iter().map(count).fold(0, usize::saturating_add);
+        if granted > MAX_GRANTED {
+            return Err(format!(
+                "user \"{}\" may not write a grant of {granted} permissions (more than {MAX_GRANTED}) without the escalate verb",
+                self.caller.user
+            ));
+        }
         let held = self.rbac.rules_for(self.caller, namespace);
         let missing: Vec<String> = rules
             .iter()
@@ -119,11 +136,14 @@ impl Admission<'_> {
         if missing.is_empty() {
             return Ok(());
         }
+        const SHOWN: usize = 10;
+        let mut listed = missing.iter().take(SHOWN).cloned().collect::<Vec<_>>().join("; ");
+        if missing.len() > SHOWN {
+            listed.push_str(&format!("; and {} more", missing.len() - SHOWN));
+        }
         Err(format!(
-            "user \"{}\" (groups={:?}) is attempting to grant RBAC permissions not currently held: {}",
-            self.caller.user,
-            self.caller.groups,
-            missing.join("; ")
+            "user \"{}\" (groups={:?}) is attempting to grant RBAC permissions not currently held: {listed}",
+            self.caller.user, self.caller.groups,
         ))
     }
 
@@ -133,6 +153,11 @@ impl Admission<'_> {
         let mut named = Vec::new();
         if let Some(spec) = write.object.get("spec") {
             collect_references(spec, &mut named);
+        }
+        named.sort_unstable();
+        named.dedup();
+        if named.len() > MAX_REFERENCES {
+            return Err(format!("a workload may name at most {MAX_REFERENCES} Secrets and Services"));
         }
         for (resource, name) in named {
             let get = Action::Resource {
@@ -152,14 +177,34 @@ impl Admission<'_> {
         Ok(())
     }
 
-    /// A node identity writes only the Node of its own name.
-    fn own_node(&self, name: &str) -> Result<(), String> {
-        match self.caller.node_name() {
-            Some(own) if own != name => {
-                Err(format!("node \"{own}\" may not write node \"{name}\", only its own Node object"))
-            }
-            _ => Ok(()),
+    /// A node identity writes only the Node of its own name, and never its spec or labels
+    /// (what scheduling reads): none on create, the stored ones on update.
+    fn own_node(&self, write: &Write<'_>) -> Result<(), String> {
+        let Some(own) = self.caller.node_name() else { return Ok(()) };
+        if own != write.name {
+            return Err(format!(
+                "node \"{own}\" may not write node \"{}\", only its own Node object",
+                write.name
+            ));
         }
+        for (path, what) in [(&["spec"][..], "spec"), (&["metadata", "labels"][..], "labels")] {
+            if part(Some(write.object), path) != part(write.old, path) {
+                return Err(format!("node \"{own}\" may not set its own {what}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The value at `path` in `object`; absent, null and empty are all the empty object.
+fn part(object: Option<&Map<String, Value>>, path: &[&str]) -> Value {
+    let mut value = object.and_then(|object| object.get(path[0]));
+    for key in &path[1..] {
+        value = value.and_then(|value| value.get(key));
+    }
+    match value {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(value) => value.clone(),
     }
 }
 
@@ -218,6 +263,18 @@ fn atoms(rule: &PolicyRule) -> Vec<Action> {
         }
     }
     atoms
+}
+
+/// How many single permissions a rule grants (what [`atoms`] would list).
+fn count(rule: &PolicyRule) -> usize {
+    let names = rule.resource_names.len().max(1);
+    let per_verb = rule
+        .apis
+        .len()
+        .saturating_mul(rule.resources.len())
+        .saturating_mul(names)
+        .saturating_add(rule.non_resource_urls.len());
+    rule.verbs.len().saturating_mul(per_verb)
 }
 
 fn describe(atom: &Action) -> String {

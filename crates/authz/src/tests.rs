@@ -320,7 +320,7 @@ fn write<'a>(
         "applications" | "applicationsets" => FLEET,
         _ => "authorization.example.com",
     };
-    Write { api, resource, namespace, name, object }
+    Write { api, resource, namespace, name, object, old: None }
 }
 
 #[test]
@@ -385,6 +385,18 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
         ("frank", write("clusterrolebindings", None, "b", &everything), false, "bind granted in a only"),
         ("root", write("clusterrolebindings", None, "b", &everything), true, "masters"),
     ];
+    let names: Vec<String> = (0..200).map(|i| format!("n{i}")).collect();
+    let huge = role(
+        serde_json::json!([{"apis": [FLEET], "resources": ["applications"], "resourceNames": names, "verbs": ["get", "list", "watch", "update", "patch", "delete", "create", "deletecollection"]}, {"apis": [FLEET, "other"], "resources": (0..30).map(|i| format!("r{i}")).collect::<Vec<_>>(), "resourceNames": (0..200).map(|i| format!("n{i}")).collect::<Vec<_>>(), "verbs": ["get"]}]),
+    );
+    let admission = Admission { rbac: &rbac, caller: &caller("alice", &[]), domain: "example.com" };
+    let refused = admission.admit(&write("roles", Some("a"), "r", &huge)).unwrap_err();
+    assert!(refused.contains("more than 10000"), "{refused}");
+    let big = role(
+        serde_json::json!([{"apis": [FLEET], "resources": (0..100).map(|i| format!("r{i}")).collect::<Vec<_>>(), "verbs": ["get"]}]),
+    );
+    let refused = admission.admit(&write("roles", Some("a"), "r", &big)).unwrap_err();
+    assert!(refused.len() < 2000 && refused.ends_with("and 90 more"), "the refusal names a few: {refused}");
     for (user, write, expected, why) in cases {
         let groups: &[&str] = if user == "root" { &["system:masters"] } else { &[] };
         let caller = caller(user, groups);
@@ -422,6 +434,22 @@ fn workloads_refer_only_to_what_their_writer_may_read() {
         admission.admit(&write("applicationsets", Some("a"), "s", &set)).is_err(),
         "inside a set's components"
     );
+    let many: Vec<serde_json::Value> = (0..300)
+        .map(|i| serde_json::json!({"name": format!("V{i}"), "secretRef": {"name": format!("s{i}"), "key": "k"}}))
+        .collect();
+    let refused = admission
+        .admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {"env": many}})))
+        .unwrap_err();
+    assert!(refused.contains("at most"), "{refused}");
+    let repeated: Vec<serde_json::Value> = (0..300)
+        .map(|i| serde_json::json!({"name": format!("V{i}"), "secretRef": {"name": "db", "key": "k"}}))
+        .collect();
+    assert!(
+        admission
+            .admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {"env": repeated}})))
+            .is_ok(),
+        "one Secret named many times"
+    );
     let bob = caller("bob", &["readers"]);
     let admission = Admission { rbac: &rbac, caller: &bob, domain: "example.com" };
     assert!(
@@ -441,6 +469,24 @@ fn a_node_writes_only_its_own_node() {
     let object = serde_json::json!({});
     assert!(admission.admit(&write("nodes", None, "n1", &object)).is_ok());
     assert!(admission.admit(&write("nodes", None, "n2", &object)).is_err());
+    let labelled = serde_json::json!({"metadata": {"labels": {"gpu": "yes"}}});
+    assert!(
+        admission.admit(&write("nodes", None, "n1", &labelled)).is_err(),
+        "no labels of its own choosing"
+    );
+    let schedulable = serde_json::json!({"spec": {"unschedulable": false}});
+    let cordoned =
+        serde_json::json!({"spec": {"unschedulable": true}, "metadata": {"labels": {"zone": "a"}}});
+    let update = |new: &serde_json::Value, old: &serde_json::Value| {
+        let mut write = write("nodes", None, "n1", new);
+        write.old = old.as_object();
+        admission.admit(&write)
+    };
+    assert!(update(&schedulable, &cordoned).is_err(), "a node may not uncordon itself");
+    assert!(update(&cordoned, &cordoned).is_ok(), "spec and labels as stored");
+    let admin = caller("root", &["system:masters"]);
+    let by_admin = Admission { rbac: &rbac, caller: &admin, domain: "example.com" };
+    assert!(by_admin.admit(&write("nodes", None, "n2", &labelled)).is_ok());
     let mut rbac = rbac;
     rbac.add_cluster_role(ClusterRole {
         metadata: meta(None, "nodes"),

@@ -329,6 +329,25 @@ async fn callers_list_the_namespaces_they_hold_a_binding_in() {
     let everything = world.admin().get(format!("{}/api/v1/namespaces", world.url)).send().await.unwrap();
     let everything: Value = everything.json().await.unwrap();
     assert!(everything["items"].as_array().unwrap().len() >= 3, "a cluster-wide grant sees every namespace");
+
+    world.server.add_token("viewer-token", "viewer", "");
+    let view = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "viewer-views"},
+                      "subjects": [{"kind": "User", "name": "viewer"}], "roleRef": {"kind": "ClusterRole", "name": "view"}});
+    world.admin().post(format!("{}{RBAC}/clusterrolebindings", world.url)).json(&view).send().await.unwrap();
+    let watch = eventually(StatusCode::OK, || {
+        world.as_user("viewer-token", reqwest::Method::GET, "/api/v1/namespaces?watch=true&timeoutSeconds=1")
+    })
+    .await;
+    assert_eq!(watch, StatusCode::OK, "reading applications everywhere is reading every namespace");
+    let listed: Value = world
+        .as_user("viewer-token", reqwest::Method::GET, "/api/v1/namespaces")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["items"].as_array().unwrap().len(), everything["items"].as_array().unwrap().len());
 }
 
 #[tokio::test]
