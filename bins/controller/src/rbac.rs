@@ -58,9 +58,9 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         role(
             "edit",
             json!([
-                {"apis": [fleet], "resources": workloads, "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apis": [fleet], "resources": workloads, "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 core,
-                {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
             ]),
         ),

@@ -18,7 +18,11 @@ use crate::table::{AGE, Column, NAME, field_of_typed_entry, text, text_or_none};
 use crate::validation::{FieldError, is_dns_label, is_dns_subdomain};
 
 /// Every verb a fully served resource answers.
-pub const ALL_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+pub const ALL_VERBS: &[&str] =
+    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+/// What may be done with namespaces: everything but deleting them all at once.
+pub const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
@@ -325,7 +329,7 @@ impl Scheme {
                     priority: 0,
                     cell: |o, _| Value::String(text(o, "status.phase")),
                 }],
-                verbs: ALL_VERBS,
+                verbs: NAMESPACE_VERBS,
                 builtin: true,
                 view_of: None,
                 create_keeps_status: false,

@@ -165,6 +165,36 @@ pub(crate) async fn serve(
             };
             Ok(json_response(code, &Value::Object(object), &[]))
         }
+        "deletecollection" if kind.group.is_empty() && kind.plural == "namespaces" => {
+            Err(ApiError::MethodNotAllowed)
+        }
+        "deletecollection" => {
+            let options = delete_options(query, &body)?;
+            let selection = ListOptions {
+                label_selector: query.get("labelSelector").cloned(),
+                field_selector: query.get("fieldSelector").cloned(),
+                ..ListOptions::default()
+            };
+            let list = registry.list(resource, namespace, &selection).await?;
+            let mut deleted = Vec::with_capacity(list.items.len());
+            for item in list.items {
+                let item_namespace =
+                    Some(kayra_registry::meta_str(&item, "namespace")).filter(|n| !n.is_empty());
+                let name = kayra_registry::meta_str(&item, "name").to_owned();
+                match registry.delete(resource, item_namespace, &name, &options).await {
+                    Ok(Deleted::Gone(object) | Deleted::Pending(object)) => {
+                        deleted.push(Value::Object(object))
+                    }
+                    Err(RegistryError::NotFound { .. }) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+            let body = json!({
+                "apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind),
+                "metadata": {"resourceVersion": list.resource_version}, "items": deleted,
+            });
+            Ok(json_response(StatusCode::OK, &body, &[]))
+        }
         _ => Err(ApiError::MethodNotAllowed),
     }
 }
@@ -359,6 +389,7 @@ fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'sta
         (&Method::PUT, true) => "update",
         (&Method::PATCH, true) => "patch",
         (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
         _ => return Err(ApiError::MethodNotAllowed),
     };
     if path.subresource.is_some() && !matches!(verb, "get" | "update" | "patch") {

@@ -139,7 +139,7 @@ fn cases() -> Vec<Case> {
     }
     for resource in ["applications", "services"] {
         for namespace in [Some("a"), Some("b"), None] {
-            for verb in ["list", "watch", "create"] {
+            for verb in ["list", "watch", "create", "deletecollection"] {
                 if verb == "create" && namespace.is_none() {
                     continue;
                 }
@@ -203,7 +203,7 @@ fn request(
             .request(Method::PATCH, path)
             .header("Content-Type", "application/merge-patch+json")
             .body(r#"{"metadata":{"labels":{"patched":"yes"}}}"#),
-        "delete" => client.delete(path),
+        "delete" | "deletecollection" => client.delete(path),
         other => unreachable!("no request for {other}"),
     };
     builder.bearer_auth(token)

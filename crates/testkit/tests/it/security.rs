@@ -433,3 +433,40 @@ async fn method_override_headers_are_ignored() {
     let still = world.admin().get(format!("{}{path}/kept", world.url)).send().await.unwrap();
     assert_eq!(still.status(), StatusCode::OK, "nothing was deleted");
 }
+
+#[tokio::test]
+async fn deletecollection_deletes_what_the_selector_matches() {
+    let world = World::start().await;
+    let path = "/apis/fleet.example.com/v1/namespaces/a/applications";
+    for (name, tier) in [("web-1", "web"), ("web-2", "web"), ("db", "db")] {
+        let app = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": name, "labels": {"tier": tier}}, "spec": {"command": ["/bin/true"]}});
+        world.admin().post(format!("{}{path}", world.url)).json(&app).send().await.unwrap();
+    }
+    world.server.add_token("reader-token", "reader", "");
+    world.bind("a", "reader-views", "User", "reader", "ClusterRole", "view").await;
+    let refused = eventually(StatusCode::FORBIDDEN, || {
+        world.as_user("reader-token", reqwest::Method::DELETE, &format!("{path}?labelSelector=tier%3Dweb"))
+    })
+    .await;
+    assert_eq!(refused, StatusCode::FORBIDDEN, "view grants no deletecollection");
+    let (code, body) = status_of(
+        world
+            .as_user("alice-token", reqwest::Method::DELETE, &format!("{path}?labelSelector=tier%3Dweb"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["kind"], "ApplicationList");
+    let deleted: Vec<&str> =
+        body["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(deleted, ["web-1", "web-2"]);
+    let left: Value =
+        world.admin().get(format!("{}{path}", world.url)).send().await.unwrap().json().await.unwrap();
+    let left: Vec<&str> =
+        left["items"].as_array().unwrap().iter().map(|i| i["metadata"]["name"].as_str().unwrap()).collect();
+    assert_eq!(left, ["db"]);
+    let namespaces = world.admin().delete(format!("{}/api/v1/namespaces", world.url)).send().await.unwrap();
+    assert_eq!(namespaces.status(), StatusCode::METHOD_NOT_ALLOWED, "namespaces are deleted one at a time");
+}
