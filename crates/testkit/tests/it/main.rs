@@ -146,8 +146,13 @@ async fn errors_are_statuses_with_the_kubernetes_reason() {
     )
     .await;
     assert_eq!(code, StatusCode::OK, "non-ASCII selectors are fine");
-    let collection_delete = admin.delete(format!("{url}/api/v1/namespaces/default/pods")).send().await.unwrap();
-    assert_eq!(status_of(collection_delete).await.0, StatusCode::METHOD_NOT_ALLOWED, "pods are a read-only view");
+    let collection_delete =
+        admin.delete(format!("{url}/api/v1/namespaces/default/pods")).send().await.unwrap();
+    assert_eq!(
+        status_of(collection_delete).await.0,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "pods are a read-only view"
+    );
     let not_json = admin
         .post(format!("{url}{APPS}"))
         .header("Content-Type", "application/json")
