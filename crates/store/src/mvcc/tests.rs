@@ -162,6 +162,8 @@ fn record_keys_sort_by_revision() {
 struct GatedBackend {
     inner: MemoryBackend,
     gate: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+    /// Flushes begun (waiting at the gate or done).
+    begun: std::sync::atomic::AtomicUsize,
     flushes: std::sync::atomic::AtomicUsize,
 }
 
@@ -181,6 +183,7 @@ impl Backend for GatedBackend {
         self.inner.apply(batch)
     }
     fn flush(&self) -> Result<(), StoreError> {
+        self.begun.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _ = self.gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
         self.flushes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -195,6 +198,7 @@ fn gated() -> (Arc<GatedBackend>, std::sync::mpsc::Sender<()>) {
     let backend = Arc::new(GatedBackend {
         inner: MemoryBackend::default(),
         gate: std::sync::Mutex::new(gate),
+        begun: std::sync::atomic::AtomicUsize::new(0),
         flushes: std::sync::atomic::AtomicUsize::new(0),
     });
     (backend, open)
@@ -235,7 +239,7 @@ async fn a_write_whose_writer_went_away_still_becomes_durable_and_visible() {
         let store = store.clone();
         tokio::spawn(async move { store.put("a", b"1".to_vec()).await })
     };
-    while store.revision().await.unwrap() < 1 {
+    while backend.begun.load(std::sync::atomic::Ordering::SeqCst) < 1 {
         tokio::task::yield_now().await;
     }
     // The second write is applied while the first flush is under way; then its writer goes.
