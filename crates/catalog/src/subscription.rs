@@ -1,0 +1,170 @@
+//! Subscription: a namespace's use of a registered API, and how far its reconciliation got.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ApiRegistration;
+
+/// A namespace's subscription to an API; named after the API, one per namespace and API.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Subscription {
+    /// The registration's name.
+    pub api: String,
+    /// Whether the namespace wants to be reconciled.
+    pub active: bool,
+    /// The namespace, from the request path.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// What the reconciler last did.
+    #[serde(flatten)]
+    pub status: SubscriptionState,
+}
+
+/// How far a subscription's reconciliation got.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SubscriptionState {
+    /// `pending` (never reconciled), `success` or `error`.
+    pub state: String,
+    /// The build the namespace is reconciled to.
+    pub current_sync_id: String,
+    /// The build it should be reconciled to.
+    pub expected_sync_id: String,
+    /// Why the last attempt failed, or what it did.
+    pub message: String,
+    /// When the last attempt ended (RFC 3339), empty before the first.
+    pub last_attempt: String,
+}
+
+impl Subscription {
+    /// A new subscription of `namespace` to `api`, not yet reconciled.
+    pub fn new(namespace: &str, api: &str, active: bool) -> Subscription {
+        Subscription {
+            api: api.to_owned(),
+            active,
+            namespace: namespace.to_owned(),
+            status: SubscriptionState { state: "pending".to_owned(), ..SubscriptionState::default() },
+        }
+    }
+
+    /// Whether the subscription still waits for its first reconciliation.
+    pub fn awaiting_activation(&self) -> bool {
+        self.status.last_attempt.is_empty() && self.status.current_sync_id.is_empty()
+    }
+
+    /// Whether it is reconciled to `registration`'s build.
+    pub fn synced(&self, registration: &ApiRegistration) -> bool {
+        !registration.sync_id.is_empty() && self.status.current_sync_id == registration.sync_id
+    }
+}
+
+/// `GET .../apiregistrations/<name>/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RegistrationStatus {
+    /// The registration.
+    pub name: String,
+    /// Its build.
+    pub sync_id: String,
+    /// Every active subscription that has been reconciled at least once.
+    pub subscriptions: Vec<SubscriptionSync>,
+    /// While a canary rollout is pending: its namespaces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canary_namespaces: Vec<String>,
+}
+
+/// One subscription's sync state in a [`RegistrationStatus`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionSync {
+    /// The subscriber.
+    pub namespace: String,
+    /// `success` or `error`.
+    pub state: String,
+    /// The build it is reconciled to.
+    pub current_sync_id: String,
+    /// Whether that is the registration's.
+    pub synced: bool,
+}
+
+/// The sync status of `registration` over its subscriptions (any order in, namespaces in
+/// order out); inactive ones and those awaiting their first reconciliation are left out.
+pub fn status(registration: &ApiRegistration, subscriptions: &[Subscription]) -> RegistrationStatus {
+    let mut reported: Vec<SubscriptionSync> = subscriptions
+        .iter()
+        .filter(|s| s.api == registration.name && s.active && !s.awaiting_activation())
+        .map(|s| SubscriptionSync {
+            namespace: s.namespace.clone(),
+            state: s.status.state.clone(),
+            current_sync_id: s.status.current_sync_id.clone(),
+            synced: s.synced(registration),
+        })
+        .collect();
+    reported.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    RegistrationStatus {
+        name: registration.name.clone(),
+        sync_id: registration.sync_id.clone(),
+        subscriptions: reported,
+        canary_namespaces: registration.canary_namespaces.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_status_reports_active_subscriptions_once_reconciled() {
+        let registration = ApiRegistration {
+            name: "compute.example.com".into(),
+            sync_id: "f872573b-8ad8-9dd5-79f0-234fcb41517e".into(),
+            ..ApiRegistration::default()
+        };
+        let reconciled = |namespace: &str, current: &str| {
+            let mut subscription = Subscription::new(namespace, "compute.example.com", true);
+            subscription.status = SubscriptionState {
+                state: "success".into(),
+                current_sync_id: current.into(),
+                expected_sync_id: registration.sync_id.clone(),
+                message: String::new(),
+                last_attempt: "2026-11-30T12:00:00Z".into(),
+            };
+            subscription
+        };
+        let mut inactive = reconciled("old", "old-build");
+        inactive.active = false;
+        let subscriptions = [
+            reconciled("sre", "f872573b-8ad8-9dd5-79f0-234fcb41517e"),
+            Subscription::new("new", "compute.example.com", true),
+            inactive,
+            reconciled("apps", "old-build"),
+        ];
+        let status = status(&registration, &subscriptions);
+        assert_eq!(
+            serde_json::to_value(&status).unwrap(),
+            json!({
+                "name": "compute.example.com",
+                "sync_id": "f872573b-8ad8-9dd5-79f0-234fcb41517e",
+                "subscriptions": [
+                    {"namespace": "apps", "state": "success", "current_sync_id": "old-build", "synced": false},
+                    {"namespace": "sre", "state": "success", "current_sync_id": "f872573b-8ad8-9dd5-79f0-234fcb41517e", "synced": true},
+                ]
+            })
+        );
+        let canary = ApiRegistration { canary_namespaces: vec!["sre".into()], ..registration.clone() };
+        assert_eq!(
+            serde_json::to_value(self::status(&canary, &subscriptions)).unwrap()["canary_namespaces"],
+            json!(["sre"])
+        );
+    }
+
+    #[test]
+    fn subscriptions_read_the_documented_body() {
+        let subscription: Subscription =
+            serde_json::from_str(r#"{"api": "compute.example.com", "active": true}"#).unwrap();
+        assert!(subscription.active && subscription.awaiting_activation());
+        let written = serde_json::to_value(Subscription::new("sre", "compute.example.com", true)).unwrap();
+        assert_eq!(written["state"], "pending");
+        assert_eq!(written["current_sync_id"], "");
+    }
+}
