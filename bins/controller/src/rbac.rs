@@ -40,7 +40,8 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             "sysadmin",
             json!([
                 {"apis": [""], "resources": ["namespaces", "namespaces/status", "nodes", "nodes/status"], "verbs": ["*"]},
-                {"apis": [authorization], "resources": ["*"], "verbs": ["*"]},
+                // Not `*`: `bind` and `escalate` would let a sysadmin grant itself more.
+                {"apis": [authorization], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": ["certificatesigningrequests", "certificatesigningrequests/status"], "verbs": ["*"]},
             ]),
         ),
@@ -180,9 +181,18 @@ pub(crate) async fn ensure_bootstrap(state: &ApiState) -> Result<(), RegistryErr
     Ok(())
 }
 
+/// Every object of a resource, page after page.
 async fn all(state: &ApiState, resource: &Resource) -> Result<Vec<Value>, RegistryError> {
-    let list = state.registry().list(resource, None, &ListOptions::default()).await?;
-    Ok(list.items.into_iter().map(Value::Object).collect())
+    let mut objects = Vec::new();
+    let mut options = ListOptions::default();
+    loop {
+        let page = state.registry().list(resource, None, &options).await?;
+        objects.extend(page.items.into_iter().map(Value::Object));
+        match page.continue_token {
+            Some(token) => options.continue_token = Some(token),
+            None => return Ok(objects),
+        }
+    }
 }
 
 /// Reads every role, binding and namespace into a fresh index.

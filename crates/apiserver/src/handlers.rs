@@ -88,11 +88,19 @@ pub(crate) async fn serve(
                 resource_version: query.get("resourceVersion").cloned(),
                 resource_version_match: query.get("resourceVersionMatch").cloned(),
             };
-            let mut list = registry.list(resource, namespace, &options).await?;
-            if let Some((visible, _)) = &visible {
-                list.items.retain(|item| visible.contains(kayra_registry::meta_str(item, "name")));
-                list.remaining_item_count = None;
-            }
+            let list = match &visible {
+                None => registry.list(resource, namespace, &options).await?,
+                // Only the visible namespaces, all in one page: a continue token would carry
+                // the name of the last namespace read, visible or not.
+                Some((visible, _)) => {
+                    let everything = ListOptions { limit: None, continue_token: None, ..options.clone() };
+                    let mut list = registry.list(resource, namespace, &everything).await?;
+                    list.items.retain(|item| visible.contains(kayra_registry::meta_str(item, "name")));
+                    list.continue_token = None;
+                    list.remaining_item_count = None;
+                    list
+                }
+            };
             let mut metadata = json!({"resourceVersion": list.resource_version});
             if let Some(token) = &list.continue_token {
                 metadata["continue"] = json!(token);
@@ -175,9 +183,18 @@ pub(crate) async fn serve(
                 field_selector: query.get("fieldSelector").cloned(),
                 ..ListOptions::default()
             };
-            let list = registry.list(resource, namespace, &selection).await?;
-            let mut deleted = Vec::with_capacity(list.items.len());
-            for item in list.items {
+            let mut items = Vec::new();
+            let mut selection = selection;
+            let resource_version = loop {
+                let page = registry.list(resource, namespace, &selection).await?;
+                items.extend(page.items);
+                match page.continue_token {
+                    Some(token) => selection.continue_token = Some(token),
+                    None => break page.resource_version,
+                }
+            };
+            let mut deleted = Vec::with_capacity(items.len());
+            for item in items {
                 let item_namespace =
                     Some(kayra_registry::meta_str(&item, "namespace")).filter(|n| !n.is_empty());
                 let name = kayra_registry::meta_str(&item, "name").to_owned();
@@ -191,7 +208,7 @@ pub(crate) async fn serve(
             }
             let body = json!({
                 "apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind),
-                "metadata": {"resourceVersion": list.resource_version}, "items": deleted,
+                "metadata": {"resourceVersion": resource_version}, "items": deleted,
             });
             Ok(json_response(StatusCode::OK, &body, &[]))
         }

@@ -100,7 +100,8 @@ impl ApiState {
         let object =
             self.registry.get(self.resource(kind), Some(BOOTSTRAP_TOKEN_NAMESPACE), &name).await.ok()?;
         let secret: Secret = serde_json::from_value(Value::Object(object)).ok()?;
-        if secret.type_.as_deref() != Some(BOOTSTRAP_TOKEN_TYPE) {
+        let for_authentication = secret.text("usage-bootstrap-authentication").as_deref() == Some("true");
+        if secret.type_.as_deref() != Some(BOOTSTRAP_TOKEN_TYPE) || !for_authentication {
             return None;
         }
         let expires: jiff::Timestamp = secret.text("expiration")?.parse().ok()?;

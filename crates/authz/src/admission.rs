@@ -5,7 +5,7 @@
 use kayra_api::kinds::rbac::{PolicyRule, RoleRef};
 use serde_json::{Map, Value};
 
-use crate::{Action, Caller, Rbac, rule_allows};
+use crate::{Action, Caller, Rbac, has, rule_allows};
 
 /// The group of node identities (`system:node:<name>`).
 pub const NODES: &str = "system:nodes";
@@ -14,6 +14,10 @@ pub const NODES: &str = "system:nodes";
 /// by someone who may not `escalate` may spell out; checking more would let one write cost
 /// unbounded work.
 pub const MAX_GRANTED: usize = 10_000;
+
+/// The most comparisons (permissions to grant × entries of the rules the writer holds) one
+/// escalation check may make; beyond it the write is refused rather than checked.
+pub const MAX_CHECK_WORK: usize = 20_000_000;
 
 /// The most distinct Secrets and Services one workload may name.
 pub const MAX_REFERENCES: usize = 256;
@@ -127,10 +131,17 @@ impl Admission<'_> {
             ));
         }
         let held = self.rbac.rules_for(self.caller, namespace);
+        let held_size = held.iter().map(size).fold(0, usize::saturating_add);
+        if granted.saturating_mul(held_size) > MAX_CHECK_WORK {
+            return Err(format!(
+                "user \"{}\" holds too many rules ({held_size} entries) to check a grant of {granted} permissions against; write it as someone who may escalate",
+                self.caller.user
+            ));
+        }
         let missing: Vec<String> = rules
             .iter()
             .flat_map(atoms)
-            .filter(|atom| !held.iter().any(|rule| rule_allows(rule, atom)))
+            .filter(|atom| !held.iter().any(|rule| covers(rule, atom)))
             .map(|atom| describe(&atom))
             .collect();
         if missing.is_empty() {
@@ -263,6 +274,31 @@ fn atoms(rule: &PolicyRule) -> Vec<Action> {
         }
     }
     atoms
+}
+
+/// Whether a held rule covers one permission a role would grant: as a request would be
+/// decided, except that a wildcard resource in the permission (`*`, `*/status`, `apps/*`) is
+/// covered only by `*` or the same wildcard.
+fn covers(rule: &PolicyRule, atom: &Action) -> bool {
+    match atom {
+        Action::Resource { verb, api, resource, name, .. } if resource.contains('*') => {
+            has(&rule.verbs, verb)
+                && has(&rule.apis, api)
+                && rule.resources.iter().any(|held| held == "*" || held == resource)
+                && (rule.resource_names.is_empty()
+                    || name.as_ref().is_some_and(|n| rule.resource_names.contains(n)))
+        }
+        _ => rule_allows(rule, atom),
+    }
+}
+
+/// How many entries a rule has: what checking a permission against it costs.
+fn size(rule: &PolicyRule) -> usize {
+    [&rule.verbs, &rule.apis, &rule.resources, &rule.resource_names, &rule.non_resource_urls]
+        .iter()
+        .map(|list| list.len())
+        .sum::<usize>()
+        .max(1)
 }
 
 /// How many single permissions a rule grants (what [`atoms`] would list).

@@ -251,7 +251,7 @@ impl Caller {
     }
 }
 
-fn has(list: &[String], value: &str) -> bool {
+pub(crate) fn has(list: &[String], value: &str) -> bool {
     list.iter().any(|item| item == "*" || item == value)
 }
 

@@ -397,6 +397,58 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
     );
     let refused = admission.admit(&write("roles", Some("a"), "r", &big)).unwrap_err();
     assert!(refused.len() < 2000 && refused.ends_with("and 90 more"), "the refusal names a few: {refused}");
+    // A held `*/*` decides no request, so it covers no wildcard grant either.
+    let mut odd = rbac.clone();
+    odd.add_cluster_role(ClusterRole {
+        metadata: meta(None, "odd"),
+        rules: vec![rule(&[FLEET], &["*/*"], &[], &["get"])],
+        ..ClusterRole::default()
+    });
+    odd.add_binding(RoleBinding {
+        metadata: meta(Some("a"), "odd"),
+        subjects: vec![subject("User", "olga", None)],
+        role_ref: role_ref("ClusterRole", "odd"),
+        ..RoleBinding::default()
+    });
+    let olga = caller("olga", &[]);
+    let admission = Admission { rbac: &odd, caller: &olga, domain: "example.com" };
+    assert!(!odd.allows(&olga, &on("get", FLEET, "applications/status", Some("a"), Some("x"))));
+    for granted in ["*/status", "applications/*", "*"] {
+        let wider = role(serde_json::json!([{"apis": [FLEET], "resources": [granted], "verbs": ["get"]}]));
+        assert!(
+            admission.admit(&write("roles", Some("a"), "r", &wider)).is_err(),
+            "{granted} is not covered by */*"
+        );
+    }
+    // A writer holding huge rules cannot make one check cost unbounded work.
+    let mut heavy = rbac.clone();
+    for i in 0..50 {
+        let resources: Vec<String> = (0..10_000).map(|j| format!("r{j}")).collect();
+        let resources: Vec<&str> = resources.iter().map(String::as_str).collect();
+        heavy.add_role(Role {
+            metadata: meta(Some("a"), &format!("big-{i}")),
+            rules: vec![rule(&[FLEET], &resources, &[], &["get"])],
+            ..Role::default()
+        });
+        heavy.add_binding(RoleBinding {
+            metadata: meta(Some("a"), &format!("big-{i}")),
+            subjects: vec![subject("User", "hank", None)],
+            role_ref: role_ref("Role", &format!("big-{i}")),
+            ..RoleBinding::default()
+        });
+    }
+    let hank = caller("hank", &[]);
+    let admission = Admission { rbac: &heavy, caller: &hank, domain: "example.com" };
+    let many: Vec<String> = (0..9_000).map(|j| format!("x{j}")).collect();
+    let refused = admission
+        .admit(&write(
+            "roles",
+            Some("a"),
+            "r",
+            &role(serde_json::json!([{"apis": [FLEET], "resources": many, "verbs": ["get"]}])),
+        ))
+        .unwrap_err();
+    assert!(refused.contains("too many rules"), "{refused}");
     for (user, write, expected, why) in cases {
         let groups: &[&str] = if user == "root" { &["system:masters"] } else { &[] };
         let caller = caller(user, groups);

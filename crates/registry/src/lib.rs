@@ -370,6 +370,35 @@ impl Registry {
         Ok(outcome)
     }
 
+    /// The lease an updated object lives on: the one it has while its expiry stays, a new one
+    /// when its expiry moves, none when it no longer expires. Answers the lease and, when one was
+    /// granted here, its id (to give back if the write loses a race).
+    async fn lease_for_update(
+        &self,
+        resource: &Resource,
+        old: &Object,
+        object: &Object,
+        current: Option<kayra_store::LeaseId>,
+    ) -> Result<(Option<kayra_store::LeaseId>, Option<kayra_store::LeaseId>), RegistryError> {
+        let Some(expires) = resource.strategy.expires_at(object) else { return Ok((None, None)) };
+        if current.is_some() && resource.strategy.expires_at(old) == Some(expires) {
+            return Ok((current, None));
+        }
+        let ttl = expires.duration_since(self.clock.now()).map_err(|_| {
+            invalid(
+                resource,
+                object,
+                vec![FieldError::invalid(
+                    "metadata",
+                    "<expiration>",
+                    "the object would expire before it is written",
+                )],
+            )
+        })?;
+        let lease = self.store.grant_lease(ttl.max(std::time::Duration::from_secs(1))).await?;
+        Ok((Some(lease.id), Some(lease.id)))
+    }
+
     /// A namespace that does not exist, or is being deleted, takes no new objects.
     async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), RegistryError> {
         let key = format!("{}core/namespaces/{namespace}", self.root);
@@ -577,12 +606,16 @@ impl Registry {
             if object == old {
                 return Ok(old);
             }
-            // The key stays on its lease: an update does not make an expiring object permanent.
+            let (lease, granted) = self.lease_for_update(resource, &old, &object, current.lease).await?;
             let txn = Txn {
                 compares: vec![Compare::ModifiedAt(key.clone(), current.mod_revision)],
-                ops: vec![Op::Put { key: key.clone(), value: Self::encode(&object), lease: current.lease }],
+                ops: vec![Op::Put { key: key.clone(), value: Self::encode(&object), lease }],
             };
-            match Outcome::from(self.store.txn(txn).await?) {
+            let outcome = Outcome::from(self.store.txn(txn).await?);
+            if let (Some(granted), Outcome::Conflict(_)) = (granted, &outcome) {
+                let _ = self.store.revoke_lease(granted).await;
+            }
+            match outcome {
                 Outcome::Applied(revision) => {
                     object::metadata_mut(&mut object)
                         .insert("resourceVersion".into(), Value::String(revision.to_string()));

@@ -180,6 +180,11 @@ impl Kind for Secret {
             errors.extend(self.bootstrap_token_errors());
         }
         if let Some(old) = old
+            && old.type_ != self.type_
+        {
+            errors.push(FieldError::forbidden("type", "field is immutable"));
+        }
+        if let Some(old) = old
             && old.immutable == Some(true)
         {
             if old.data != self.data {
@@ -255,7 +260,10 @@ mod tests {
         );
         assert_eq!(fields(&promoted), ["data[auth-extra-groups]"]);
 
-        let opaque = Secret { type_: Some("Opaque".into()), ..good };
+        let opaque = Secret { type_: Some("Opaque".into()), ..good.clone() };
         assert!(opaque.expires_at().is_none(), "only bootstrap tokens expire");
+        assert_eq!(fields(&Secret { ..opaque.clone() }), Vec::<String>::new());
+        let retyped = opaque.validate(Some(&good)).into_iter().map(|e| e.field).collect::<Vec<_>>();
+        assert_eq!(retyped, ["type"], "a Secret's type is immutable");
     }
 }

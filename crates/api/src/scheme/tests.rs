@@ -99,7 +99,7 @@ fn secrets_fold_string_data_and_stay_immutable() {
     assert_eq!(normalized["data"]["password"], "aHVudGVyMg==");
     assert_eq!(normalized["type"], "Opaque");
     assert!(normalized.get("stringData").is_none());
-    let changed = json!({"data": {"password": "b3RoZXI="}, "immutable": true});
+    let changed = json!({"type": "Opaque", "data": {"password": "b3RoZXI="}, "immutable": true});
     let errors = secret.behaviour.validate(&changed, Some(&normalized));
     assert_eq!(errors[0].field, "data");
     let bad = json!({"data": {"../etc": "eA==", "k": "not base64!"}});

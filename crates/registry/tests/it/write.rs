@@ -472,4 +472,19 @@ async fn an_expiring_object_lives_on_a_lease_that_updates_keep() {
     w.store.revoke_lease(lease).await.unwrap();
     let gone = w.registry.get(&expiring, Some("default"), "brief").await;
     assert!(matches!(gone, Err(RegistryError::NotFound { .. })), "{gone:?}");
+
+    // An object that stops expiring leaves its lease; one that starts gets one.
+    let mut body = widget("changing", 1);
+    body["metadata"]["labels"] = json!({"expires": "soon"});
+    w.registry.create(&expiring, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
+    let key = "/registry/fleet.example.com/widgets/default/changing";
+    body["metadata"]["labels"] = json!({"expires": "never"});
+    w.registry
+        .update(&expiring, Some("default"), "changing", body.clone(), WriteOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(w.store.get(key).await.unwrap().unwrap().lease, None, "no longer expiring, no longer leased");
+    body["metadata"]["labels"] = json!({"expires": "soon"});
+    w.registry.update(&expiring, Some("default"), "changing", body, WriteOptions::default()).await.unwrap();
+    assert!(w.store.get(key).await.unwrap().unwrap().lease.is_some(), "expiring again, leased again");
 }

@@ -123,6 +123,38 @@ async fn rbac_writes_grant_only_what_their_writer_holds() {
     let elsewhere = post(&format!("{RBAC}/namespaces/b/rolebindings"), &to_edit).send().await.unwrap();
     assert_eq!(elsewhere.status(), StatusCode::FORBIDDEN, "admin in a is nothing in b");
 
+    world.server.add_token("sam-token", "sam", "");
+    let sysadmin = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sam-sysadmin"},
+                          "subjects": [{"kind": "User", "name": "sam"}], "roleRef": {"kind": "ClusterRole", "name": "sysadmin"}});
+    world
+        .admin()
+        .post(format!("{}{RBAC}/clusterrolebindings", world.url))
+        .json(&sysadmin)
+        .send()
+        .await
+        .unwrap();
+    let promote = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sam-everything"},
+                         "subjects": [{"kind": "User", "name": "sam"}], "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}});
+    let cluster_bindings = format!("{RBAC}/clusterrolebindings");
+    let promoted = eventually(StatusCode::FORBIDDEN, || {
+        world.as_user("sam-token", reqwest::Method::POST, &cluster_bindings).json(&promote)
+    })
+    .await;
+    assert_eq!(
+        promoted,
+        StatusCode::FORBIDDEN,
+        "a sysadmin manages RBAC but cannot grant itself cluster-admin"
+    );
+    let to_discovery = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sam-grants"},
+                              "subjects": [{"kind": "User", "name": "vic"}], "roleRef": {"kind": "ClusterRole", "name": "system:discovery"}});
+    let granted = world
+        .as_user("sam-token", reqwest::Method::POST, &cluster_bindings)
+        .json(&to_discovery)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(granted.status(), StatusCode::CREATED, "what it holds it may grant");
+
     let widen = json!({"rules": [{"apis": ["*"], "resources": ["*"], "verbs": ["*"]}]});
     let patched = world
         .as_user("alice-token", reqwest::Method::PATCH, &format!("{roles}/app-reader"))
@@ -306,6 +338,19 @@ async fn callers_list_the_namespaces_they_hold_a_binding_in() {
     let list: Value = list.json().await.unwrap();
     let names: Vec<&str> =
         list["items"].as_array().unwrap().iter().map(|n| n["metadata"]["name"].as_str().unwrap()).collect();
+    let paged: Value = world
+        .as_user("alice-token", reqwest::Method::GET, "/api/v1/namespaces?limit=1")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(paged["items"].as_array().unwrap().len(), 1, "{paged}");
+    assert!(
+        paged["metadata"].get("continue").is_none(),
+        "a continue token would name a hidden namespace: {paged}"
+    );
     assert_eq!(names, ["a"]);
     let own =
         world.as_user("alice-token", reqwest::Method::GET, "/api/v1/namespaces/a").send().await.unwrap();
