@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kayra_store::mvcc::Options;
 use kayra_store::{RangeRequest, Store};
@@ -25,19 +25,24 @@ fn acknowledged_writes_survive_sigkill_and_nothing_is_half_written() {
             .spawn()
             .expect("the writer starts");
         let stdout = child.stdout.take().expect("piped stdout");
+        let (lines, acked) = std::sync::mpsc::channel::<String>();
         let reader = std::thread::spawn(move || {
-            BufReader::new(stdout).lines().map_while(Result::ok).collect::<Vec<String>>()
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
         });
-        // Let it write for a random while once it is open, then kill it mid-flight.
-        let started = Instant::now();
-        let wait = Duration::from_millis(rng.random_range(150..900));
-        while started.elapsed() < wait {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // Let it write for a random while once it is open (its first acknowledgement: opening
+        // takes longer as the store grows and the machine is busy), then kill it mid-flight.
+        let first = acked.recv_timeout(Duration::from_secs(60));
+        let first =
+            first.unwrap_or_else(|_| panic!("round {round}: the writer acknowledged nothing within 60 s"));
+        std::thread::sleep(Duration::from_millis(rng.random_range(150..900)));
         child.kill().expect("SIGKILL delivered");
         child.wait().expect("the writer is reaped");
-        let acks = reader.join().expect("the reader thread ends");
-        assert!(!acks.is_empty(), "round {round}: the writer acknowledged nothing");
+        reader.join().expect("the reader thread ends");
+        let acks: Vec<String> = std::iter::once(first).chain(acked.try_iter()).collect();
         floor = verify(dir.path(), round, &acks, floor);
     }
 }
