@@ -9,6 +9,7 @@
 
 pub mod openapi;
 mod registration;
+pub mod steps;
 mod subscription;
 mod sync;
 
