@@ -9,10 +9,12 @@
 
 pub mod openapi;
 mod registration;
+mod service;
 pub mod steps;
 mod subscription;
 mod sync;
 
 pub use registration::{ApiRegistration, DependencyRef, Problem, is_api_name, is_short_name};
+pub use service::{Catalog, CatalogError, Clock, Scope, Stored, SystemClock};
 pub use subscription::{RegistrationStatus, Subscription, SubscriptionState, SubscriptionSync, status};
 pub use sync::{IdGenerator, RandomIds, SyncError, SyncRequest, due, sync};

@@ -1,0 +1,685 @@
+//! The catalog over the storage port: registrations scoped to this instance's platform and
+//! region, their short names kept unique in the same transaction as the write, dependencies that
+//! may cross scopes, subscriptions per namespace, syncs, and the sync status.
+//!
+//! Objects are stored as JSON in the Kubernetes envelope (`apiVersion`, `kind`, `metadata`)
+//! around the flat fields users write, so that the API can serve them like any other Kind.
+//! Keys, under `<root>catalog.<domain>/`:
+//!
+//! - `apiregistrations/<platform>/<region>/<name>`
+//! - `shortnames/<platform>/<region>/<short_name>` (holds the registration's name)
+//! - `subscriptions/<platform>/<region>/<namespace>/<api>`
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use kayra_store::{Compare, KeyValue, Op, RangeRequest, Revision, Store, StoreError, Txn, TxnResult};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+
+use crate::{
+    ApiRegistration, IdGenerator, Problem, RegistrationStatus, Subscription, SyncError, SyncRequest, status,
+    sync,
+};
+
+/// How many times a write that lost a race is retried.
+const RETRIES: usize = 8;
+
+/// Where the time comes from.
+pub trait Clock: Send + Sync {
+    /// Now.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// Where this catalog lives: the store's root, the deployment's domain, and the instance's
+/// platform and region.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// The store prefix every Kayra key starts with (`/registry/`).
+    pub root: String,
+    /// The deployment's domain (`example.com`).
+    pub domain: String,
+    /// This instance's platform.
+    pub platform: String,
+    /// This instance's region.
+    pub region: String,
+}
+
+/// Why a catalog operation failed, as the API reports it.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// The request is malformed or names something invalid (400).
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Invalid(Vec<Problem>),
+    /// What the request addresses does not exist (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The request conflicts with what is stored (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// A canary names a namespace that is not subscribed (404).
+    #[error(transparent)]
+    Sync(#[from] SyncError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored object does not decode.
+    #[error("the stored object at {key} does not decode: {reason}")]
+    Corrupt {
+        /// Its key.
+        key: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// An object as stored: its fields, its metadata, and the revision it was written at.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored<T> {
+    /// The object.
+    pub object: T,
+    /// Its `metadata` (name, namespace, uid, creationTimestamp), without `resourceVersion`.
+    pub metadata: Map<String, Value>,
+    /// The store revision of its last write.
+    pub revision: Revision,
+}
+
+impl<T: Serialize> Stored<T> {
+    /// The object as the API answers it: its fields, `apiVersion`, `kind`, and `metadata` with
+    /// `resourceVersion`.
+    pub fn to_json(&self, api_version: &str, kind: &str) -> Value {
+        let mut value = serde_json::to_value(&self.object).unwrap_or_else(|_| json!({}));
+        let mut metadata = self.metadata.clone();
+        metadata.insert("resourceVersion".into(), Value::String(self.revision.to_string()));
+        if let Value::Object(map) = &mut value {
+            map.insert("apiVersion".into(), Value::String(api_version.to_owned()));
+            map.insert("kind".into(), Value::String(kind.to_owned()));
+            map.insert("metadata".into(), Value::Object(metadata));
+        }
+        value
+    }
+}
+
+/// The catalog of one instance, over a store.
+pub struct Catalog {
+    store: Arc<dyn Store>,
+    scope: Scope,
+    ids: Arc<dyn IdGenerator>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog").field("scope", &self.scope).finish_non_exhaustive()
+    }
+}
+
+impl Catalog {
+    /// The catalog of `scope` over `store`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        scope: Scope,
+        ids: Arc<dyn IdGenerator>,
+        clock: Arc<dyn Clock>,
+    ) -> Catalog {
+        Catalog { store, scope, ids, clock }
+    }
+
+    /// `catalog.<domain>/v1`.
+    pub fn api_version(&self) -> String {
+        format!("catalog.{}/v1", self.scope.domain)
+    }
+
+    fn folder(&self, what: &str) -> String {
+        format!("{}catalog.{}/{what}/", self.scope.root, self.scope.domain)
+    }
+
+    fn registration_key_in(&self, platform: &str, region: &str, name: &str) -> String {
+        format!("{}{platform}/{region}/{name}", self.folder("apiregistrations"))
+    }
+
+    fn registration_key(&self, name: &str) -> String {
+        self.registration_key_in(&self.scope.platform, &self.scope.region, name)
+    }
+
+    fn short_name_key(&self, short: &str) -> String {
+        format!("{}{}/{}/{short}", self.folder("shortnames"), self.scope.platform, self.scope.region)
+    }
+
+    fn subscriptions_prefix(&self) -> String {
+        format!("{}{}/{}/", self.folder("subscriptions"), self.scope.platform, self.scope.region)
+    }
+
+    fn subscription_key(&self, namespace: &str, api: &str) -> String {
+        format!("{}{namespace}/{api}", self.subscriptions_prefix())
+    }
+
+    fn metadata(&self, name: &str, namespace: Option<&str>) -> Map<String, Value> {
+        let mut metadata = Map::new();
+        metadata.insert("name".into(), Value::String(name.to_owned()));
+        if let Some(namespace) = namespace {
+            metadata.insert("namespace".into(), Value::String(namespace.to_owned()));
+        }
+        metadata.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
+        metadata.insert("creationTimestamp".into(), Value::String(timestamp(self.clock.now())));
+        metadata
+    }
+
+    /// Creates a registration in this instance's scope: platform and region stamped whatever
+    /// the body says, a sync_id minted when none is given, the short name claimed.
+    pub async fn create_registration(
+        &self,
+        mut body: ApiRegistration,
+    ) -> Result<Stored<ApiRegistration>, CatalogError> {
+        body.platform.clone_from(&self.scope.platform);
+        body.region.clone_from(&self.scope.region);
+        body.canary_namespaces.clear();
+        self.check(&body).await?;
+        if body.sync_id.is_empty() {
+            body.sync_id = self.ids.sync_id();
+        }
+        let key = self.registration_key(&body.name);
+        let metadata = self.metadata(&body.name, None);
+        let mut compares = vec![Compare::Absent(key.clone())];
+        let mut ops = vec![Op::put(&key, encode(&self.api_version(), "ApiRegistration", &body, &metadata))];
+        if !body.short_name.is_empty() {
+            let short = self.short_name_key(&body.short_name);
+            compares.push(Compare::Absent(short.clone()));
+            ops.push(Op::put(short, body.name.clone()));
+        }
+        match self.store.txn(Txn { compares, ops }).await? {
+            TxnResult::Applied { revision, .. } => Ok(Stored { object: body, metadata, revision }),
+            TxnResult::Conflict { .. } => Err(self.create_conflict(&body).await?),
+        }
+    }
+
+    /// Why a create lost: the name, or the short name, is taken.
+    async fn create_conflict(&self, body: &ApiRegistration) -> Result<CatalogError, CatalogError> {
+        if self.store.get(&self.registration_key(&body.name)).await?.is_some() {
+            return Ok(CatalogError::Conflict(format!("apiregistration {:?} already exists", body.name)));
+        }
+        Ok(self.short_name_taken(&body.short_name).await)
+    }
+
+    async fn short_name_taken(&self, short: &str) -> CatalogError {
+        let holder = match self.store.get(&self.short_name_key(short)).await {
+            Ok(Some(kv)) => String::from_utf8_lossy(&kv.value).into_owned(),
+            _ => "another registration".to_owned(),
+        };
+        CatalogError::Conflict(format!(
+            "short_name {short:?} is already used by {holder} in {}/{}",
+            self.scope.platform, self.scope.region
+        ))
+    }
+
+    /// Validation and dependency existence, for create and update.
+    async fn check(&self, registration: &ApiRegistration) -> Result<(), CatalogError> {
+        let mut problems = registration.validate();
+        if problems.is_empty() {
+            for (at, dependency) in registration.depends_on.iter().enumerate() {
+                let key =
+                    self.registration_key_in(&dependency.platform, &dependency.region, &dependency.name);
+                if self.store.get(&key).await?.is_none() {
+                    problems.push(Problem::Invalid {
+                        field: format!("depends_on[{at}]"),
+                        message: format!(
+                            "no registration {} in {}/{}",
+                            dependency.name, dependency.platform, dependency.region
+                        ),
+                    });
+                }
+            }
+        }
+        if problems.is_empty() { Ok(()) } else { Err(CatalogError::Invalid(problems)) }
+    }
+
+    /// The registration of this scope named `name`.
+    pub async fn registration(&self, name: &str) -> Result<Stored<ApiRegistration>, CatalogError> {
+        let key = self.registration_key(name);
+        let kv = self.store.get(&key).await?;
+        let kv = kv.ok_or_else(|| CatalogError::NotFound(format!("apiregistration {name:?} not found")))?;
+        decode(&kv)
+    }
+
+    /// Every registration of this scope, by name.
+    pub async fn registrations(&self) -> Result<Vec<Stored<ApiRegistration>>, CatalogError> {
+        let prefix =
+            format!("{}{}/{}/", self.folder("apiregistrations"), self.scope.platform, self.scope.region);
+        self.all(&prefix).await
+    }
+
+    async fn all<T: DeserializeOwned>(&self, prefix: &str) -> Result<Vec<Stored<T>>, CatalogError> {
+        let range = self.store.range(&RangeRequest::prefix(prefix)).await?;
+        range.kvs.iter().map(decode).collect()
+    }
+
+    /// Replaces a registration's fields. Platform, region, uid and creation time stay; an
+    /// empty sync_id keeps the current one; a pending canary is the sync endpoint's alone.
+    pub async fn update_registration(
+        &self,
+        name: &str,
+        mut body: ApiRegistration,
+    ) -> Result<Stored<ApiRegistration>, CatalogError> {
+        if body.name != name {
+            return Err(CatalogError::Invalid(vec![Problem::Invalid {
+                field: "name".to_owned(),
+                message: format!("{:?} does not match the name in the path, {name:?}", body.name),
+            }]));
+        }
+        body.platform.clone_from(&self.scope.platform);
+        body.region.clone_from(&self.scope.region);
+        self.check(&body).await?;
+        self.modify(name, |current| {
+            let mut next = body.clone();
+            if next.sync_id.is_empty() {
+                next.sync_id.clone_from(&current.sync_id);
+            }
+            next.canary_namespaces.clone_from(&current.canary_namespaces);
+            Ok(next)
+        })
+        .await
+    }
+
+    /// Read, change, compare-and-swap; the short-name claim moves with the write.
+    async fn modify(
+        &self,
+        name: &str,
+        change: impl Fn(&ApiRegistration) -> Result<ApiRegistration, CatalogError>,
+    ) -> Result<Stored<ApiRegistration>, CatalogError> {
+        let key = self.registration_key(name);
+        for _ in 0..RETRIES {
+            let current = self.registration(name).await?;
+            let next = change(&current.object)?;
+            let mut compares = vec![Compare::ModifiedAt(key.clone(), current.revision)];
+            let mut ops =
+                vec![Op::put(&key, encode(&self.api_version(), "ApiRegistration", &next, &current.metadata))];
+            if next.short_name != current.object.short_name {
+                if !current.object.short_name.is_empty() {
+                    ops.push(Op::delete(self.short_name_key(&current.object.short_name)));
+                }
+                if !next.short_name.is_empty() {
+                    let short = self.short_name_key(&next.short_name);
+                    compares.push(Compare::Absent(short.clone()));
+                    ops.push(Op::put(short, next.name.clone()));
+                }
+            }
+            match self.store.txn(Txn { compares, ops }).await? {
+                TxnResult::Applied { revision, .. } => {
+                    return Ok(Stored { object: next, metadata: current.metadata, revision });
+                }
+                TxnResult::Conflict { .. } => {
+                    let still = self.store.get(&key).await?.map(|kv| kv.mod_revision);
+                    if still == Some(current.revision) {
+                        return Err(self.short_name_taken(&next.short_name).await);
+                    }
+                }
+            }
+        }
+        Err(CatalogError::Conflict(format!("apiregistration {name:?} kept changing; try again")))
+    }
+
+    /// Deletes a registration nobody refers to: no registration in any scope depends on it and
+    /// no subscription names it.
+    pub async fn delete_registration(&self, name: &str) -> Result<Stored<ApiRegistration>, CatalogError> {
+        let current = self.registration(name).await?;
+        let me = current.object.reference();
+        let everywhere: Vec<Stored<ApiRegistration>> = self.all(&self.folder("apiregistrations")).await?;
+        if let Some(dependent) = everywhere.iter().find(|other| other.object.depends_on.contains(&me)) {
+            return Err(CatalogError::Conflict(format!(
+                "apiregistration {name:?} is a dependency of {} in {}/{}",
+                dependent.object.name, dependent.object.platform, dependent.object.region
+            )));
+        }
+        if let Some(subscriber) = self.subscriptions(name).await?.first() {
+            return Err(CatalogError::Conflict(format!(
+                "apiregistration {name:?} has subscriptions, in namespace {} and perhaps others",
+                subscriber.object.namespace
+            )));
+        }
+        let key = self.registration_key(name);
+        let mut ops = vec![Op::delete(&key)];
+        if !current.object.short_name.is_empty() {
+            ops.push(Op::delete(self.short_name_key(&current.object.short_name)));
+        }
+        let txn = Txn { compares: vec![Compare::ModifiedAt(key, current.revision)], ops };
+        match self.store.txn(txn).await? {
+            TxnResult::Applied { .. } => Ok(current),
+            TxnResult::Conflict { .. } => Err(CatalogError::Conflict(format!(
+                "apiregistration {name:?} changed while being deleted; try again"
+            ))),
+        }
+    }
+
+    /// `PUT .../apiregistrations/<name>/sync`.
+    pub async fn sync(
+        &self,
+        name: &str,
+        request: &SyncRequest,
+    ) -> Result<Stored<ApiRegistration>, CatalogError> {
+        let subscribed: Vec<String> =
+            self.subscriptions(name).await?.into_iter().map(|s| s.object.namespace).collect();
+        self.modify(name, |current| {
+            let mut next = current.clone();
+            sync(
+                &mut next,
+                request,
+                |namespace| subscribed.iter().any(|s| s == namespace),
+                self.ids.as_ref(),
+            )?;
+            Ok(next)
+        })
+        .await
+    }
+
+    /// Subscribes `namespace` to the registration its body names; the subscription is named
+    /// after the registration.
+    pub async fn subscribe(
+        &self,
+        namespace: &str,
+        body: Subscription,
+    ) -> Result<Stored<Subscription>, CatalogError> {
+        if body.api.is_empty() {
+            return Err(CatalogError::Invalid(vec![Problem::Invalid {
+                field: "api".to_owned(),
+                message: "names the registration to subscribe to, and is required".to_owned(),
+            }]));
+        }
+        self.registration(&body.api).await?;
+        let subscription = Subscription::new(namespace, &body.api, body.active);
+        let key = self.subscription_key(namespace, &body.api);
+        let metadata = self.metadata(&body.api, Some(namespace));
+        let txn = Txn {
+            compares: vec![Compare::Absent(key.clone())],
+            ops: vec![Op::put(&key, encode(&self.api_version(), "Subscription", &subscription, &metadata))],
+        };
+        match self.store.txn(txn).await? {
+            TxnResult::Applied { revision, .. } => Ok(Stored { object: subscription, metadata, revision }),
+            TxnResult::Conflict { .. } => Err(CatalogError::Conflict(format!(
+                "namespace {namespace} already subscribes to {}",
+                body.api
+            ))),
+        }
+    }
+
+    /// The subscription of `namespace` to `api`.
+    pub async fn subscription(
+        &self,
+        namespace: &str,
+        api: &str,
+    ) -> Result<Stored<Subscription>, CatalogError> {
+        let kv = self.store.get(&self.subscription_key(namespace, api)).await?;
+        let kv = kv.ok_or_else(|| {
+            CatalogError::NotFound(format!("subscription {api:?} not found in namespace {namespace}"))
+        })?;
+        decode(&kv)
+    }
+
+    /// Every subscription to `api` in this scope, by namespace.
+    pub async fn subscriptions(&self, api: &str) -> Result<Vec<Stored<Subscription>>, CatalogError> {
+        let all: Vec<Stored<Subscription>> = self.all(&self.subscriptions_prefix()).await?;
+        Ok(all.into_iter().filter(|s| s.object.api == api).collect())
+    }
+
+    /// Ends a subscription.
+    pub async fn unsubscribe(
+        &self,
+        namespace: &str,
+        api: &str,
+    ) -> Result<Stored<Subscription>, CatalogError> {
+        let current = self.subscription(namespace, api).await?;
+        let key = self.subscription_key(namespace, api);
+        let txn = Txn {
+            compares: vec![Compare::ModifiedAt(key.clone(), current.revision)],
+            ops: vec![Op::delete(key)],
+        };
+        match self.store.txn(txn).await? {
+            TxnResult::Applied { .. } => Ok(current),
+            TxnResult::Conflict { .. } => {
+                Err(CatalogError::Conflict(format!("subscription {api:?} changed; try again")))
+            }
+        }
+    }
+
+    /// `GET .../apiregistrations/<name>/status`.
+    pub async fn status(&self, name: &str) -> Result<RegistrationStatus, CatalogError> {
+        let registration = self.registration(name).await?;
+        let subscriptions: Vec<Subscription> =
+            self.subscriptions(name).await?.into_iter().map(|s| s.object).collect();
+        Ok(status(&registration.object, &subscriptions))
+    }
+}
+
+fn encode<T: Serialize>(api_version: &str, kind: &str, object: &T, metadata: &Map<String, Value>) -> Vec<u8> {
+    let stored = Stored { object, metadata: metadata.clone(), revision: 0 };
+    let mut value = stored.to_json(api_version, kind);
+    if let Some(metadata) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("resourceVersion");
+    }
+    serde_json::to_vec(&value).expect("a JSON value serializes")
+}
+
+fn decode<T: DeserializeOwned>(kv: &KeyValue) -> Result<Stored<T>, CatalogError> {
+    let corrupt = |reason: String| CatalogError::Corrupt { key: kv.key.clone(), reason };
+    let mut value: Value = serde_json::from_slice(&kv.value).map_err(|e| corrupt(e.to_string()))?;
+    let metadata = match value.as_object_mut().and_then(|map| map.remove("metadata")) {
+        Some(Value::Object(metadata)) => metadata,
+        _ => Map::new(),
+    };
+    let object = serde_json::from_value(value).map_err(|e| corrupt(e.to_string()))?;
+    Ok(Stored { object, metadata, revision: kv.mod_revision })
+}
+
+/// RFC 3339 in whole seconds, as Kubernetes writes times.
+fn timestamp(time: SystemTime) -> String {
+    jiff::Timestamp::try_from(time)
+        .map(|time| time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use kayra_store::mvcc::{MvccStore, Options};
+
+    use crate::DependencyRef;
+
+    use super::*;
+
+    /// `id-1`, `id-2`...
+    struct Counter(AtomicUsize);
+
+    impl IdGenerator for Counter {
+        fn sync_id(&self) -> String {
+            format!("id-{}", self.0.fetch_add(1, Ordering::SeqCst) + 1)
+        }
+    }
+
+    fn catalog(store: &Arc<dyn Store>, platform: &str, region: &str) -> Catalog {
+        let scope = Scope {
+            root: "/registry/".into(),
+            domain: "example.com".into(),
+            platform: platform.into(),
+            region: region.into(),
+        };
+        Catalog::new(store.clone(), scope, Arc::new(Counter(AtomicUsize::new(0))), Arc::new(SystemClock))
+    }
+
+    fn store() -> Arc<dyn Store> {
+        Arc::new(MvccStore::in_memory(Options::default()).unwrap())
+    }
+
+    fn registration(name: &str, short: &str) -> ApiRegistration {
+        ApiRegistration {
+            name: name.into(),
+            short_name: short.into(),
+            active: true,
+            owner: "sre-a".into(),
+            ..ApiRegistration::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn create_stamps_the_scope_and_mints_a_sync_id() {
+        let store = store();
+        let catalog = catalog(&store, "sandbox", "eu-west-1");
+        let mut body = registration("compute.example.com", "compute");
+        body.platform = "elsewhere".into();
+        body.canary_namespaces = vec!["sneaky".into()];
+        let created = catalog.create_registration(body).await.unwrap();
+        assert_eq!(
+            (created.object.platform.as_str(), created.object.region.as_str()),
+            ("sandbox", "eu-west-1")
+        );
+        assert_eq!(created.object.sync_id, "id-1");
+        assert!(created.object.canary_namespaces.is_empty(), "only the sync endpoint sets a canary");
+        let json = created.to_json(&catalog.api_version(), "ApiRegistration");
+        assert_eq!(json["metadata"]["name"], "compute.example.com");
+        assert_eq!(json["apiVersion"], "catalog.example.com/v1");
+        assert_eq!(json["short_name"], "compute");
+
+        let explicit =
+            ApiRegistration { sync_id: "release-42".into(), ..registration("vault.example.com", "") };
+        assert_eq!(catalog.create_registration(explicit).await.unwrap().object.sync_id, "release-42");
+
+        let single = catalog.create_registration(registration("compute", "")).await.unwrap_err();
+        assert!(matches!(single, CatalogError::Invalid(_)), "{single}");
+        let again = catalog.create_registration(registration("compute.example.com", "")).await.unwrap_err();
+        assert!(matches!(again, CatalogError::Conflict(ref m) if m.contains("already exists")), "{again}");
+        let alias =
+            catalog.create_registration(registration("other.example.com", "compute")).await.unwrap_err();
+        assert!(
+            matches!(alias, CatalogError::Conflict(ref m) if m.contains("compute.example.com")),
+            "{alias}"
+        );
+        assert!(catalog.registration("other.example.com").await.is_err(), "a refused create writes nothing");
+    }
+
+    #[tokio::test]
+    async fn updates_keep_what_clients_do_not_own() {
+        let store = store();
+        let catalog = catalog(&store, "p", "r");
+        catalog.create_registration(registration("compute.example.com", "compute")).await.unwrap();
+        catalog.subscribe("sre", Subscription::new("", "compute.example.com", true)).await.unwrap();
+        let canary = SyncRequest { canary_namespaces: vec!["sre".into()] };
+        catalog.sync("compute.example.com", &canary).await.unwrap();
+
+        let renamed = ApiRegistration { name: "other.example.com".into(), ..ApiRegistration::default() };
+        assert!(matches!(
+            catalog.update_registration("compute.example.com", renamed).await,
+            Err(CatalogError::Invalid(_))
+        ));
+        let owner_only = ApiRegistration {
+            name: "compute.example.com".into(),
+            owner: "sre-b".into(),
+            ..ApiRegistration::default()
+        };
+        let updated = catalog.update_registration("compute.example.com", owner_only).await.unwrap();
+        assert_eq!(updated.object.owner, "sre-b");
+        assert_eq!(updated.object.sync_id, "id-2", "an update without a sync_id keeps the current one");
+        assert_eq!(updated.object.canary_namespaces, ["sre"], "an unrelated update does not end a rollout");
+        assert!(updated.object.short_name.is_empty(), "the short name was released");
+        catalog.create_registration(registration("next.example.com", "compute")).await.unwrap();
+
+        let tagged = ApiRegistration {
+            name: "compute.example.com".into(),
+            sync_id: "release-7".into(),
+            ..ApiRegistration::default()
+        };
+        assert_eq!(
+            catalog.update_registration("compute.example.com", tagged).await.unwrap().object.sync_id,
+            "release-7"
+        );
+        let taken = ApiRegistration {
+            name: "compute.example.com".into(),
+            short_name: "compute".into(),
+            ..ApiRegistration::default()
+        };
+        assert!(matches!(
+            catalog.update_registration("compute.example.com", taken).await,
+            Err(CatalogError::Conflict(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn scopes_are_apart_but_dependencies_cross_them() {
+        let store = store();
+        let sandbox = catalog(&store, "sandbox", "eu-west-1");
+        let prod = catalog(&store, "prod", "us-east-1");
+        sandbox.create_registration(registration("compute.example.com", "compute")).await.unwrap();
+        prod.create_registration(registration("compute.example.com", "compute")).await.unwrap();
+        assert_eq!(prod.registrations().await.unwrap().len(), 1, "each instance sees its own");
+
+        let dependency = DependencyRef {
+            platform: "sandbox".into(),
+            region: "eu-west-1".into(),
+            name: "compute.example.com".into(),
+        };
+        let app =
+            ApiRegistration { depends_on: vec![dependency.clone()], ..registration("app.example.com", "") };
+        prod.create_registration(app).await.unwrap();
+        let missing = DependencyRef { name: "vault.example.com".into(), ..dependency.clone() };
+        let broken = ApiRegistration { depends_on: vec![missing], ..registration("broken.example.com", "") };
+        let refused = prod.create_registration(broken).await.unwrap_err();
+        assert!(
+            refused.to_string().contains("no registration vault.example.com in sandbox/eu-west-1"),
+            "{refused}"
+        );
+
+        let held = sandbox.delete_registration("compute.example.com").await.unwrap_err();
+        assert!(
+            matches!(held, CatalogError::Conflict(ref m) if m.contains("app.example.com in prod/us-east-1")),
+            "{held}"
+        );
+        prod.delete_registration("app.example.com").await.unwrap();
+        sandbox.delete_registration("compute.example.com").await.unwrap();
+        assert!(
+            prod.registration("compute.example.com").await.is_ok(),
+            "the other scope's namesake is untouched"
+        );
+    }
+
+    #[tokio::test]
+    async fn subscriptions_hold_their_registration_and_report_status() {
+        let store = store();
+        let catalog = catalog(&store, "p", "r");
+        let missing =
+            catalog.subscribe("sre", Subscription::new("", "compute.example.com", true)).await.unwrap_err();
+        assert!(matches!(missing, CatalogError::NotFound(_)), "{missing}");
+        catalog.create_registration(registration("compute.example.com", "compute")).await.unwrap();
+        let subscribed =
+            catalog.subscribe("sre", Subscription::new("", "compute.example.com", true)).await.unwrap();
+        assert_eq!(subscribed.metadata["name"], "compute.example.com");
+        assert_eq!(subscribed.object.status.state, "pending");
+        assert!(matches!(
+            catalog.subscribe("sre", Subscription::new("", "compute.example.com", true)).await,
+            Err(CatalogError::Conflict(_))
+        ));
+        catalog.subscribe("apps", Subscription::new("", "compute.example.com", true)).await.unwrap();
+
+        let held = catalog.delete_registration("compute.example.com").await.unwrap_err();
+        assert!(matches!(held, CatalogError::Conflict(ref m) if m.contains("subscriptions")), "{held}");
+        let typo = SyncRequest { canary_namespaces: vec!["sre-typo".into()] };
+        assert!(matches!(catalog.sync("compute.example.com", &typo).await, Err(CatalogError::Sync(_))));
+
+        let status = catalog.status("compute.example.com").await.unwrap();
+        assert!(status.subscriptions.is_empty(), "none has been reconciled yet");
+        assert_eq!(status.sync_id, "id-1");
+
+        catalog.unsubscribe("sre", "compute.example.com").await.unwrap();
+        catalog.unsubscribe("apps", "compute.example.com").await.unwrap();
+        catalog.delete_registration("compute.example.com").await.unwrap();
+        catalog.create_registration(registration("again.example.com", "compute")).await.unwrap();
+    }
+}
