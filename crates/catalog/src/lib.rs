@@ -15,6 +15,8 @@ mod subscription;
 mod sync;
 
 pub use registration::{ApiRegistration, DependencyRef, Problem, is_api_name, is_short_name};
-pub use service::{Catalog, CatalogError, Clock, Scope, Stored, SystemClock};
+pub use service::{
+    Attempt, Catalog, CatalogError, Clock, Report, Scope, SpecFetcher, Stored, StoredSpec, SystemClock,
+};
 pub use subscription::{RegistrationStatus, Subscription, SubscriptionState, SubscriptionSync, status};
 pub use sync::{IdGenerator, RandomIds, SyncError, SyncRequest, due, sync};

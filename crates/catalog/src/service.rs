@@ -23,6 +23,10 @@ use crate::{
     sync,
 };
 
+mod reconcile;
+
+pub use reconcile::{Attempt, Report, SpecFetcher, StoredSpec};
+
 /// How many times a write that lost a race is retried.
 const RETRIES: usize = 8;
 

@@ -1,0 +1,199 @@
+//! One reconciliation pass: every active subscription behind its registration's sync_id (inside
+//! the canary when one is pending) runs the registration's mode, once the registration's OpenAPI
+//! document for that sync_id is stored. Level-driven: a pass reads what is stored and moves it
+//! toward what should be, so a pass after a restart resumes wherever the store says things are.
+
+use futures_util::StreamExt;
+use kayra_store::{Compare, Op, Txn, TxnResult};
+use serde::{Deserialize, Serialize};
+
+use super::{Catalog, CatalogError, Stored, timestamp};
+use crate::openapi::{self, ApiResource};
+use crate::steps::{self, Outcome, ReconcilerConfig, StepContext, StepRunner};
+use crate::{ApiRegistration, Subscription, SubscriptionState, due};
+
+/// Fetches an API's OpenAPI document through the gateway.
+#[async_trait::async_trait]
+pub trait SpecFetcher: Send + Sync {
+    /// GETs `url`; answers the status and at most `limit + 1` bytes of the body, or why there
+    /// was no answer.
+    async fn fetch(&self, url: &str, limit: usize) -> Result<(u16, Vec<u8>), String>;
+}
+
+/// A registration's stored OpenAPI document and what it serves.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredSpec {
+    /// The sync_id it was fetched for.
+    pub sync_id: String,
+    /// The document, exactly as the app served it.
+    pub document: String,
+    /// The resources derived from its paths.
+    pub resources: Vec<ApiResource>,
+}
+
+/// What one pass did, for the caller to report (as Events) and log.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Each subscription attempted: namespace, api, and the failure if it failed.
+    pub attempts: Vec<Attempt>,
+}
+
+/// One subscription's attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempt {
+    /// The subscriber.
+    pub namespace: String,
+    /// The registration.
+    pub api: String,
+    /// The build attempted.
+    pub sync_id: String,
+    /// `None` on success, else why it failed.
+    pub failure: Option<String>,
+}
+
+impl Catalog {
+    fn spec_key(&self, name: &str) -> String {
+        format!("{}{}/{}/{name}", self.folder("specs"), self.scope.platform, self.scope.region)
+    }
+
+    /// The stored OpenAPI document of a registration, if one was fetched.
+    pub async fn spec(&self, name: &str) -> Result<Option<StoredSpec>, CatalogError> {
+        let key = self.spec_key(name);
+        let Some(kv) = self.store.get(&key).await? else { return Ok(None) };
+        serde_json::from_slice(&kv.value)
+            .map(Some)
+            .map_err(|error| CatalogError::Corrupt { key, reason: error.to_string() })
+    }
+
+    /// Reconciles every due subscription of this scope, `concurrency` at a time.
+    pub async fn reconcile(
+        &self,
+        config: &ReconcilerConfig,
+        fetcher: &dyn SpecFetcher,
+        runner: &dyn StepRunner,
+        concurrency: usize,
+    ) -> Result<Report, CatalogError> {
+        let mut report = Report::default();
+        for registration in self.registrations().await? {
+            let registration = registration.object;
+            let due_now: Vec<Stored<Subscription>> = self
+                .subscriptions(&registration.name)
+                .await?
+                .into_iter()
+                .filter(|subscription| due(&registration, &subscription.object))
+                .collect();
+            if due_now.is_empty() {
+                continue;
+            }
+            let spec = self.ensure_spec(&registration, config, fetcher).await?;
+            let attempts = futures_util::stream::iter(due_now)
+                .map(|subscription| {
+                    let registration = &registration;
+                    let spec = &spec;
+                    async move {
+                        let failure = match spec {
+                            Err(reason) => Some(reason.clone()),
+                            Ok(()) => {
+                                let gateway = config.gateway_url.as_deref().unwrap_or_default();
+                                let context =
+                                    StepContext { registration, subscription: &subscription.object, gateway };
+                                match steps::run(config, &context, runner).await {
+                                    Outcome::Success => None,
+                                    Outcome::Failed(reason) => Some(reason),
+                                }
+                            }
+                        };
+                        let attempt = Attempt {
+                            namespace: subscription.object.namespace.clone(),
+                            api: registration.name.clone(),
+                            sync_id: registration.sync_id.clone(),
+                            failure,
+                        };
+                        self.record(&attempt).await.map(|()| attempt)
+                    }
+                })
+                .buffer_unordered(concurrency.max(1))
+                .collect::<Vec<_>>()
+                .await;
+            for attempt in attempts {
+                report.attempts.push(attempt?);
+            }
+        }
+        report.attempts.sort_by(|a, b| (&a.api, &a.namespace).cmp(&(&b.api, &b.namespace)));
+        Ok(report)
+    }
+
+    /// Makes sure the registration's document for its sync_id is stored, fetching it once;
+    /// `Err` with the reason when it cannot be had (nothing is stored then).
+    async fn ensure_spec(
+        &self,
+        registration: &ApiRegistration,
+        config: &ReconcilerConfig,
+        fetcher: &dyn SpecFetcher,
+    ) -> Result<Result<(), String>, CatalogError> {
+        if self.spec(&registration.name).await?.is_some_and(|spec| spec.sync_id == registration.sync_id) {
+            return Ok(Ok(()));
+        }
+        let Some(gateway) = config.gateway_url.as_deref().filter(|url| !url.is_empty()) else {
+            return Ok(Err(
+                "the OpenAPI document cannot be fetched: reconciler.gateway_url is not set".to_owned()
+            ));
+        };
+        let url = format!("{}/apis/{}/-/openapi.json", gateway.trim_end_matches('/'), registration.name);
+        let document = match fetcher.fetch(&url, openapi::MAX_DOCUMENT).await {
+            Err(reason) => return Ok(Err(format!("fetching {url}: {reason}"))),
+            Ok((200, body)) => body,
+            Ok((status, _)) => return Ok(Err(format!("fetching {url}: answered {status}"))),
+        };
+        let resources = match openapi::resources(&registration.name, &document) {
+            Ok(resources) => resources,
+            Err(error) => return Ok(Err(format!("fetching {url}: {error}"))),
+        };
+        let document = String::from_utf8(document).map_err(|_| CatalogError::Corrupt {
+            key: url.clone(),
+            reason: "a JSON document that is not UTF-8".to_owned(),
+        })?;
+        let spec = StoredSpec { sync_id: registration.sync_id.clone(), document, resources };
+        let value = serde_json::to_vec(&spec).expect("a spec serializes");
+        self.store.put(&self.spec_key(&registration.name), value).await?;
+        Ok(Ok(()))
+    }
+
+    /// Writes an attempt's result into its subscription, unless the subscription went away.
+    async fn record(&self, attempt: &Attempt) -> Result<(), CatalogError> {
+        let key = self.subscription_key(&attempt.namespace, &attempt.api);
+        for _ in 0..super::RETRIES {
+            let current = match self.subscription(&attempt.namespace, &attempt.api).await {
+                Ok(current) => current,
+                Err(CatalogError::NotFound(_)) => return Ok(()),
+                Err(error) => return Err(error),
+            };
+            let mut next = current.object.clone();
+            next.status = SubscriptionState {
+                state: if attempt.failure.is_some() { "error" } else { "success" }.to_owned(),
+                current_sync_id: match attempt.failure {
+                    Some(_) => current.object.status.current_sync_id.clone(),
+                    None => attempt.sync_id.clone(),
+                },
+                expected_sync_id: attempt.sync_id.clone(),
+                message: attempt.failure.clone().unwrap_or_default(),
+                last_attempt: timestamp(self.clock.now()),
+            };
+            let value = super::encode(&self.api_version(), "Subscription", &next, &current.metadata);
+            let txn = Txn {
+                compares: vec![Compare::ModifiedAt(key.clone(), current.revision)],
+                ops: vec![Op::put(&key, value)],
+            };
+            if let TxnResult::Applied { .. } = self.store.txn(txn).await? {
+                return Ok(());
+            }
+        }
+        Err(CatalogError::Conflict(format!(
+            "subscription {} in {} kept changing",
+            attempt.api, attempt.namespace
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests;

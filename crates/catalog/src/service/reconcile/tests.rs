@@ -1,0 +1,252 @@
+//! Reconciliation passes over the memory store, with a fake gateway and step runner.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use kayra_store::Store;
+use kayra_store::mvcc::{MvccStore, Options};
+
+use super::*;
+use crate::steps::{Mode, Step, StepRequest};
+use crate::{IdGenerator, Scope, SyncRequest, SystemClock};
+
+struct Counter(AtomicUsize);
+
+impl IdGenerator for Counter {
+    fn sync_id(&self) -> String {
+        format!("build-{}", self.0.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+}
+
+/// What the gateway answers a fetch: a status and a body, or no answer.
+type Fetched = Result<(u16, Vec<u8>), String>;
+
+/// Serves one answer for every fetch, counting them.
+struct Gateway {
+    answer: Mutex<Fetched>,
+    fetches: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl SpecFetcher for Gateway {
+    async fn fetch(&self, url: &str, limit: usize) -> Result<(u16, Vec<u8>), String> {
+        assert!(url.ends_with("/-/openapi.json"), "{url}");
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        self.answer.lock().unwrap().clone().map(|(status, mut body)| {
+            body.truncate(limit + 1);
+            (status, body)
+        })
+    }
+}
+
+/// Answers every step with one status, recording the URLs.
+struct Runner {
+    status: Mutex<u16>,
+    sent: Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl StepRunner for Runner {
+    async fn send(&self, request: &StepRequest) -> Result<u16, String> {
+        self.sent.lock().unwrap().push(request.url.clone());
+        Ok(*self.status.lock().unwrap())
+    }
+}
+
+const DOCUMENT: &str = r#"{"openapi": "3.1.0", "paths": {"/apis/compute.example.com/v1/namespaces/{namespace}/machines": {"get": {}, "post": {}}}}"#;
+
+struct World {
+    store: Arc<dyn Store>,
+    catalog: Catalog,
+    config: ReconcilerConfig,
+    gateway: Gateway,
+    runner: Runner,
+}
+
+fn world() -> World {
+    let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
+    let mut config =
+        ReconcilerConfig { gateway_url: Some("http://gateway".into()), ..ReconcilerConfig::default() };
+    let step = Step {
+        name: "notify".into(),
+        url: "{{ .Gateway }}/apis/{{ .Subscription.Api }}/v1/namespaces/{{ .Subscription.Namespace }}/syncs/{{ .SyncID }}".into(),
+        ..Step::default()
+    };
+    config.mode.insert("trigger".into(), Mode { steps: vec![step] });
+    World {
+        catalog: catalog(&store),
+        store,
+        config,
+        gateway: Gateway {
+            answer: Mutex::new(Ok((200, DOCUMENT.as_bytes().to_vec()))),
+            fetches: AtomicUsize::new(0),
+        },
+        runner: Runner { status: Mutex::new(200), sent: Mutex::new(Vec::new()) },
+    }
+}
+
+fn catalog(store: &Arc<dyn Store>) -> Catalog {
+    let scope = Scope {
+        root: "/registry/".into(),
+        domain: "example.com".into(),
+        platform: "p".into(),
+        region: "r".into(),
+    };
+    Catalog::new(store.clone(), scope, Arc::new(Counter(AtomicUsize::new(0))), Arc::new(SystemClock))
+}
+
+impl World {
+    async fn pass(&self) -> Report {
+        self.catalog.reconcile(&self.config, &self.gateway, &self.runner, 4).await.unwrap()
+    }
+
+    async fn setup(&self, namespaces: &[&str]) {
+        let registration = ApiRegistration {
+            name: "compute.example.com".into(),
+            short_name: "compute".into(),
+            mode: "trigger".into(),
+            ..ApiRegistration::default()
+        };
+        self.catalog.create_registration(registration).await.unwrap();
+        for namespace in namespaces {
+            self.catalog
+                .subscribe(namespace, Subscription::new("", "compute.example.com", true))
+                .await
+                .unwrap();
+        }
+    }
+
+    async fn state(&self, namespace: &str) -> SubscriptionState {
+        self.catalog.subscription(namespace, "compute.example.com").await.unwrap().object.status
+    }
+}
+
+fn failures(report: &Report) -> Vec<(String, bool)> {
+    report.attempts.iter().map(|a| (a.namespace.clone(), a.failure.is_some())).collect()
+}
+
+#[tokio::test]
+async fn a_sync_reaches_every_subscriber_once_with_one_fetch() {
+    let w = world();
+    w.setup(&["apps", "sre"]).await;
+    w.catalog.subscribe("idle", Subscription::new("", "compute.example.com", false)).await.unwrap();
+
+    let report = w.pass().await;
+    assert_eq!(failures(&report), [("apps".to_owned(), false), ("sre".to_owned(), false)]);
+    assert_eq!(w.gateway.fetches.load(Ordering::SeqCst), 1, "one fetch however many subscribers");
+    let state = w.state("sre").await;
+    assert_eq!((state.state.as_str(), state.current_sync_id.as_str()), ("success", "build-1"));
+    assert!(!state.last_attempt.is_empty());
+    assert!(
+        w.runner
+            .sent
+            .lock()
+            .unwrap()
+            .contains(&"http://gateway/apis/compute.example.com/v1/namespaces/sre/syncs/build-1".to_owned())
+    );
+    let spec = w.catalog.spec("compute.example.com").await.unwrap().unwrap();
+    assert_eq!(spec.document, DOCUMENT, "stored byte for byte");
+    assert_eq!(spec.resources[0].name, "machines");
+
+    assert!(w.pass().await.attempts.is_empty(), "nothing is due any more");
+    let status = w.catalog.status("compute.example.com").await.unwrap();
+    assert!(status.subscriptions.iter().all(|s| s.synced), "{status:?}");
+    assert_eq!(status.subscriptions.len(), 2, "the inactive one is not reported");
+}
+
+#[tokio::test]
+async fn a_canary_goes_first_and_the_release_reuses_its_build() {
+    let w = world();
+    w.setup(&["apps", "sre"]).await;
+    w.pass().await;
+    w.catalog
+        .sync("compute.example.com", &SyncRequest { canary_namespaces: vec!["sre".into()] })
+        .await
+        .unwrap();
+    let report = w.pass().await;
+    assert_eq!(failures(&report), [("sre".to_owned(), false)]);
+    assert_eq!(w.state("apps").await.current_sync_id, "build-1", "outside the canary, left as it was");
+    assert_eq!(w.state("sre").await.current_sync_id, "build-2");
+
+    w.catalog.sync("compute.example.com", &SyncRequest::default()).await.unwrap();
+    let report = w.pass().await;
+    assert_eq!(failures(&report), [("apps".to_owned(), false)]);
+    assert_eq!(w.state("apps").await.current_sync_id, "build-2");
+    assert_eq!(w.gateway.fetches.load(Ordering::SeqCst), 2, "the release needs no second fetch of build-2");
+}
+
+#[tokio::test]
+async fn without_the_document_nothing_moves() {
+    let w = world();
+    w.setup(&["sre"]).await;
+    w.pass().await;
+    w.catalog.sync("compute.example.com", &SyncRequest::default()).await.unwrap();
+    let big =
+        format!(r#"{{"openapi": "3.1.0", "paths": {{}}, "pad": "{}"}}"#, "x".repeat(openapi::MAX_DOCUMENT));
+    let cases: Vec<(Fetched, &str)> = vec![
+        (Err("connection refused".into()), "connection refused"),
+        (Ok((503, Vec::new())), "answered 503"),
+        (Ok((200, b"<html></html>".to_vec())), "not an OpenAPI document"),
+        (Ok((200, big.into_bytes())), "more than the 1 MiB"),
+    ];
+    for (answer, reason) in cases {
+        *w.gateway.answer.lock().unwrap() = answer;
+        let report = w.pass().await;
+        assert_eq!(failures(&report), [("sre".to_owned(), true)]);
+        let state = w.state("sre").await;
+        assert_eq!(state.state, "error");
+        assert!(state.message.contains(reason), "{reason}: {}", state.message);
+        assert_eq!(state.current_sync_id, "build-1", "it keeps working on the build it had");
+        assert_eq!(state.expected_sync_id, "build-2");
+    }
+    assert_eq!(
+        w.catalog.spec("compute.example.com").await.unwrap().unwrap().sync_id,
+        "build-1",
+        "the old document stays"
+    );
+
+    let unset = ReconcilerConfig { gateway_url: None, ..w.config.clone() };
+    w.catalog.reconcile(&unset, &w.gateway, &w.runner, 1).await.unwrap();
+    assert!(w.state("sre").await.message.contains("gateway_url is not set"));
+
+    *w.gateway.answer.lock().unwrap() = Ok((200, DOCUMENT.as_bytes().to_vec()));
+    w.pass().await;
+    assert_eq!(w.state("sre").await.current_sync_id, "build-2", "the next pass fetches again and moves");
+}
+
+#[tokio::test]
+async fn a_failing_step_is_recorded_and_a_restart_resumes() {
+    let w = world();
+    w.setup(&["apps", "sre"]).await;
+    *w.runner.status.lock().unwrap() = 500;
+    let report = w.pass().await;
+    assert_eq!(failures(&report), [("apps".to_owned(), true), ("sre".to_owned(), true)]);
+    let state = w.state("sre").await;
+    assert!(
+        state.message.starts_with("notify: POST http://gateway/") && state.message.ends_with("answered 500"),
+        "{}",
+        state.message
+    );
+    assert_eq!(state.current_sync_id, "");
+
+    // A new instance over the same store picks up where the store says things are.
+    *w.runner.status.lock().unwrap() = 200;
+    let restarted = catalog(&w.store);
+    let report = restarted.reconcile(&w.config, &w.gateway, &w.runner, 2).await.unwrap();
+    assert_eq!(failures(&report), [("apps".to_owned(), false), ("sre".to_owned(), false)]);
+    assert_eq!(
+        w.gateway.fetches.load(Ordering::SeqCst),
+        1,
+        "the document stored before the restart is reused"
+    );
+
+    let unknown = ApiRegistration {
+        name: "compute.example.com".into(),
+        mode: "nope".into(),
+        ..ApiRegistration::default()
+    };
+    w.catalog.update_registration("compute.example.com", unknown).await.unwrap();
+    w.catalog.sync("compute.example.com", &SyncRequest::default()).await.unwrap();
+    w.pass().await;
+    assert!(w.state("sre").await.message.contains("\"nope\" is not configured"));
+}
