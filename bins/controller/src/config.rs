@@ -33,6 +33,9 @@ pub struct Config {
     pub platform: String,
     /// The instance's region (`INFRAPI_APP_REGION`).
     pub region: String,
+    /// The catalog's reconciler: `gateway_url`, and the `mode`s registrations name, each a
+    /// list of HTTP `steps`.
+    pub reconciler: kayra_catalog::steps::ReconcilerConfig,
 }
 
 /// Which store keeps the state.
@@ -77,6 +80,7 @@ impl Default for Config {
             audit_log: None,
             platform: String::new(),
             region: String::new(),
+            reconciler: kayra_catalog::steps::ReconcilerConfig::default(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! `run` opens the store, builds the API over it, and serves until told to stop. The binary
 //! (`main.rs`) and the test kit both start the controller through here.
 
+mod catalog;
 pub mod config;
 mod namespaces;
 mod rbac;
@@ -150,7 +151,18 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 /// Builds the API over `store`, making sure namespace `default` exists.
 pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<ApiState>> {
     let scheme = Arc::new(Scheme::new(&config.domain));
-    let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
+    let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/");
+    let catalog = Arc::new(kayra_catalog::Catalog::new(
+        store,
+        kayra_catalog::Scope {
+            root: "/registry/".to_owned(),
+            domain: config.domain.clone(),
+            platform: config.platform.clone(),
+            region: config.region.clone(),
+        },
+        Arc::new(kayra_catalog::RandomIds),
+        Arc::new(kayra_catalog::SystemClock),
+    ));
     let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
         if config.token_file.is_none() && !config.token_file().exists() {
             Ok(TokenFile::none())
@@ -166,7 +178,8 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
         .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
     let state = Arc::new(
         ApiState::new(scheme.clone(), registry.clone(), tokens, config.listen.to_string())
-            .with_audit_log(audit),
+            .with_audit_log(audit)
+            .with_catalog(catalog),
     );
     let namespaces = scheme.find("", "v1", "namespaces").expect("the scheme serves namespaces");
     let resource = state_resource(&state, namespaces);
@@ -217,6 +230,9 @@ pub async fn run(
     };
     let finalizer = tokio::spawn(namespaces::run(state.clone()));
     let authorizer = tokio::spawn(rbac::run(state.clone()));
+    let reconciler = state
+        .catalog()
+        .map(|catalog| tokio::spawn(catalog::run(state.clone(), catalog, config.reconciler.clone())));
     let mut servers = tokio::task::JoinSet::new();
     servers.spawn(kayra_apiserver::serve(
         https,
@@ -236,6 +252,10 @@ pub async fn run(
     while servers.join_next().await.is_some() {}
     finalizer.abort();
     authorizer.abort();
+    if let Some(reconciler) = reconciler {
+        reconciler.abort();
+        let _ = reconciler.await;
+    }
     let _ = finalizer.await;
     let _ = authorizer.await;
     Ok(())

@@ -22,6 +22,9 @@ fn resource(state: &ApiState, group: &str, plural: &str) -> Resource {
 fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
     let fleet = format!("fleet.{domain}");
     let authorization = format!("authorization.{domain}");
+    let catalog = format!("catalog.{domain}");
+    let registrations = json!(["apiregistrations", "apiregistrations/sync", "apiregistrations/status"]);
+    let writes = json!(["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]);
     let api_version = format!("{authorization}/v1");
     let role = |name: &str, rules: Value| json!({"apiVersion": api_version, "kind": "ClusterRole", "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules});
     let workloads = json!(["applications", "applicationsets", "services"]);
@@ -43,6 +46,7 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 // Not `*`: `bind` and `escalate` would let a sysadmin grant itself more.
                 {"apis": [authorization], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": ["certificatesigningrequests", "certificatesigningrequests/status"], "verbs": ["*"]},
+                {"apis": [catalog], "resources": registrations, "verbs": writes},
             ]),
         ),
         role(
@@ -52,6 +56,7 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 core,
                 // Not `*`: that would include `bind` and `escalate`, which lift escalation prevention.
                 {"apis": [authorization], "resources": ["roles", "rolebindings"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
+                {"apis": [catalog], "resources": ["subscriptions"], "verbs": writes},
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["*"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch", "update", "patch"]},
             ]),
@@ -60,6 +65,7 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             "edit",
             json!([
                 {"apis": [fleet], "resources": workloads, "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
+                {"apis": [catalog], "resources": ["subscriptions"], "verbs": writes},
                 core,
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
@@ -69,6 +75,7 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             "view",
             json!([
                 {"apis": [fleet], "resources": workloads, "verbs": ["get", "list", "watch"]},
+                {"apis": [catalog], "resources": ["subscriptions"], "verbs": ["get", "list", "watch"]},
                 core,
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
             ]),
@@ -91,6 +98,8 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             json!([
                 {"apis": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
                 {"apis": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+                // An API's stored OpenAPI document is open to every authenticated caller.
+                {"apis": [catalog], "resources": ["apiregistrations/openapi.json"], "verbs": ["get"]},
             ]),
         ),
         role(

@@ -25,6 +25,8 @@ pub enum ApiError {
     UnsupportedMediaType(String),
     /// The body is larger than allowed.
     TooLarge,
+    /// The request conflicts with what is stored.
+    Conflict(String),
     /// What the registry answered.
     Registry(RegistryError),
     /// A server fault; logged, never shown.
@@ -86,6 +88,7 @@ impl ApiError {
                 "the request body is larger than the server accepts (3 MiB)".to_owned(),
                 None,
             ),
+            ApiError::Conflict(message) => (StatusCode::CONFLICT, "Conflict", message.clone(), None),
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "Internal error occurred".to_owned(), None)

@@ -9,6 +9,7 @@
 //! hyper and rustls.
 
 pub mod audit;
+mod catalog;
 mod discovery;
 mod error;
 mod handlers;
@@ -156,7 +157,7 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         })
         .transpose()?
         .unwrap_or_default();
-    if !matches!(target, Target::Resource(_)) {
+    if !matches!(target, Target::Resource(_) | Target::Catalog(_)) {
         let action =
             kayra_authz::Action::NonResource { verb: "get".to_owned(), path: parts.uri.path().to_owned() };
         if !state.allows(&identity, &action) {
@@ -200,6 +201,7 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         Target::Resource(path) => {
             handlers::serve(state.clone(), &identity, &parts.method, path, &query, &parts.headers, body).await
         }
+        Target::Catalog(path) => catalog::serve(&state, &identity, &parts.method, path, &body).await,
     }
 }
 

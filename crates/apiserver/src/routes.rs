@@ -26,6 +26,21 @@ pub(crate) enum Target<'a> {
     OpenApi(String, String),
     /// A resource: a collection, an object, or an object's subresource.
     Resource(ResourcePath<'a>),
+    /// The API catalog: `catalog.<domain>/v1` registrations and subscriptions.
+    Catalog(CatalogPath),
+}
+
+/// A path in the API catalog.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct CatalogPath {
+    /// `apiregistrations` or `subscriptions`.
+    pub(crate) plural: &'static str,
+    /// The namespace, for subscriptions.
+    pub(crate) namespace: Option<String>,
+    /// The object's name; `None` addresses the collection.
+    pub(crate) name: Option<String>,
+    /// `sync`, `status` or `openapi.json` of a registration.
+    pub(crate) subresource: Option<String>,
 }
 
 /// A path to resources of one Kind.
@@ -82,8 +97,29 @@ pub(crate) fn parse<'a>(scheme: &'a Scheme, path: &str) -> Result<Target<'a>, Pa
         }
         ["apis", group, version] => served(scheme, group, version)
             .map(|()| Target::GroupVersion((*group).to_owned(), (*version).to_owned())),
+        ["apis", group, "v1", rest @ ..] if *group == format!("catalog.{}", scheme.domain()) => catalog(rest),
         ["api", version, rest @ ..] => resource(scheme, "", version, rest),
         ["apis", group, version, rest @ ..] => resource(scheme, group, version, rest),
+        _ => Err(PathError::NotFound),
+    }
+}
+
+fn catalog<'a>(rest: &[&str]) -> Result<Target<'a>, PathError> {
+    let owned = |s: &&str| Some((*s).to_owned());
+    let path = |plural, namespace: Option<String>, name: Option<String>, subresource: Option<String>| {
+        Ok(Target::Catalog(CatalogPath { plural, namespace, name, subresource }))
+    };
+    match rest {
+        ["apiregistrations"] => path("apiregistrations", None, None, None),
+        ["apiregistrations", name] => path("apiregistrations", None, owned(name), None),
+        ["apiregistrations", name, sub @ ("sync" | "status" | "openapi.json")] => {
+            path("apiregistrations", None, owned(name), owned(sub))
+        }
+        ["subscriptions"] => path("subscriptions", None, None, None),
+        ["namespaces", namespace, "subscriptions"] => path("subscriptions", owned(namespace), None, None),
+        ["namespaces", namespace, "subscriptions", name] => {
+            path("subscriptions", owned(namespace), owned(name), None)
+        }
         _ => Err(PathError::NotFound),
     }
 }

@@ -22,6 +22,7 @@ pub struct ApiState {
     pub(crate) server_address: String,
     rbac: std::sync::RwLock<Arc<kayra_authz::Rbac>>,
     pub(crate) audit: Option<Arc<crate::audit::AuditLog>>,
+    pub(crate) catalog: Option<Arc<kayra_catalog::Catalog>>,
 }
 
 impl ApiState {
@@ -40,7 +41,17 @@ impl ApiState {
             .collect();
         let openapi = Documents::build(&scheme);
         let rbac = std::sync::RwLock::new(Arc::new(kayra_authz::Rbac::default()));
-        ApiState { scheme, registry, resources, openapi, tokens, server_address, rbac, audit: None }
+        ApiState {
+            scheme,
+            registry,
+            resources,
+            openapi,
+            tokens,
+            server_address,
+            rbac,
+            audit: None,
+            catalog: None,
+        }
     }
 
     /// The registry resource serving a Kind.
@@ -53,6 +64,17 @@ impl ApiState {
     /// The registry resource serving a Kind, for callers outside the HTTP surface.
     pub fn resource_for(&self, kind: &KindInfo) -> &Resource {
         self.resource(kind)
+    }
+
+    /// Serves the API catalog from `catalog`.
+    pub fn with_catalog(mut self, catalog: Arc<kayra_catalog::Catalog>) -> ApiState {
+        self.catalog = Some(catalog);
+        self
+    }
+
+    /// The API catalog this state serves, if any.
+    pub fn catalog(&self) -> Option<Arc<kayra_catalog::Catalog>> {
+        self.catalog.clone()
     }
 
     /// Audits every mutating request to `log`.

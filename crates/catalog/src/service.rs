@@ -150,7 +150,18 @@ impl Catalog {
     }
 
     fn registration_key_in(&self, platform: &str, region: &str, name: &str) -> String {
-        format!("{}{platform}/{region}/{name}", self.folder("apiregistrations"))
+        format!("{}{}/{}/{name}", self.folder("apiregistrations"), segment(platform), segment(region))
+    }
+
+    /// `<platform>/<region>/` of this instance, as keys spell it.
+    fn scope_path(&self) -> String {
+        format!("{}/{}/", segment(&self.scope.platform), segment(&self.scope.region))
+    }
+
+    /// Watches every change to the catalog, in every scope, from now on.
+    pub async fn changes(&self) -> Result<kayra_store::Watcher, CatalogError> {
+        let revision = self.store.revision().await?;
+        Ok(self.store.watch(&format!("{}catalog.{}/", self.scope.root, self.scope.domain), revision).await?)
     }
 
     fn registration_key(&self, name: &str) -> String {
@@ -158,11 +169,11 @@ impl Catalog {
     }
 
     fn short_name_key(&self, short: &str) -> String {
-        format!("{}{}/{}/{short}", self.folder("shortnames"), self.scope.platform, self.scope.region)
+        format!("{}{}{short}", self.folder("shortnames"), self.scope_path())
     }
 
     fn subscriptions_prefix(&self) -> String {
-        format!("{}{}/{}/", self.folder("subscriptions"), self.scope.platform, self.scope.region)
+        format!("{}{}", self.folder("subscriptions"), self.scope_path())
     }
 
     fn subscription_key(&self, namespace: &str, api: &str) -> String {
@@ -258,8 +269,7 @@ impl Catalog {
 
     /// Every registration of this scope, by name.
     pub async fn registrations(&self) -> Result<Vec<Stored<ApiRegistration>>, CatalogError> {
-        let prefix =
-            format!("{}{}/{}/", self.folder("apiregistrations"), self.scope.platform, self.scope.region);
+        let prefix = format!("{}{}", self.folder("apiregistrations"), self.scope_path());
         self.all(&prefix).await
     }
 
@@ -431,8 +441,39 @@ impl Catalog {
 
     /// Every subscription to `api` in this scope, by namespace.
     pub async fn subscriptions(&self, api: &str) -> Result<Vec<Stored<Subscription>>, CatalogError> {
-        let all: Vec<Stored<Subscription>> = self.all(&self.subscriptions_prefix()).await?;
+        let all = self.all_subscriptions().await?;
         Ok(all.into_iter().filter(|s| s.object.api == api).collect())
+    }
+
+    /// Every subscription of this scope, by namespace and API.
+    pub async fn all_subscriptions(&self) -> Result<Vec<Stored<Subscription>>, CatalogError> {
+        self.all(&self.subscriptions_prefix()).await
+    }
+
+    /// Turns a subscription on or off; the rest of it is the reconciler's.
+    pub async fn set_active(
+        &self,
+        namespace: &str,
+        api: &str,
+        active: bool,
+    ) -> Result<Stored<Subscription>, CatalogError> {
+        let key = self.subscription_key(namespace, api);
+        for _ in 0..RETRIES {
+            let current = self.subscription(namespace, api).await?;
+            if current.object.active == active {
+                return Ok(current);
+            }
+            let next = Subscription { active, ..current.object.clone() };
+            let value = encode(&self.api_version(), "Subscription", &next, &current.metadata);
+            let txn = Txn {
+                compares: vec![Compare::ModifiedAt(key.clone(), current.revision)],
+                ops: vec![Op::put(&key, value)],
+            };
+            if let TxnResult::Applied { revision, .. } = self.store.txn(txn).await? {
+                return Ok(Stored { object: next, metadata: current.metadata, revision });
+            }
+        }
+        Err(CatalogError::Conflict(format!("subscription {api:?} in {namespace} kept changing; try again")))
     }
 
     /// Ends a subscription.
@@ -462,6 +503,11 @@ impl Catalog {
             self.subscriptions(name).await?.into_iter().map(|s| s.object).collect();
         Ok(status(&registration.object, &subscriptions))
     }
+}
+
+/// A platform or region as a key segment: `_` when empty (an instance with neither set).
+fn segment(value: &str) -> &str {
+    if value.is_empty() { "_" } else { value }
 }
 
 fn encode<T: Serialize>(api_version: &str, kind: &str, object: &T, metadata: &Map<String, Value>) -> Vec<u8> {

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::{ApiRegistration, Subscription};
 
@@ -15,7 +15,7 @@ use crate::{ApiRegistration, Subscription};
 pub const DEFAULT_STEP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The `reconciler` section of the controller's configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ReconcilerConfig {
     /// Where registered APIs are reachable: `<gateway_url>/apis/<api>/...`.
@@ -25,7 +25,7 @@ pub struct ReconcilerConfig {
 }
 
 /// How a subscriber is reconciled: its steps, in order. No steps only records the sync.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Mode {
     /// The steps.
@@ -33,7 +33,7 @@ pub struct Mode {
 }
 
 /// One HTTP request of a mode; every text field is a template.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Step {
     /// What failures call the step; `step <n>` when empty.

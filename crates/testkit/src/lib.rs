@@ -41,9 +41,14 @@ impl std::fmt::Debug for TestServer {
 impl TestServer {
     /// Initialises a fresh data directory and starts serving.
     pub async fn start(store: Store) -> TestServer {
+        TestServer::start_with(store, |_| {}).await
+    }
+
+    /// As [`TestServer::start`], with `configure` changing the configuration first.
+    pub async fn start_with(store: Store, configure: impl FnOnce(&mut Config)) -> TestServer {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let config = Config {
+        let mut config = Config {
             data_dir: dir.path().join("data"),
             store: match store {
                 Store::Memory => StoreKind::Memory,
@@ -52,6 +57,7 @@ impl TestServer {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             ..Config::default()
         };
+        configure(&mut config);
         kayra_controller::init(&config).expect("init writes the PKI");
         let mut server = TestServer {
             config,

@@ -53,7 +53,7 @@ pub struct Attempt {
 
 impl Catalog {
     fn spec_key(&self, name: &str) -> String {
-        format!("{}{}/{}/{name}", self.folder("specs"), self.scope.platform, self.scope.region)
+        format!("{}{}{name}", self.folder("specs"), self.scope_path())
     }
 
     /// The stored OpenAPI document of a registration, if one was fetched.

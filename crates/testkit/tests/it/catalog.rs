@@ -1,0 +1,214 @@
+//! The API catalog over HTTP, as its documentation's curl examples use it (bearer token, plain
+//! HTTP listener), and its reconciler against a small gateway started by the test.
+
+use std::sync::{Arc, Mutex};
+
+use kayra_catalog::steps::{Mode, ReconcilerConfig, Step};
+use kayra_testkit::{Store, TestServer};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::status_of;
+
+const REGISTRATIONS: &str = "/apis/catalog.example.com/v1/apiregistrations";
+
+struct Curl {
+    client: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Curl {
+    fn new(server: &TestServer) -> Curl {
+        Curl { client: reqwest::Client::new(), base: server.http_url(), token: server.admin_token() }
+    }
+
+    async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let mut request =
+            self.client.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        status_of(request.send().await.unwrap()).await
+    }
+}
+
+fn is_go_uuid(id: &str) -> bool {
+    id.split('-').map(str::len).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+}
+
+#[tokio::test]
+async fn registrations_and_subscriptions_as_documented() {
+    let server = TestServer::start(Store::Memory).await;
+    let curl = Curl::new(&server);
+    use reqwest::Method as M;
+
+    let seed =
+        json!({"name": "compute.example.com", "short_name": "compute", "active": true, "owner": "sre-a"});
+    let (code, created) = curl.send(M::POST, REGISTRATIONS, Some(seed)).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    assert_eq!(
+        (created["name"].as_str(), created["owner"].as_str()),
+        (Some("compute.example.com"), Some("sre-a"))
+    );
+    assert_eq!(created["kind"], "ApiRegistration");
+    assert_eq!(created["metadata"]["name"], "compute.example.com");
+    let first_sync = created["sync_id"].as_str().unwrap().to_owned();
+    assert!(is_go_uuid(&first_sync), "{first_sync}");
+
+    let (code, body) =
+        curl.send(M::POST, REGISTRATIONS, Some(json!({"name": "compute", "owner": "x"}))).await;
+    assert_eq!((code, body["reason"].as_str()), (StatusCode::BAD_REQUEST, Some("BadRequest")), "{body}");
+    let (code, body) = curl
+        .send(M::POST, REGISTRATIONS, Some(json!({"name": "other.example.com", "short_name": "compute"})))
+        .await;
+    assert_eq!(code, StatusCode::CONFLICT, "{body}");
+
+    let (code, got) = curl.send(M::GET, &format!("{REGISTRATIONS}/compute.example.com"), None).await;
+    assert_eq!((code, got["short_name"].as_str()), (StatusCode::OK, Some("compute")));
+    let (_, listed) = curl.send(M::GET, REGISTRATIONS, None).await;
+    assert_eq!(listed["items"].as_array().unwrap().len(), 1);
+    let update = json!({"name": "compute.example.com", "owner": "sre-b"});
+    let (code, updated) =
+        curl.send(M::PUT, &format!("{REGISTRATIONS}/compute.example.com"), Some(update)).await;
+    assert_eq!((code, updated["owner"].as_str()), (StatusCode::OK, Some("sre-b")), "{updated}");
+    assert_eq!(updated["sync_id"], first_sync.as_str(), "an update naming no sync_id keeps it");
+
+    let subscriptions = "/apis/catalog.example.com/v1/namespaces/default/subscriptions";
+    let (code, body) =
+        curl.send(M::POST, subscriptions, Some(json!({"api": "nope.example.com", "active": true}))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "{body}");
+    let (code, subscription) =
+        curl.send(M::POST, subscriptions, Some(json!({"api": "compute.example.com", "active": true}))).await;
+    assert_eq!(code, StatusCode::CREATED, "{subscription}");
+    assert_eq!(subscription["metadata"]["name"], "compute.example.com");
+    let elsewhere = "/apis/catalog.example.com/v1/namespaces/ghost/subscriptions";
+    let (code, _) =
+        curl.send(M::POST, elsewhere, Some(json!({"api": "compute.example.com", "active": true}))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "no such namespace");
+
+    let sync = format!("{REGISTRATIONS}/compute.example.com/sync");
+    let (code, body) = curl.send(M::PUT, &sync, Some(json!({"canary_namespaces": ["sre"]}))).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "sre is not subscribed: {body}");
+    let (code, canary) = curl.send(M::PUT, &sync, Some(json!({"canary_namespaces": ["default"]}))).await;
+    assert_eq!(code, StatusCode::OK, "{canary}");
+    assert_eq!(canary["canary_namespaces"], json!(["default"]));
+    let canary_sync = canary["sync_id"].as_str().unwrap().to_owned();
+    assert_ne!(canary_sync, first_sync);
+    let (_, released) = curl.send(M::PUT, &sync, Some(json!({}))).await;
+    assert_eq!(released["sync_id"], canary_sync.as_str(), "the release reuses the canary's build");
+    assert!(released.get("canary_namespaces").is_none(), "{released}");
+    let (_, fresh) = curl.send(M::PUT, &sync, Some(json!({}))).await;
+    assert_ne!(fresh["sync_id"], canary_sync.as_str(), "nothing pending: a fresh build");
+
+    let (code, status) =
+        curl.send(M::GET, &format!("{REGISTRATIONS}/compute.example.com/status"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(
+        (status["name"].as_str(), status["sync_id"].as_str()),
+        (Some("compute.example.com"), fresh["sync_id"].as_str())
+    );
+    assert!(status["subscriptions"].is_array(), "{status}");
+    let (code, _) =
+        curl.send(M::GET, &format!("{REGISTRATIONS}/compute.example.com/openapi.json"), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "no gateway, no document");
+
+    let (code, body) = curl.send(M::DELETE, &format!("{REGISTRATIONS}/compute.example.com"), None).await;
+    assert_eq!(code, StatusCode::CONFLICT, "a subscription refers to it: {body}");
+    let (code, _) = curl.send(M::DELETE, &format!("{subscriptions}/compute.example.com"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = curl.send(M::DELETE, &format!("{REGISTRATIONS}/compute.example.com"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) = curl.send(M::GET, &format!("{REGISTRATIONS}/compute.example.com"), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn only_sysadmins_manage_registrations_and_everyone_reads_documents() {
+    let server = TestServer::start(Store::Memory).await;
+    server.add_token("alice-token", "alice", "");
+    let alice = Curl { token: "alice-token".into(), ..Curl::new(&server) };
+    use reqwest::Method as M;
+    let (code, body) = alice.send(M::POST, REGISTRATIONS, Some(json!({"name": "mine.example.com"}))).await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "{body}");
+    assert_eq!(alice.send(M::GET, REGISTRATIONS, None).await.0, StatusCode::FORBIDDEN);
+    let admin = Curl::new(&server);
+    admin.send(M::POST, REGISTRATIONS, Some(json!({"name": "mine.example.com"}))).await;
+    let (code, _) = alice.send(M::GET, &format!("{REGISTRATIONS}/mine.example.com/openapi.json"), None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "allowed, just not fetched yet");
+    let (code, _) = alice.send(M::GET, &format!("{REGISTRATIONS}/mine.example.com/status"), None).await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
+}
+
+/// A gateway in front of one API: its document, and a hook the mode's step calls.
+async fn gateway(hooks: Arc<Mutex<Vec<String>>>) -> String {
+    let document = json!({"openapi": "3.1.0", "info": {"title": "compute", "version": "1"}, "paths": {
+        "/apis/compute.example.com/v1/namespaces/{namespace}/machines": {"get": {}, "post": {}},
+        "/apis/compute.example.com/v1/namespaces/{namespace}/machines/{name}": {"get": {}, "delete": {}},
+    }});
+    let app = axum::Router::new()
+        .route("/apis/compute.example.com/-/openapi.json", axum::routing::get(move || async move { axum::Json(document) }))
+        .route(
+            "/hooks/{namespace}/{sync}",
+            axum::routing::post(move |axum::extract::Path((namespace, sync)): axum::extract::Path<(String, String)>| async move {
+                hooks.lock().unwrap().push(format!("{namespace} {sync}"));
+                StatusCode::ACCEPTED
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test]
+async fn a_sync_reaches_subscribers_through_the_gateway() {
+    let hooks = Arc::new(Mutex::new(Vec::new()));
+    let gateway_url = gateway(hooks.clone()).await;
+    let step = Step {
+        name: "hook".into(),
+        url: "{{ .Gateway }}/hooks/{{ .Subscription.Namespace }}/{{ .SyncID }}".into(),
+        ..Step::default()
+    };
+    let mut reconciler = ReconcilerConfig { gateway_url: Some(gateway_url), ..ReconcilerConfig::default() };
+    reconciler.mode.insert("trigger".into(), Mode { steps: vec![step] });
+    let server = TestServer::start_with(Store::Memory, |config| config.reconciler = reconciler).await;
+    let curl = Curl::new(&server);
+    use reqwest::Method as M;
+
+    let body = json!({"name": "compute.example.com", "short_name": "compute", "active": true, "mode": "trigger", "sync_id": "build-1"});
+    assert_eq!(curl.send(M::POST, REGISTRATIONS, Some(body)).await.0, StatusCode::CREATED);
+    let subscriptions = "/apis/catalog.example.com/v1/namespaces/default/subscriptions";
+    curl.send(M::POST, subscriptions, Some(json!({"api": "compute.example.com", "active": true}))).await;
+
+    let status_path = format!("{REGISTRATIONS}/compute.example.com/status");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        let (_, status) = curl.send(M::GET, &status_path, None).await;
+        if status["subscriptions"][0]["synced"] == true {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "never synced: {status}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        status["subscriptions"][0],
+        json!({"namespace": "default", "state": "success", "current_sync_id": "build-1", "synced": true})
+    );
+    assert_eq!(hooks.lock().unwrap().as_slice(), ["default build-1"]);
+
+    let (code, document) =
+        curl.send(M::GET, &format!("{REGISTRATIONS}/compute.example.com/openapi.json"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(document["info"]["title"], "compute", "the document as the app served it");
+    let events: Value = server
+        .admin()
+        .get(format!("{}/api/v1/namespaces/default/events", server.url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(events["items"].as_array().unwrap().iter().any(|e| e["reason"] == "Synced"), "{events}");
+}
