@@ -54,7 +54,8 @@ pub(crate) async fn serve(
             &catalog.registration(name).await.map_err(error)?,
         )),
         ("apiregistrations", _, Some(name), None, "update") => {
-            let updated = catalog.update_registration(name, decode(body)?).await.map_err(error)?;
+            let changes: serde_json::Map<String, Value> = decode(body)?;
+            let updated = catalog.update_registration(name, &changes).await.map_err(error)?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &updated))
         }
         ("apiregistrations", _, Some(name), None, "delete") => {

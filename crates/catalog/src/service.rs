@@ -278,29 +278,39 @@ impl Catalog {
         range.kvs.iter().map(decode).collect()
     }
 
-    /// Replaces a registration's fields. Platform, region, uid and creation time stay; an
-    /// empty sync_id keeps the current one; a pending canary is the sync endpoint's alone.
+    /// Changes the fields `changes` names, as decoding a request body into the stored record
+    /// does: fields the body leaves out keep their values. Platform and region stay the
+    /// instance's, a pending canary is the sync endpoint's alone, and `name` must be the one in
+    /// the path.
     pub async fn update_registration(
         &self,
         name: &str,
-        mut body: ApiRegistration,
+        changes: &Map<String, Value>,
     ) -> Result<Stored<ApiRegistration>, CatalogError> {
-        if body.name != name {
+        if let Some(given) = changes.get("name").filter(|given| given.as_str() != Some(name)) {
             return Err(CatalogError::Invalid(vec![Problem::Invalid {
                 field: "name".to_owned(),
-                message: format!("{:?} does not match the name in the path, {name:?}", body.name),
+                message: format!("{given} does not match the name in the path, {name:?}"),
             }]));
         }
-        body.platform.clone_from(&self.scope.platform);
-        body.region.clone_from(&self.scope.region);
-        self.check(&body).await?;
+        let current = self.registration(name).await?;
+        let merged = merge(&current.object, changes)?;
+        self.check(&ApiRegistration {
+            platform: self.scope.platform.clone(),
+            region: self.scope.region.clone(),
+            ..merged
+        })
+        .await?;
         self.modify(name, |current| {
-            let mut next = body.clone();
+            let mut next = merge(current, changes)?;
+            next.platform.clone_from(&self.scope.platform);
+            next.region.clone_from(&self.scope.region);
             if next.sync_id.is_empty() {
                 next.sync_id.clone_from(&current.sync_id);
             }
             next.canary_namespaces.clone_from(&current.canary_namespaces);
-            Ok(next)
+            let problems = next.validate();
+            if problems.is_empty() { Ok(next) } else { Err(CatalogError::Invalid(problems)) }
         })
         .await
     }
@@ -505,6 +515,21 @@ impl Catalog {
     }
 }
 
+/// `changes` laid over `current`, top-level field by field; what the server owns is ignored.
+fn merge(current: &ApiRegistration, changes: &Map<String, Value>) -> Result<ApiRegistration, CatalogError> {
+    const SERVER_OWNED: [&str; 6] =
+        ["apiVersion", "kind", "metadata", "platform", "region", "canary_namespaces"];
+    let Value::Object(mut merged) = serde_json::to_value(current).unwrap_or_else(|_| json!({})) else {
+        return Err(CatalogError::Conflict("the stored registration does not encode".to_owned()));
+    };
+    for (field, value) in changes.iter().filter(|(field, _)| !SERVER_OWNED.contains(&field.as_str())) {
+        merged.insert(field.clone(), value.clone());
+    }
+    serde_json::from_value(Value::Object(merged)).map_err(|error| {
+        CatalogError::Invalid(vec![Problem::Invalid { field: "body".to_owned(), message: error.to_string() }])
+    })
+}
+
 /// A platform or region as a key segment: `_` when empty (an instance with neither set).
 fn segment(value: &str) -> &str {
     if value.is_empty() { "_" } else { value }
@@ -625,40 +650,43 @@ mod tests {
         let canary = SyncRequest { canary_namespaces: vec!["sre".into()] };
         catalog.sync("compute.example.com", &canary).await.unwrap();
 
-        let renamed = ApiRegistration { name: "other.example.com".into(), ..ApiRegistration::default() };
+        let changes = |value: Value| value.as_object().unwrap().clone();
+        let renamed = changes(json!({"name": "other.example.com"}));
         assert!(matches!(
-            catalog.update_registration("compute.example.com", renamed).await,
+            catalog.update_registration("compute.example.com", &renamed).await,
             Err(CatalogError::Invalid(_))
         ));
-        let owner_only = ApiRegistration {
-            name: "compute.example.com".into(),
-            owner: "sre-b".into(),
-            ..ApiRegistration::default()
-        };
-        let updated = catalog.update_registration("compute.example.com", owner_only).await.unwrap();
+        let owner_only = changes(
+            json!({"name": "compute.example.com", "owner": "sre-b", "canary_namespaces": [], "platform": "x"}),
+        );
+        let updated = catalog.update_registration("compute.example.com", &owner_only).await.unwrap();
         assert_eq!(updated.object.owner, "sre-b");
+        assert!(
+            updated.object.active && updated.object.short_name == "compute",
+            "fields left out keep their values"
+        );
         assert_eq!(updated.object.sync_id, "id-2", "an update without a sync_id keeps the current one");
         assert_eq!(updated.object.canary_namespaces, ["sre"], "an unrelated update does not end a rollout");
-        assert!(updated.object.short_name.is_empty(), "the short name was released");
+        assert_eq!(updated.object.platform, "p");
+
+        let released = changes(json!({"short_name": ""}));
+        catalog.update_registration("compute.example.com", &released).await.unwrap();
         catalog.create_registration(registration("next.example.com", "compute")).await.unwrap();
 
-        let tagged = ApiRegistration {
-            name: "compute.example.com".into(),
-            sync_id: "release-7".into(),
-            ..ApiRegistration::default()
-        };
+        let tagged = changes(json!({"sync_id": "release-7"}));
         assert_eq!(
-            catalog.update_registration("compute.example.com", tagged).await.unwrap().object.sync_id,
+            catalog.update_registration("compute.example.com", &tagged).await.unwrap().object.sync_id,
             "release-7"
         );
-        let taken = ApiRegistration {
-            name: "compute.example.com".into(),
-            short_name: "compute".into(),
-            ..ApiRegistration::default()
-        };
+        let taken = changes(json!({"short_name": "compute"}));
         assert!(matches!(
-            catalog.update_registration("compute.example.com", taken).await,
+            catalog.update_registration("compute.example.com", &taken).await,
             Err(CatalogError::Conflict(_))
+        ));
+        let wrong_type = changes(json!({"active": "yes"}));
+        assert!(matches!(
+            catalog.update_registration("compute.example.com", &wrong_type).await,
+            Err(CatalogError::Invalid(_))
         ));
     }
 

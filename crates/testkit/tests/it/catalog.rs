@@ -73,6 +73,11 @@ async fn registrations_and_subscriptions_as_documented() {
         curl.send(M::PUT, &format!("{REGISTRATIONS}/compute.example.com"), Some(update)).await;
     assert_eq!((code, updated["owner"].as_str()), (StatusCode::OK, Some("sre-b")), "{updated}");
     assert_eq!(updated["sync_id"], first_sync.as_str(), "an update naming no sync_id keeps it");
+    assert_eq!(
+        (updated["active"].as_bool(), updated["short_name"].as_str()),
+        (Some(true), Some("compute")),
+        "{updated}"
+    );
 
     let subscriptions = "/apis/catalog.example.com/v1/namespaces/default/subscriptions";
     let (code, body) =
