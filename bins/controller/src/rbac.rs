@@ -98,6 +98,8 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             json!([
                 {"apis": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]},
                 {"apis": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
+                // Apps ask Kayra for RBAC decisions about their own APIs.
+                {"apis": [authorization], "resources": ["check"], "verbs": ["create"]},
                 // An API's stored OpenAPI document is open to every authenticated caller.
                 {"apis": [catalog], "resources": ["apiregistrations/openapi.json"], "verbs": ["get"]},
             ]),

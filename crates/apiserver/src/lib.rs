@@ -10,6 +10,7 @@
 
 pub mod audit;
 mod catalog;
+mod check;
 mod discovery;
 mod error;
 mod handlers;
@@ -157,7 +158,7 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         })
         .transpose()?
         .unwrap_or_default();
-    if !matches!(target, Target::Resource(_) | Target::Catalog(_)) {
+    if !matches!(target, Target::Resource(_) | Target::Catalog(_) | Target::Check) {
         let action =
             kayra_authz::Action::NonResource { verb: "get".to_owned(), path: parts.uri.path().to_owned() };
         if !state.allows(&identity, &action) {
@@ -202,6 +203,7 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
             handlers::serve(state.clone(), &identity, &parts.method, path, &query, &parts.headers, body).await
         }
         Target::Catalog(path) => catalog::serve(&state, &identity, &parts.method, path, &body).await,
+        Target::Check => check::serve(&state, &identity, &parts.method, &body).await,
     }
 }
 
@@ -270,6 +272,14 @@ async fn who(state: &ApiState, headers: &axum::http::HeaderMap, extensions: &axu
     }
 }
 
+/// The identity a bearer token stands for: the token file's, else a bootstrap token's.
+pub(crate) async fn bearer(state: &ApiState, token: &str) -> Option<Identity> {
+    if let Some(identity) = state.tokens.authenticate(token) {
+        return Some(identity);
+    }
+    state.bootstrap_token(&kayra_authn::bootstrap::Token::parse(token)?).await
+}
+
 /// The caller: the verified client certificate's identity, else a bearer token's (from the
 /// token file, else a bootstrap token).
 async fn authenticate(
@@ -286,10 +296,7 @@ async fn authenticate(
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
         return None;
     }
-    if let Some(identity) = state.tokens.authenticate(token) {
-        return Some(identity);
-    }
-    state.bootstrap_token(&kayra_authn::bootstrap::Token::parse(token)?).await
+    bearer(state, token).await
 }
 
 /// `Impersonate-User`, `Impersonate-Group` and `Impersonate-Uid`, as Kubernetes honours

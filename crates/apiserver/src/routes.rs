@@ -28,6 +28,8 @@ pub(crate) enum Target<'a> {
     Resource(ResourcePath<'a>),
     /// The API catalog: `catalog.<domain>/v1` registrations and subscriptions.
     Catalog(CatalogPath),
+    /// `POST /apis/authorization.<domain>/v1/check`: an RBAC decision for an app.
+    Check,
 }
 
 /// A path in the API catalog.
@@ -98,6 +100,9 @@ pub(crate) fn parse<'a>(scheme: &'a Scheme, path: &str) -> Result<Target<'a>, Pa
         ["apis", group, version] => served(scheme, group, version)
             .map(|()| Target::GroupVersion((*group).to_owned(), (*version).to_owned())),
         ["apis", group, "v1", rest @ ..] if *group == format!("catalog.{}", scheme.domain()) => catalog(rest),
+        ["apis", group, "v1", "check"] if *group == format!("authorization.{}", scheme.domain()) => {
+            Ok(Target::Check)
+        }
         ["api", version, rest @ ..] => resource(scheme, "", version, rest),
         ["apis", group, version, rest @ ..] => resource(scheme, group, version, rest),
         _ => Err(PathError::NotFound),

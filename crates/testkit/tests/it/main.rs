@@ -7,6 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 mod catalog;
+mod check;
 mod rbac_table;
 mod security;
 
