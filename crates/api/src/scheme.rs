@@ -202,6 +202,9 @@ pub struct KindInfo {
     /// Whether the Kind is a review: created to ask a question, answered at once, never stored
     /// (`SelfSubjectAccessReview`, `SelfSubjectReview`).
     pub review: bool,
+    /// Whether the Kind belongs to the API catalog, which serves it with its own rules (and
+    /// stores it under its own keys) instead of the registry.
+    pub catalog: bool,
     /// Decoding, defaults, validation and schema.
     pub behaviour: Arc<dyn Behaviour>,
 }
@@ -210,6 +213,116 @@ impl std::fmt::Debug for KindInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{} {}", self.group, self.version, self.kind)
     }
+}
+
+/// The catalog's Kinds, as discovery, OpenAPI and tables describe them.
+fn catalog_kinds(domain: &str) -> [KindInfo; 2] {
+    use crate::kinds::catalog::{ApiRegistration, Subscription};
+    let kind = |kind: &'static str,
+                plural: &'static str,
+                singular: &'static str,
+                namespaced: bool,
+                subresources: &'static [&'static str],
+                columns: &'static [Column],
+                behaviour: Arc<dyn Behaviour>| KindInfo {
+        group: format!("catalog.{domain}"),
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        categories: &[],
+        namespaced,
+        subresources,
+        field_labels: &[],
+        columns,
+        verbs: &["create", "delete", "get", "list", "update"],
+        builtin: false,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: true,
+        names: NameRule::Path,
+        behaviour,
+    };
+    [
+        kind(
+            "ApiRegistration",
+            "apiregistrations",
+            "apiregistration",
+            false,
+            &["sync", "status", "openapi.json"],
+            &[
+                Column {
+                    name: "Short",
+                    type_: "string",
+                    format: "",
+                    description: "The short name",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "short_name")),
+                },
+                Column {
+                    name: "Owner",
+                    type_: "string",
+                    format: "",
+                    description: "The owning team",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "owner")),
+                },
+                Column {
+                    name: "Active",
+                    type_: "string",
+                    format: "",
+                    description: "Whether the API is in service",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "active")),
+                },
+                Column {
+                    name: "Sync",
+                    type_: "string",
+                    format: "",
+                    description: "The build subscribers reconcile to",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "sync_id")),
+                },
+            ],
+            typed::<ApiRegistration>(),
+        ),
+        kind(
+            "Subscription",
+            "subscriptions",
+            "subscription",
+            true,
+            &[],
+            &[
+                Column {
+                    name: "State",
+                    type_: "string",
+                    format: "",
+                    description: "What the reconciler last did",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "state")),
+                },
+                Column {
+                    name: "Current",
+                    type_: "string",
+                    format: "",
+                    description: "The build the namespace is at",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "current_sync_id")),
+                },
+                Column {
+                    name: "Expected",
+                    type_: "string",
+                    format: "",
+                    description: "The build it should be at",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "expected_sync_id")),
+                },
+            ],
+            typed::<Subscription>(),
+        ),
+    ]
 }
 
 /// A review Kind: create-only, answered at once.
@@ -237,6 +350,7 @@ fn review(
         view_of: None,
         create_keeps_status: false,
         review: true,
+        catalog: false,
         names: NameRule::Path,
         behaviour,
     }
@@ -245,7 +359,7 @@ fn review(
 impl KindInfo {
     /// Whether objects of the Kind are kept in the store (views and reviews are not).
     pub fn stored(&self) -> bool {
-        self.view_of.is_none() && !self.review
+        self.view_of.is_none() && !self.review && !self.catalog
     }
 
     /// `group/version`, or `v1` for core.
@@ -306,10 +420,11 @@ impl Scheme {
             view_of: None,
             create_keeps_status: false,
             review: false,
+            catalog: false,
             names: NameRule::Path,
             behaviour,
         };
-        let kinds = vec![
+        let mut kinds = vec![
             KindInfo {
                 group: String::new(),
                 version: "v1",
@@ -334,6 +449,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Label,
                 behaviour: Arc::new(NamespaceBehaviour(Typed(PhantomData))),
             },
@@ -403,6 +519,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: true,
                 review: false,
+                catalog: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Node>(),
             },
@@ -482,6 +599,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Event>(),
             },
@@ -558,6 +676,7 @@ impl Scheme {
                 view_of: Some(("applications", crate::view::pod_from_application)),
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<k8s_openapi::api::core::v1::Pod>(),
             },
@@ -619,6 +738,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<Application>(),
             },
@@ -672,6 +792,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<ApplicationSet>(),
             },
@@ -717,6 +838,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<CertificateSigningRequest>(),
             },
@@ -754,6 +876,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Label,
                 behaviour: typed::<Service>(),
             },
@@ -793,6 +916,7 @@ impl Scheme {
                 view_of: None,
                 create_keeps_status: false,
                 review: false,
+                catalog: false,
                 names: NameRule::Subdomain,
                 behaviour: typed::<Secret>(),
             },
@@ -828,6 +952,7 @@ impl Scheme {
                 typed::<k8s_openapi::api::authentication::v1::SelfSubjectReview>(),
             ),
         ];
+        kinds.extend(catalog_kinds(domain));
         Scheme { domain: domain.to_owned(), kinds }
     }
 

@@ -5,7 +5,7 @@
 //! readable by every authenticated caller through the bootstrap `system:basic-user` role.
 
 use axum::body::Body;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use kayra_authn::Identity;
 use kayra_catalog::{Catalog, CatalogError, Stored, Subscription, SyncRequest};
@@ -13,10 +13,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use kayra_registry::Object;
+
 use crate::error::ApiError;
 use crate::handlers::json_response;
+use crate::media::{self, Output};
 use crate::routes::CatalogPath;
 use crate::state::ApiState;
+use crate::table;
 
 /// Serves one catalog request.
 pub(crate) async fn serve(
@@ -24,6 +28,7 @@ pub(crate) async fn serve(
     identity: &Identity,
     method: &Method,
     path: CatalogPath,
+    headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, ApiError> {
     let catalog = state
@@ -32,15 +37,34 @@ pub(crate) async fn serve(
         .ok_or_else(|| ApiError::NotFound("this instance serves no API catalog".to_owned()))?;
     let verb = verb(method, &path)?;
     authorize(state, identity, verb, &path)?;
+    let group = format!("catalog.{}", state.scheme.domain());
+    let kind = state.scheme.find(&group, "v1", path.plural).expect("the scheme serves the catalog's Kinds");
+    let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
+    let list = |kind_name: &str, items: Vec<Value>| match output {
+        Output::Table(version) => {
+            let objects: Vec<Object> = items
+                .into_iter()
+                .filter_map(|item| match item {
+                    Value::Object(object) => Some(object),
+                    _ => None,
+                })
+                .collect();
+            json_response(StatusCode::OK, &table::render(kind, &objects, json!({}), version, None, true), &[])
+        }
+        Output::Json => json_response(
+            StatusCode::OK,
+            &json!({"apiVersion": kind.api_version(), "kind": kind_name, "metadata": {}, "items": items}),
+            &[],
+        ),
+    };
     let api_version = catalog.api_version();
     let name = path.name.as_deref();
     match (path.plural, path.namespace.as_deref(), name, path.subresource.as_deref(), verb) {
         ("apiregistrations", _, None, None, "list") => {
             let items = catalog.registrations().await.map_err(error)?;
             Ok(list(
-                &api_version,
                 "ApiRegistrationList",
-                items.iter().map(|r| r.to_json(&api_version, "ApiRegistration")),
+                items.iter().map(|r| r.to_json(&api_version, "ApiRegistration")).collect(),
             ))
         }
         ("apiregistrations", _, None, None, "create") => {
@@ -78,8 +102,9 @@ pub(crate) async fn serve(
             let items = items
                 .iter()
                 .filter(|s| namespace.is_none_or(|namespace| s.object.namespace == namespace))
-                .map(|s| s.to_json(&api_version, "Subscription"));
-            Ok(list(&api_version, "SubscriptionList", items))
+                .map(|s| s.to_json(&api_version, "Subscription"))
+                .collect();
+            Ok(list("SubscriptionList", items))
         }
         ("subscriptions", Some(namespace), None, None, "create") => {
             namespace_exists(state, namespace).await?;
@@ -167,22 +192,24 @@ async fn namespace_exists(state: &ApiState, namespace: &str) -> Result<(), ApiEr
     Ok(())
 }
 
+/// Decodes a body. What kubectl sends carries the name in `metadata.name`: when the flat
+/// field (`name` for a registration, `api` for a subscription) is absent, it is taken from there.
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    serde_json::from_slice(body)
-        .map_err(|error| ApiError::BadRequest(format!("the request body is not valid: {error}")))
+    let invalid =
+        |error: serde_json::Error| ApiError::BadRequest(format!("the request body is not valid: {error}"));
+    let mut value: Value = serde_json::from_slice(body).map_err(invalid)?;
+    if let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned)
+        && let Some(object) = value.as_object_mut()
+    {
+        let field =
+            if object.get("kind").and_then(Value::as_str) == Some("Subscription") { "api" } else { "name" };
+        object.entry(field).or_insert(Value::String(name));
+    }
+    serde_json::from_value(value).map_err(invalid)
 }
 
 fn one<T: Serialize>(code: StatusCode, api_version: &str, kind: &str, stored: &Stored<T>) -> Response {
     json_response(code, &stored.to_json(api_version, kind), &[])
-}
-
-fn list(api_version: &str, kind: &str, items: impl Iterator<Item = Value>) -> Response {
-    let items: Vec<Value> = items.collect();
-    json_response(
-        StatusCode::OK,
-        &json!({"apiVersion": api_version, "kind": kind, "metadata": {}, "items": items}),
-        &[],
-    )
 }
 
 fn error(error: CatalogError) -> ApiError {

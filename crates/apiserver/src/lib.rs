@@ -202,7 +202,9 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         Target::Resource(path) => {
             handlers::serve(state.clone(), &identity, &parts.method, path, &query, &parts.headers, body).await
         }
-        Target::Catalog(path) => catalog::serve(&state, &identity, &parts.method, path, &body).await,
+        Target::Catalog(path) => {
+            catalog::serve(&state, &identity, &parts.method, path, &parts.headers, &body).await
+        }
         Target::Check => check::serve(&state, &identity, &parts.method, &body).await,
     }
 }

@@ -14,7 +14,7 @@ pub mod steps;
 mod subscription;
 mod sync;
 
-pub use registration::{ApiRegistration, DependencyRef, Problem, is_api_name, is_short_name};
+pub use registration::{ApiRegistration, DependencyRef, Problem, is_api_name, is_short_name, validate};
 pub use service::{
     Attempt, Catalog, CatalogError, Clock, Report, Scope, SpecFetcher, Stored, StoredSpec, SystemClock,
 };

@@ -1,55 +1,7 @@
-//! ApiRegistration: an API group that exists in this deployment's platform and region, run by
-//! the team that owns it.
+//! What a registration may hold: a DNS name of two labels or more, a one-label short name, and
+//! well-formed dependencies.
 
-use serde::{Deserialize, Serialize};
-
-/// An API group registered in the catalog. Its `name` is its identity everywhere (a
-/// subscription's `api`, a check's `api`, a Role rule's `apis`, a dependency, every URL).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ApiRegistration {
-    /// The API group, a lowercase DNS name of at least two labels (`compute.example.com`).
-    pub name: String,
-    /// A single-label alias for display and step templates; never an address.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub short_name: String,
-    /// Stamped from the instance; what a request says is ignored.
-    pub platform: String,
-    /// Stamped from the instance; what a request says is ignored.
-    pub region: String,
-    /// Whether the API is in service.
-    pub active: bool,
-    /// Whether the API calls out to others.
-    pub upstream: bool,
-    /// Whether others call into the API.
-    pub downstream: bool,
-    /// The owning team.
-    pub owner: String,
-    /// What the API is for.
-    pub description: String,
-    /// Registrations this one needs, possibly in other platforms and regions.
-    pub depends_on: Vec<DependencyRef>,
-    /// The build subscribers reconcile to; minted when empty on create.
-    pub sync_id: String,
-    /// The key into `reconciler.mode` that says how a subscriber is reconciled.
-    pub mode: String,
-    /// While a canary rollout is pending: the only namespaces reconciled. Set and cleared by
-    /// the sync endpoint alone.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub canary_namespaces: Vec<String>,
-}
-
-/// A registration named by its scope and name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(default)]
-pub struct DependencyRef {
-    /// The platform it lives in.
-    pub platform: String,
-    /// The region it lives in.
-    pub region: String,
-    /// Its name.
-    pub name: String,
-}
+pub use kayra_api::kinds::catalog::{ApiRegistration, DependencyRef};
 
 /// What is wrong with a registration a client sent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -64,60 +16,46 @@ pub enum Problem {
     },
 }
 
-impl ApiRegistration {
-    /// Checks what a client may send: the name, the short name, and each dependency's shape
-    /// (whether dependencies exist is the caller's to check, since they may live elsewhere).
-    pub fn validate(&self) -> Vec<Problem> {
-        let mut problems = Vec::new();
-        let invalid = |field: &str, message: String| Problem::Invalid { field: field.to_owned(), message };
-        if !is_api_name(&self.name) {
+/// Checks what a client may send: the name, the short name, and each dependency's shape
+/// (whether dependencies exist is the caller's to check, since they may live elsewhere).
+pub fn validate(registration: &ApiRegistration) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let invalid = |field: &str, message: String| Problem::Invalid { field: field.to_owned(), message };
+    if !is_api_name(&registration.name) {
+        problems.push(invalid(
+            "name",
+            format!(
+                "{:?} is not a lowercase DNS name of at least two labels, such as compute.example.com",
+                registration.name
+            ),
+        ));
+    }
+    if !registration.short_name.is_empty() && !is_short_name(&registration.short_name) {
+        problems.push(invalid(
+            "short_name",
+            format!("{:?} is not a single lowercase DNS label, such as compute", registration.short_name),
+        ));
+    }
+    for (at, dependency) in registration.depends_on.iter().enumerate() {
+        if !is_api_name(&dependency.name) {
             problems.push(invalid(
-                "name",
-                format!(
-                    "{:?} is not a lowercase DNS name of at least two labels, such as compute.example.com",
-                    self.name
-                ),
+                &format!("depends_on[{at}].name"),
+                format!("{:?} is not an API name", dependency.name),
             ));
         }
-        if !self.short_name.is_empty() && !is_short_name(&self.short_name) {
+        for (field, value) in [("platform", &dependency.platform), ("region", &dependency.region)] {
+            if value.is_empty() {
+                problems.push(invalid(&format!("depends_on[{at}].{field}"), "is required".to_owned()));
+            }
+        }
+        if *dependency == registration.reference() {
             problems.push(invalid(
-                "short_name",
-                format!("{:?} is not a single lowercase DNS label, such as compute", self.short_name),
+                &format!("depends_on[{at}]"),
+                "a registration cannot depend on itself".to_owned(),
             ));
         }
-        for (at, dependency) in self.depends_on.iter().enumerate() {
-            if !is_api_name(&dependency.name) {
-                problems.push(invalid(
-                    &format!("depends_on[{at}].name"),
-                    format!("{:?} is not an API name", dependency.name),
-                ));
-            }
-            for (field, value) in [("platform", &dependency.platform), ("region", &dependency.region)] {
-                if value.is_empty() {
-                    problems.push(invalid(&format!("depends_on[{at}].{field}"), "is required".to_owned()));
-                }
-            }
-            if dependency.name == self.name
-                && dependency.platform == self.platform
-                && dependency.region == self.region
-            {
-                problems.push(invalid(
-                    &format!("depends_on[{at}]"),
-                    "a registration cannot depend on itself".to_owned(),
-                ));
-            }
-        }
-        problems
     }
-
-    /// This registration as a dependency names it.
-    pub fn reference(&self) -> DependencyRef {
-        DependencyRef {
-            platform: self.platform.clone(),
-            region: self.region.clone(),
-            name: self.name.clone(),
-        }
-    }
+    problems
 }
 
 /// A lowercase RFC 1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
@@ -169,12 +107,12 @@ mod tests {
             ..ApiRegistration::default()
         };
         let fields: Vec<String> =
-            registration.validate().into_iter().map(|Problem::Invalid { field, .. }| field).collect();
+            validate(&registration).into_iter().map(|Problem::Invalid { field, .. }| field).collect();
         assert_eq!(fields, ["name", "short_name", "depends_on[0].name", "depends_on[0].platform"]);
         registration.name = "compute.example.com".into();
         registration.short_name = "compute".into();
         registration.depends_on = vec![registration.reference()];
-        let problems = registration.validate();
+        let problems = validate(&registration);
         assert_eq!(problems.len(), 1);
         assert!(problems[0].to_string().contains("itself"));
     }

@@ -20,7 +20,7 @@ use serde_json::{Map, Value, json};
 
 use crate::{
     ApiRegistration, IdGenerator, Problem, RegistrationStatus, Subscription, SyncError, SyncRequest, status,
-    sync,
+    sync, validate,
 };
 
 mod reconcile;
@@ -240,7 +240,7 @@ impl Catalog {
 
     /// Validation and dependency existence, for create and update.
     async fn check(&self, registration: &ApiRegistration) -> Result<(), CatalogError> {
-        let mut problems = registration.validate();
+        let mut problems = validate(registration);
         if problems.is_empty() {
             for (at, dependency) in registration.depends_on.iter().enumerate() {
                 let key =
@@ -309,7 +309,7 @@ impl Catalog {
                 next.sync_id.clone_from(&current.sync_id);
             }
             next.canary_namespaces.clone_from(&current.canary_namespaces);
-            let problems = next.validate();
+            let problems = validate(&next);
             if problems.is_empty() { Ok(next) } else { Err(CatalogError::Invalid(problems)) }
         })
         .await

@@ -1,62 +1,10 @@
-//! Subscription: a namespace's use of a registered API, and how far its reconciliation got.
+//! What a registration's sync status reports about its subscriptions.
 
 use serde::{Deserialize, Serialize};
 
 use crate::ApiRegistration;
 
-/// A namespace's subscription to an API; named after the API, one per namespace and API.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Subscription {
-    /// The registration's name.
-    pub api: String,
-    /// Whether the namespace wants to be reconciled.
-    pub active: bool,
-    /// The namespace, from the request path.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub namespace: String,
-    /// What the reconciler last did.
-    #[serde(flatten)]
-    pub status: SubscriptionState,
-}
-
-/// How far a subscription's reconciliation got.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SubscriptionState {
-    /// `pending` (never reconciled), `success` or `error`.
-    pub state: String,
-    /// The build the namespace is reconciled to.
-    pub current_sync_id: String,
-    /// The build it should be reconciled to.
-    pub expected_sync_id: String,
-    /// Why the last attempt failed, or what it did.
-    pub message: String,
-    /// When the last attempt ended (RFC 3339), empty before the first.
-    pub last_attempt: String,
-}
-
-impl Subscription {
-    /// A new subscription of `namespace` to `api`, not yet reconciled.
-    pub fn new(namespace: &str, api: &str, active: bool) -> Subscription {
-        Subscription {
-            api: api.to_owned(),
-            active,
-            namespace: namespace.to_owned(),
-            status: SubscriptionState { state: "pending".to_owned(), ..SubscriptionState::default() },
-        }
-    }
-
-    /// Whether the subscription still waits for its first reconciliation.
-    pub fn awaiting_activation(&self) -> bool {
-        self.status.last_attempt.is_empty() && self.status.current_sync_id.is_empty()
-    }
-
-    /// Whether it is reconciled to `registration`'s build.
-    pub fn synced(&self, registration: &ApiRegistration) -> bool {
-        !registration.sync_id.is_empty() && self.status.current_sync_id == registration.sync_id
-    }
-}
+pub use kayra_api::kinds::catalog::{Subscription, SubscriptionState};
 
 /// `GET .../apiregistrations/<name>/status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

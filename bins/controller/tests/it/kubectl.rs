@@ -446,6 +446,41 @@ fn acceptance(c: &Controller) {
     assert!(nodes.contains("Ready,SchedulingDisabled") && nodes.contains("10.0.0.7"), "{nodes}");
     assert!(ok(c, "node", &["describe", "node", "n1"]).contains("Unschedulable:      true"));
 
+    // The API catalog through kubectl: create, tables, YAML, explain.
+    let registration = manifest(
+        c,
+        "registration.yaml",
+        "apiVersion: catalog.example.com/v1\nkind: ApiRegistration\nmetadata:\n  name: compute.example.com\nshort_name: compute\nactive: true\nowner: sre-a\n",
+    );
+    ok(c, "catalog", &["create", "-f", &registration]);
+    let table = ok(c, "catalog", &["get", "apiregistrations"]);
+    assert!(table.starts_with("NAME") && table.contains("SHORT") && table.contains("OWNER"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with("compute.example.com") && l.contains("sre-a") && l.contains("true")),
+        "{table}"
+    );
+    let yaml = ok(c, "catalog", &["get", "apiregistration", "compute.example.com", "-o", "yaml"]);
+    assert!(yaml.contains("short_name: compute") && yaml.contains("kind: ApiRegistration"), "{yaml}");
+    assert!(ok(c, "catalog", &["explain", "apiregistrations"]).contains("canary_namespaces"));
+    let subscription = manifest(
+        c,
+        "subscription.yaml",
+        "apiVersion: catalog.example.com/v1\nkind: Subscription\nmetadata:\n  name: compute.example.com\nactive: true\n",
+    );
+    ok(c, "catalog", &["create", "-n", "default", "-f", &subscription]);
+    let subscriptions = ok(c, "catalog", &["get", "subscriptions", "-n", "default"]);
+    assert!(
+        subscriptions.contains("STATE") && subscriptions.contains("compute.example.com"),
+        "{subscriptions}"
+    );
+    assert!(
+        fails(c, "catalog", &["delete", "apiregistration", "compute.example.com"]).contains("subscriptions")
+    );
+    ok(c, "catalog", &["delete", "subscription", "compute.example.com", "-n", "default"]);
+    ok(c, "catalog", &["delete", "apiregistration", "compute.example.com"]);
+
     // Deleting a namespace deletes what it holds, then the namespace.
     let z = manifest(c, "app-z.yaml", &application("z", "/bin/sleep", ""));
     ok(c, "ns", &["create", "-n", "team-z", "-f", &z]);

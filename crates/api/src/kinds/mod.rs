@@ -5,6 +5,7 @@
 
 pub mod application;
 pub mod applicationset;
+pub mod catalog;
 pub mod core;
 pub mod csr;
 pub mod rbac;
