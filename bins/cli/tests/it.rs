@@ -1,0 +1,119 @@
+//! `kayra-cli` against a running controller, with the catalog documentation's commands as
+//! written.
+
+use kayra_testkit::{Store, TestServer};
+use serde_json::Value;
+
+struct Cli {
+    kubeconfig: tempfile::NamedTempFile,
+}
+
+impl Cli {
+    /// A kubeconfig naming the server, its CA and the admin's bearer token.
+    fn for_server(server: &TestServer) -> Cli {
+        use std::io::Write;
+        let ca =
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, server.pki_file("ca.crt"));
+        let mut kubeconfig = tempfile::NamedTempFile::new().unwrap();
+        write!(
+            kubeconfig,
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: kayra\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: admin\n  user:\n    token: {}\ncontexts:\n- name: kayra\n  context:\n    cluster: kayra\n    user: admin\ncurrent-context: kayra\n",
+            server.url(),
+            server.admin_token()
+        )
+        .unwrap();
+        Cli { kubeconfig }
+    }
+
+    /// Runs the CLI; answers whether it succeeded, its stdout and its stderr.
+    async fn run(&self, args: &[&str]) -> (bool, String, String) {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_kayra-cli"))
+            .args(args)
+            .env("KUBECONFIG", self.kubeconfig.path())
+            .output()
+            .await
+            .unwrap();
+        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
+        (output.status.success(), text(&output.stdout), text(&output.stderr))
+    }
+
+    async fn json(&self, args: &[&str]) -> Value {
+        let (ok, out, err) = self.run(args).await;
+        assert!(ok, "kayra-cli {args:?} failed: {err}");
+        serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("kayra-cli {args:?} printed no JSON ({e}): {out}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_documented_commands_work_as_written() {
+    let server = TestServer::start(Store::Memory).await;
+    let cli = Cli::for_server(&server);
+
+    let created = cli
+        .json(&[
+            "create",
+            "catalog",
+            "apiregistrations",
+            "-d",
+            r#"{
+    "name": "compute.example.com",
+    "short_name": "compute",
+    "active": true,
+    "owner": "sre-a"
+  }"#,
+        ])
+        .await;
+    assert_eq!(
+        (created["name"].as_str(), created["owner"].as_str()),
+        (Some("compute.example.com"), Some("sre-a"))
+    );
+    let got = cli.json(&["get", "catalog", "apiregistrations", "compute.example.com"]).await;
+    assert_eq!(got["short_name"], "compute");
+    let updated = cli
+        .json(&[
+            "update",
+            "catalog",
+            "apiregistrations",
+            "compute.example.com",
+            "-d",
+            r#"{"name": "compute.example.com", "owner": "sre-b"}"#,
+        ])
+        .await;
+    assert_eq!(updated["owner"], "sre-b");
+    let synced =
+        cli.json(&["update", "catalog", "apiregistrations", "compute.example.com/sync", "-d", "{}"]).await;
+    assert_ne!(synced["sync_id"], created["sync_id"]);
+    let (ok, _, err) = cli
+        .run(&[
+            "update",
+            "catalog",
+            "apiregistrations",
+            "compute.example.com/sync",
+            "-d",
+            r#"{"canary_namespaces": ["sre"]}"#,
+        ])
+        .await;
+    assert!(!ok && err.contains("sre") && err.contains("404"), "a canary needs a subscription: {err}");
+    let status = cli.json(&["get", "catalog", "apiregistrations", "compute.example.com/status"]).await;
+    assert_eq!(status["name"], "compute.example.com");
+    assert_eq!(status["sync_id"], synced["sync_id"]);
+
+    let (ok, table, _) = cli.run(&["get", "catalog", "apiregistrations", "-o", "table"]).await;
+    assert!(
+        ok && table.starts_with("NAME") && table.contains("SHORT") && table.contains("compute.example.com"),
+        "{table}"
+    );
+    let (ok, apis, _) = cli.run(&["apis"]).await;
+    assert!(
+        ok && apis.lines().any(|l| l.starts_with("catalog.example.com") && l.contains("apiregistrations")),
+        "{apis}"
+    );
+
+    let deleted = cli.json(&["delete", "catalog", "apiregistrations", "compute.example.com"]).await;
+    assert_eq!(deleted["name"], "compute.example.com");
+    let (ok, _, err) = cli.run(&["get", "catalog", "apiregistrations", "compute.example.com"]).await;
+    assert!(!ok && err.contains("not found"), "{err}");
+    let (ok, _, err) = cli.run(&["create", "catalog", "apiregistrations"]).await;
+    assert!(!ok && err.contains("-d"), "{err}");
+}
