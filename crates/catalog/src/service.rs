@@ -356,33 +356,35 @@ impl Catalog {
     /// Deletes a registration nobody refers to: no registration in any scope depends on it and
     /// no subscription names it.
     pub async fn delete_registration(&self, name: &str) -> Result<Stored<ApiRegistration>, CatalogError> {
-        let current = self.registration(name).await?;
-        let me = current.object.reference();
-        let everywhere: Vec<Stored<ApiRegistration>> = self.all(&self.folder("apiregistrations")).await?;
-        if let Some(dependent) = everywhere.iter().find(|other| other.object.depends_on.contains(&me)) {
-            return Err(CatalogError::Conflict(format!(
-                "apiregistration {name:?} is a dependency of {} in {}/{}",
-                dependent.object.name, dependent.object.platform, dependent.object.region
-            )));
+        for _ in 0..RETRIES {
+            let current = self.registration(name).await?;
+            let me = current.object.reference();
+            let everywhere: Vec<Stored<ApiRegistration>> = self.all(&self.folder("apiregistrations")).await?;
+            if let Some(dependent) = everywhere.iter().find(|other| other.object.depends_on.contains(&me)) {
+                return Err(CatalogError::Conflict(format!(
+                    "apiregistration {name:?} is a dependency of {} in {}/{}",
+                    dependent.object.name, dependent.object.platform, dependent.object.region
+                )));
+            }
+            if let Some(subscriber) = self.subscriptions(name).await?.first() {
+                return Err(CatalogError::Conflict(format!(
+                    "apiregistration {name:?} has subscriptions, in namespace {} and perhaps others",
+                    subscriber.object.namespace
+                )));
+            }
+            let key = self.registration_key(name);
+            let mut ops = vec![Op::delete(&key)];
+            if !current.object.short_name.is_empty() {
+                ops.push(Op::delete(self.short_name_key(&current.object.short_name)));
+            }
+            let txn = Txn { compares: vec![Compare::ModifiedAt(key, current.revision)], ops };
+            if let TxnResult::Applied { .. } = self.store.txn(txn).await? {
+                return Ok(current);
+            }
         }
-        if let Some(subscriber) = self.subscriptions(name).await?.first() {
-            return Err(CatalogError::Conflict(format!(
-                "apiregistration {name:?} has subscriptions, in namespace {} and perhaps others",
-                subscriber.object.namespace
-            )));
-        }
-        let key = self.registration_key(name);
-        let mut ops = vec![Op::delete(&key)];
-        if !current.object.short_name.is_empty() {
-            ops.push(Op::delete(self.short_name_key(&current.object.short_name)));
-        }
-        let txn = Txn { compares: vec![Compare::ModifiedAt(key, current.revision)], ops };
-        match self.store.txn(txn).await? {
-            TxnResult::Applied { .. } => Ok(current),
-            TxnResult::Conflict { .. } => Err(CatalogError::Conflict(format!(
-                "apiregistration {name:?} changed while being deleted; try again"
-            ))),
-        }
+        Err(CatalogError::Conflict(format!(
+            "apiregistration {name:?} kept changing while being deleted; try again"
+        )))
     }
 
     /// `PUT .../apiregistrations/<name>/sync`.
@@ -419,21 +421,37 @@ impl Catalog {
                 message: "names the registration to subscribe to, and is required".to_owned(),
             }]));
         }
-        self.registration(&body.api).await?;
         let subscription = Subscription::new(namespace, &body.api, body.active);
         let key = self.subscription_key(namespace, &body.api);
         let metadata = self.metadata(&body.api, Some(namespace));
-        let txn = Txn {
-            compares: vec![Compare::Absent(key.clone())],
-            ops: vec![Op::put(&key, encode(&self.api_version(), "Subscription", &subscription, &metadata))],
-        };
-        match self.store.txn(txn).await? {
-            TxnResult::Applied { revision, .. } => Ok(Stored { object: subscription, metadata, revision }),
-            TxnResult::Conflict { .. } => Err(CatalogError::Conflict(format!(
-                "namespace {namespace} already subscribes to {}",
-                body.api
-            ))),
+        for _ in 0..RETRIES {
+            // The registration must still be as read when the subscription is written, so that
+            // a concurrent delete of it cannot leave the subscription dangling.
+            let registration = self.registration(&body.api).await?;
+            let txn = Txn {
+                compares: vec![
+                    Compare::Absent(key.clone()),
+                    Compare::ModifiedAt(self.registration_key(&body.api), registration.revision),
+                ],
+                ops: vec![Op::put(
+                    &key,
+                    encode(&self.api_version(), "Subscription", &subscription, &metadata),
+                )],
+            };
+            match self.store.txn(txn).await? {
+                TxnResult::Applied { revision, .. } => {
+                    return Ok(Stored { object: subscription, metadata, revision });
+                }
+                TxnResult::Conflict { .. } if self.store.get(&key).await?.is_some() => {
+                    return Err(CatalogError::Conflict(format!(
+                        "namespace {namespace} already subscribes to {}",
+                        body.api
+                    )));
+                }
+                TxnResult::Conflict { .. } => {}
+            }
         }
+        Err(CatalogError::Conflict(format!("apiregistration {:?} kept changing; try again", body.api)))
     }
 
     /// The subscription of `namespace` to `api`.
@@ -492,18 +510,19 @@ impl Catalog {
         namespace: &str,
         api: &str,
     ) -> Result<Stored<Subscription>, CatalogError> {
-        let current = self.subscription(namespace, api).await?;
         let key = self.subscription_key(namespace, api);
-        let txn = Txn {
-            compares: vec![Compare::ModifiedAt(key.clone(), current.revision)],
-            ops: vec![Op::delete(key)],
-        };
-        match self.store.txn(txn).await? {
-            TxnResult::Applied { .. } => Ok(current),
-            TxnResult::Conflict { .. } => {
-                Err(CatalogError::Conflict(format!("subscription {api:?} changed; try again")))
+        // The reconciler writes subscriptions too; a delete that loses to it tries again.
+        for _ in 0..RETRIES {
+            let current = self.subscription(namespace, api).await?;
+            let txn = Txn {
+                compares: vec![Compare::ModifiedAt(key.clone(), current.revision)],
+                ops: vec![Op::delete(&key)],
+            };
+            if let TxnResult::Applied { .. } = self.store.txn(txn).await? {
+                return Ok(current);
             }
         }
+        Err(CatalogError::Conflict(format!("subscription {api:?} in {namespace} kept changing; try again")))
     }
 
     /// `GET .../apiregistrations/<name>/status`.
