@@ -130,6 +130,43 @@ pub(crate) async fn serve(
     }
 }
 
+/// Every registered API of this instance, with the resources its stored document serves; none
+/// when no catalog is served or it cannot be read (discovery must still answer).
+pub(crate) async fn registered_apis(state: &ApiState) -> Vec<crate::discovery::RegisteredApi> {
+    let Some(catalog) = state.catalog.as_deref() else { return Vec::new() };
+    let registrations = match catalog.registrations().await {
+        Ok(registrations) => registrations,
+        Err(error) => {
+            tracing::warn!(%error, "discovery lists no registered APIs: the catalog cannot be read");
+            return Vec::new();
+        }
+    };
+    let mut apis = Vec::with_capacity(registrations.len());
+    for registration in registrations {
+        let name = registration.object.name;
+        let resources = match catalog.spec(&name).await {
+            Ok(Some(spec)) => spec.resources,
+            _ => Vec::new(),
+        };
+        let version = resources.first().map_or_else(|| "v1".to_owned(), |r| r.version.clone());
+        let resources = resources.into_iter().filter(|r| r.version == version).collect();
+        apis.push(crate::discovery::RegisteredApi { group: name, version, resources });
+    }
+    apis
+}
+
+/// The answer to a request for a registered API's resources, which Kayra does not serve: a
+/// 404 naming the API and where it is served.
+pub(crate) async fn served_elsewhere(state: &ApiState, path: &str) -> Option<ApiError> {
+    let group = path.strip_prefix("/apis/")?.split('/').next()?;
+    let catalog = state.catalog.as_deref()?;
+    let owner = catalog.registration(group).await.ok()?.object.owner;
+    let owner = if owner.is_empty() { String::new() } else { format!(" (owner: {owner})") };
+    Some(ApiError::NotFound(format!(
+        "the API {group} is registered in Kayra's catalog but served by its own service{owner}: send {path} through the gateway that routes /apis/{group}/, not to Kayra"
+    )))
+}
+
 /// The RBAC verb of a catalog request.
 fn verb(method: &Method, path: &CatalogPath) -> Result<&'static str, ApiError> {
     let verb = match (method, path.name.is_some(), path.subresource.as_deref()) {

@@ -38,8 +38,17 @@ fn aggregated_resource(kind: &KindInfo) -> Value {
     })
 }
 
-/// `APIGroupDiscoveryList` for the core group (`core: true`) or the named groups.
-pub(crate) fn aggregated(scheme: &Scheme, core: bool, version: &str) -> Value {
+/// An API registered in the catalog, as discovery lists it: its group, the version its
+/// document's paths use, and the resources they serve (none before the first fetch).
+pub(crate) struct RegisteredApi {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) resources: Vec<kayra_catalog::openapi::ApiResource>,
+}
+
+/// `APIGroupDiscoveryList` for the core group (`core: true`) or the named groups, Kayra's own
+/// first, then the registered APIs.
+pub(crate) fn aggregated(scheme: &Scheme, core: bool, version: &str, registered: &[RegisteredApi]) -> Value {
     let mut items: Vec<Value> = Vec::new();
     for (group, gv, kinds) in scheme.group_versions() {
         if group.is_empty() != core {
@@ -52,6 +61,11 @@ pub(crate) fn aggregated(scheme: &Scheme, core: bool, version: &str) -> Value {
             None => items
                 .push(json!({"metadata": {"name": group, "creationTimestamp": null}, "versions": [entry]})),
         }
+    }
+    for api in registered.iter().filter(|_| !core) {
+        let entry =
+            json!({"version": api.version, "freshness": "Current", "resources": registered_resources(api)});
+        items.push(json!({"metadata": {"name": api.group, "creationTimestamp": null}, "versions": [entry]}));
     }
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": format!("apidiscovery.k8s.io/{version}"), "metadata": {}, "items": items})
 }
@@ -75,8 +89,55 @@ fn api_group(scheme: &Scheme, group: &str) -> Value {
     json!({"kind": "APIGroup", "apiVersion": "v1", "name": group, "versions": versions, "preferredVersion": preferred})
 }
 
-/// Legacy `/apis`.
-pub(crate) fn api_group_list(scheme: &Scheme) -> Value {
+/// A registered API's resources as aggregated discovery lists them: actions
+/// (`dashboards/refresh`) as subresources of their resource.
+fn registered_resources(api: &RegisteredApi) -> Vec<Value> {
+    let kind_of = |resource: &str| {
+        let singular = resource
+            .strip_suffix("ies")
+            .map(|stem| format!("{stem}y"))
+            .or_else(|| resource.strip_suffix('s').map(str::to_owned))
+            .unwrap_or_else(|| resource.to_owned());
+        let mut chars = singular.chars();
+        chars.next().map(|first| first.to_uppercase().chain(chars).collect::<String>()).unwrap_or_default()
+    };
+    let mut resources: Vec<Value> = Vec::new();
+    for resource in &api.resources {
+        let (base, action) = match resource.name.split_once('/') {
+            Some((base, action)) => (base, Some(action)),
+            None => (resource.name.as_str(), None),
+        };
+        let response_kind = json!({"group": api.group, "version": api.version, "kind": kind_of(base)});
+        let at = match resources.iter().position(|r| r["resource"] == base) {
+            Some(at) => at,
+            None => {
+                resources.push(json!({
+                    "resource": base,
+                    "responseKind": response_kind,
+                    "scope": if resource.namespaced { "Namespaced" } else { "Cluster" },
+                    "singularResource": "",
+                    "verbs": [],
+                    "subresources": [],
+                }));
+                resources.len() - 1
+            }
+        };
+        match action {
+            None => resources[at]["verbs"] = json!(resource.verbs),
+            Some(action) => {
+                let sub =
+                    json!({"subresource": action, "responseKind": response_kind, "verbs": resource.verbs});
+                if let Some(list) = resources[at]["subresources"].as_array_mut() {
+                    list.push(sub);
+                }
+            }
+        }
+    }
+    resources
+}
+
+/// Legacy `/apis`: Kayra's groups, then the registered APIs.
+pub(crate) fn api_group_list(scheme: &Scheme, registered: &[RegisteredApi]) -> Value {
     let mut names: Vec<String> = Vec::new();
     for (group, _, _) in scheme.group_versions() {
         if !group.is_empty() && !names.contains(&group) {
@@ -93,6 +154,14 @@ pub(crate) fn api_group_list(scheme: &Scheme) -> Value {
             }
             group
         })
+        .collect();
+    let groups: Vec<Value> = groups
+        .into_iter()
+        .chain(registered.iter().map(|api| {
+            let version =
+                json!({"groupVersion": format!("{}/{}", api.group, api.version), "version": api.version});
+            json!({"name": api.group, "versions": [version], "preferredVersion": version})
+        }))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }

@@ -123,6 +123,11 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         Ok(None) => return Ok((StatusCode::OK, "ok").into_response()),
         Err(error) => {
             drain(body).await;
+            if let ApiError::NotFound(_) = error
+                && let Some(elsewhere) = catalog::served_elsewhere(&state, parts.uri.path()).await
+            {
+                return Err(elsewhere);
+            }
             return Err(error);
         }
     };
@@ -179,8 +184,11 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
     match target {
         Target::Health => Ok((StatusCode::OK, "ok").into_response()),
         Target::Version => read_only(json(discovery::version())),
-        Target::Api => read_only(discovery_response(&state, &parts.headers, true)?),
-        Target::Apis => read_only(discovery_response(&state, &parts.headers, false)?),
+        Target::Api => read_only(discovery_response(&state, &parts.headers, true, &[])?),
+        Target::Apis => {
+            let registered = catalog::registered_apis(&state).await;
+            read_only(discovery_response(&state, &parts.headers, false, &registered)?)
+        }
         Target::GroupVersion(group, version) => {
             read_only(json(discovery::resource_list(&state.scheme, &group, &version)))
         }
@@ -377,10 +385,11 @@ fn discovery_response(
     state: &ApiState,
     headers: &axum::http::HeaderMap,
     core: bool,
+    registered: &[discovery::RegisteredApi],
 ) -> Result<Response, ApiError> {
     match media::discovery(headers).ok_or(ApiError::NotAcceptable)? {
         media::Discovery::Aggregated(version) => {
-            let mut response = json(discovery::aggregated(&state.scheme, core, version));
+            let mut response = json(discovery::aggregated(&state.scheme, core, version, registered));
             let content_type =
                 format!("application/json;g=apidiscovery.k8s.io;v={version};as=APIGroupDiscoveryList");
             response
@@ -389,6 +398,6 @@ fn discovery_response(
             Ok(response)
         }
         media::Discovery::Legacy if core => Ok(json(discovery::api_versions(&state.server_address))),
-        media::Discovery::Legacy => Ok(json(discovery::api_group_list(&state.scheme))),
+        media::Discovery::Legacy => Ok(json(discovery::api_group_list(&state.scheme, registered))),
     }
 }

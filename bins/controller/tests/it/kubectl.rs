@@ -453,6 +453,11 @@ fn acceptance(c: &Controller) {
         "apiVersion: catalog.example.com/v1\nkind: ApiRegistration\nmetadata:\n  name: compute.example.com\nshort_name: compute\nactive: true\nowner: sre-a\n",
     );
     ok(c, "catalog", &["create", "-f", &registration]);
+    let resources = ok(c, "catalog", &["api-resources"]);
+    assert!(
+        resources.contains("apiregistrations") && resources.contains("catalog.example.com/v1"),
+        "{resources}"
+    );
     let table = ok(c, "catalog", &["get", "apiregistrations"]);
     assert!(table.starts_with("NAME") && table.contains("SHORT") && table.contains("OWNER"), "{table}");
     assert!(

@@ -216,4 +216,38 @@ async fn a_sync_reaches_subscribers_through_the_gateway() {
         .await
         .unwrap();
     assert!(events["items"].as_array().unwrap().iter().any(|e| e["reason"] == "Synced"), "{events}");
+
+    // Discovery lists the registered API with the resources its document serves.
+    let aggregated: Value = server
+        .admin()
+        .get(format!("{}/apis", server.url()))
+        .header("Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let compute = aggregated["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["metadata"]["name"] == "compute.example.com");
+    let compute = compute.unwrap_or_else(|| panic!("no registered group in {aggregated}"));
+    let machines = &compute["versions"][0]["resources"][0];
+    assert_eq!(
+        (machines["resource"].as_str(), machines["scope"].as_str()),
+        (Some("machines"), Some("Namespaced")),
+        "{compute}"
+    );
+    assert_eq!(machines["verbs"], json!(["get", "list", "create", "delete"]));
+    let (_, legacy) = curl.send(M::GET, "/apis", None).await;
+    assert!(
+        legacy["groups"].as_array().unwrap().iter().any(|g| g["name"] == "compute.example.com"),
+        "{legacy}"
+    );
+    let (code, body) =
+        curl.send(M::GET, "/apis/compute.example.com/v1/namespaces/default/machines", None).await;
+    assert_eq!(code, StatusCode::NOT_FOUND);
+    assert!(body["message"].as_str().unwrap().contains("served by its own service"), "{body}");
 }
