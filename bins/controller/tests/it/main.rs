@@ -3,6 +3,7 @@
 
 mod bypass;
 mod kubectl;
+mod scopes;
 mod tokens;
 
 use std::net::TcpListener;
