@@ -109,7 +109,7 @@ fn deny() -> Result<(), String> {
 /// Every Rust file opens with a `//!` comment saying what it owns.
 fn tidy() -> Result<(), String> {
     let mut missing = Vec::new();
-    for dir in ["crates", "bins", "xtask"] {
+    for dir in ["crates", "bins", "examples", "xtask"] {
         visit(&root().join(dir), &mut |path| {
             if path.extension().is_some_and(|ext| ext == "rs") {
                 let text = std::fs::read_to_string(path).unwrap_or_default();
