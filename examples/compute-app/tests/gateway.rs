@@ -161,7 +161,7 @@ async fn a_team_api_behind_nginx_through_its_whole_life() {
     let mut reconciler =
         ReconcilerConfig { gateway_url: Some(gateway.clone()), ..ReconcilerConfig::default() };
     reconciler.mode.insert("trigger".into(), Mode { steps: vec![step] });
-    let mut server = TestServer::start_with(Store::Sled, |config| config.reconciler = reconciler).await;
+    let server = TestServer::start_with(Store::Sled, |config| config.reconciler = reconciler).await;
     server.add_token("app-token", "compute-app", "");
     server.add_token("bob-token", "bob", "");
     let _app = Running(
