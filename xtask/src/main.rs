@@ -37,10 +37,10 @@ fn main() -> ExitCode {
     let result = match args.as_slice() {
         ["ci"] => ci(),
         ["e2e"] => cargo(&["nextest", "run", "--package", "kayra-controller", "--no-fail-fast"]),
-        ["bench", which @ ("store" | "api")] => {
+        ["bench", which @ ("store" | "api" | "catalog")] => {
             cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
         }
-        _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api".to_owned()),
+        _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,10 +1,11 @@
-//! `kayra-bench store` and `kayra-bench api`: throughput and latency, each printed next to a
+//! `kayra-bench store`, `api` and `catalog`: throughput and latency, each printed next to a
 //! ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP handler), so the
 //! ratios hold on a shared, noisy machine where absolute numbers do not.
 
 #![allow(clippy::print_stdout)]
 
 mod api;
+mod catalog;
 mod store;
 
 use std::process::ExitCode;
@@ -19,9 +20,12 @@ fn main() -> ExitCode {
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime starts");
     match args.first().map(String::as_str) {
-        Some(which @ ("store" | "api")) => {
-            let result =
-                if which == "store" { runtime.block_on(store::run()) } else { runtime.block_on(api::run()) };
+        Some(which @ ("store" | "api" | "catalog")) => {
+            let result = match which {
+                "store" => runtime.block_on(store::run()),
+                "api" => runtime.block_on(api::run()),
+                _ => runtime.block_on(catalog::run()),
+            };
             match result {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(error) => {
@@ -31,7 +35,7 @@ fn main() -> ExitCode {
             }
         }
         _ => {
-            eprintln!("usage: kayra-bench store | kayra-bench api");
+            eprintln!("usage: kayra-bench store | kayra-bench api | kayra-bench catalog");
             ExitCode::from(64)
         }
     }
