@@ -13,6 +13,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kayra_api::scheme::KindInfo;
 use kayra_registry::Object;
 
 use crate::error::ApiError;
@@ -28,6 +32,7 @@ pub(crate) async fn serve(
     identity: &Identity,
     method: &Method,
     path: CatalogPath,
+    query: &HashMap<String, String>,
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Response, ApiError> {
@@ -35,12 +40,16 @@ pub(crate) async fn serve(
         .catalog
         .as_deref()
         .ok_or_else(|| ApiError::NotFound("this instance serves no API catalog".to_owned()))?;
-    let verb = verb(method, &path)?;
+    let verb = match verb(method, &path)? {
+        "list" if watching(query)? => "watch",
+        verb => verb,
+    };
     authorize(state, identity, verb, &path)?;
+    let verb = if verb == "watch" { "list" } else { verb };
     let group = format!("catalog.{}", state.scheme.domain());
     let kind = state.scheme.find(&group, "v1", path.plural).expect("the scheme serves the catalog's Kinds");
     let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
-    let list = |kind_name: &str, items: Vec<Value>| match output {
+    let list = |kind_name: &str, items: Vec<Value>, revision: u64| match output {
         Output::Table(version) => {
             let objects: Vec<Object> = items
                 .into_iter()
@@ -49,23 +58,26 @@ pub(crate) async fn serve(
                     _ => None,
                 })
                 .collect();
-            json_response(StatusCode::OK, &table::render(kind, &objects, json!({}), version, None, true), &[])
+            let metadata = json!({"resourceVersion": revision.to_string()});
+            json_response(StatusCode::OK, &table::render(kind, &objects, metadata, version, None, true), &[])
         }
         Output::Json => json_response(
             StatusCode::OK,
-            &json!({"apiVersion": kind.api_version(), "kind": kind_name, "metadata": {}, "items": items}),
+            &json!({"apiVersion": kind.api_version(), "kind": kind_name,
+                    "metadata": {"resourceVersion": revision.to_string()}, "items": items}),
             &[],
         ),
     };
     let api_version = catalog.api_version();
     let name = path.name.as_deref();
     match (path.plural, path.namespace.as_deref(), name, path.subresource.as_deref(), verb) {
+        (plural, namespace, None, None, "list") if watching(query)? => {
+            let shared = state.catalog.clone().expect("the catalog is served");
+            watch(shared, kind, plural, namespace, query, output).await
+        }
         ("apiregistrations", _, None, None, "list") => {
-            let items = catalog.registrations().await.map_err(error)?;
-            Ok(list(
-                "ApiRegistrationList",
-                items.iter().map(|r| r.to_json(&api_version, "ApiRegistration")).collect(),
-            ))
+            let (items, revision) = catalog.snapshot("apiregistrations").await.map_err(error)?;
+            Ok(list("ApiRegistrationList", items, revision))
         }
         ("apiregistrations", _, None, None, "create") => {
             let created = catalog.create_registration(decode(body)?).await.map_err(error)?;
@@ -98,13 +110,9 @@ pub(crate) async fn serve(
         }
         ("apiregistrations", _, Some(name), Some("openapi.json"), "get") => openapi(catalog, name).await,
         ("subscriptions", namespace, None, None, "list") => {
-            let items = catalog.all_subscriptions().await.map_err(error)?;
-            let items = items
-                .iter()
-                .filter(|s| namespace.is_none_or(|namespace| s.object.namespace == namespace))
-                .map(|s| s.to_json(&api_version, "Subscription"))
-                .collect();
-            Ok(list("SubscriptionList", items))
+            let (items, revision) = catalog.snapshot("subscriptions").await.map_err(error)?;
+            let items = items.into_iter().filter(|item| in_namespace(item, namespace)).collect();
+            Ok(list("SubscriptionList", items, revision))
         }
         ("subscriptions", Some(namespace), None, None, "create") => {
             namespace_exists(state, namespace).await?;
@@ -165,6 +173,138 @@ pub(crate) async fn served_elsewhere(state: &ApiState, path: &str) -> Option<Api
     Some(ApiError::NotFound(format!(
         "the API {group} is registered in Kayra's catalog but served by its own service{owner}: send {path} through the gateway that routes /apis/{group}/, not to Kayra"
     )))
+}
+
+/// Whether a list is a watch: `watch` in any of Go's boolean spellings.
+fn watching(query: &HashMap<String, String>) -> Result<bool, ApiError> {
+    match query.get("watch").map(String::as_str) {
+        None | Some("") | Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!("watch: {other:?} is not a boolean"))),
+    }
+}
+
+fn in_namespace(item: &Value, namespace: Option<&str>) -> bool {
+    namespace.is_none_or(|namespace| {
+        item.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
+    })
+}
+
+/// How long a watch runs before the server ends it (clients then watch again).
+const MAX_WATCH: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
+/// A watch of registrations or subscriptions: from `resourceVersion` when given (410 Gone as
+/// an ERROR event when it is compacted), else every current object as ADDED, then each change.
+async fn watch(
+    catalog: Arc<Catalog>,
+    kind: &KindInfo,
+    plural: &str,
+    namespace: Option<&str>,
+    query: &HashMap<String, String>,
+    output: Output,
+) -> Result<Response, ApiError> {
+    let timeout = match query.get("timeoutSeconds") {
+        Some(seconds) => std::time::Duration::from_secs(
+            seconds.parse().map_err(|_| ApiError::BadRequest("timeoutSeconds must be a number".into()))?,
+        ),
+        None => MAX_WATCH,
+    }
+    .min(MAX_WATCH);
+    let (initial, after) =
+        match query.get("resourceVersion").map(String::as_str).filter(|rv| !rv.is_empty() && *rv != "0") {
+            Some(rv) => {
+                let after = rv
+                    .parse()
+                    .map_err(|_| ApiError::BadRequest(format!("resourceVersion {rv:?} is not a number")))?;
+                (Vec::new(), after)
+            }
+            None => catalog.snapshot(plural).await.map_err(error)?,
+        };
+    let mut watcher = match catalog.watch(plural, after).await {
+        Ok(watcher) => watcher,
+        Err(CatalogError::Store(kayra_store::StoreError::Compacted { .. })) => {
+            let gone = kayra_registry::RegistryError::Expired {
+                message: format!("too old resource version: {after}"),
+                continue_from: None,
+            };
+            let (_, status) = ApiError::Registry(gone).to_status();
+            return Ok(stream(futures_util::stream::iter([Ok(line(
+                &json!({"type": "ERROR", "object": status}),
+            ))])));
+        }
+        Err(other) => return Err(error(other)),
+    };
+    let (plural, namespace) = (plural.to_owned(), namespace.map(str::to_owned));
+    let kind = kind.clone();
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(64);
+    let render = move |object: Value, first: bool| match output {
+        Output::Json => object,
+        Output::Table(version) => {
+            let rv = json!({"resourceVersion": object.pointer("/metadata/resourceVersion").cloned().unwrap_or(Value::Null)});
+            let object = match object {
+                Value::Object(object) => object,
+                _ => Object::new(),
+            };
+            table::render(&kind, &[object], rv, version, None, first)
+        }
+    };
+    let events =
+        initial.into_iter().filter(|item| in_namespace(item, namespace.as_deref())).collect::<Vec<_>>();
+    tokio::spawn(async move {
+        let deadline = tokio::time::sleep(timeout);
+        tokio::pin!(deadline);
+        let mut first = true;
+        for object in events {
+            let event = json!({"type": "ADDED", "object": render(object, first)});
+            first = false;
+            if sender.send(Ok(line(&event))).await.is_err() {
+                return;
+            }
+        }
+        loop {
+            let event = tokio::select! {
+                () = &mut deadline => break,
+                () = sender.closed() => break,
+                event = watcher.next() => event,
+            };
+            let text = match event {
+                None => break,
+                Some(Err(error)) => {
+                    let (_, status) = ApiError::Registry(error.into()).to_status();
+                    let _ = sender.send(Ok(line(&json!({"type": "ERROR", "object": status})))).await;
+                    break;
+                }
+                Some(Ok(event)) => match catalog.event(&plural, &event) {
+                    Ok((kind_of_change, object)) if in_namespace(&object, namespace.as_deref()) => {
+                        let event = json!({"type": kind_of_change, "object": render(object, first)});
+                        first = false;
+                        line(&event)
+                    }
+                    _ => continue,
+                },
+            };
+            if sender.send(Ok(text)).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut receiver = receiver;
+    Ok(stream(futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))))
+}
+
+/// One watch event, as a line.
+fn line(event: &Value) -> bytes::Bytes {
+    bytes::Bytes::from(format!("{event}\n"))
+}
+
+/// A streamed response of watch events.
+fn stream(
+    events: impl futures_util::Stream<Item = Result<bytes::Bytes, std::io::Error>> + Send + 'static,
+) -> Response {
+    let mut response = Response::new(Body::from_stream(events));
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    response
 }
 
 /// The RBAC verb of a catalog request.

@@ -211,7 +211,7 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
             handlers::serve(state.clone(), &identity, &parts.method, path, &query, &parts.headers, body).await
         }
         Target::Catalog(path) => {
-            catalog::serve(&state, &identity, &parts.method, path, &parts.headers, &body).await
+            catalog::serve(&state, &identity, &parts.method, path, &query, &parts.headers, &body).await
         }
         Target::Check => check::serve(&state, &identity, &parts.method, &body).await,
     }

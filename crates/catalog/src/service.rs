@@ -267,6 +267,48 @@ impl Catalog {
         decode(&kv)
     }
 
+    /// The folder of this scope's `apiregistrations` or `subscriptions`.
+    fn collection(&self, plural: &str) -> String {
+        format!("{}{}", self.folder(plural), self.scope_path())
+    }
+
+    /// Every object of this scope's `apiregistrations` or `subscriptions` as the API answers
+    /// it, and the revision the read was taken at (what a watch continues from).
+    pub async fn snapshot(&self, plural: &str) -> Result<(Vec<Value>, Revision), CatalogError> {
+        let range = self.store.range(&RangeRequest::prefix(self.collection(plural))).await?;
+        let kind = kind_of(plural);
+        let objects =
+            range.kvs.iter().map(|kv| as_json(kv, &self.api_version(), kind)).collect::<Result<_, _>>()?;
+        Ok((objects, range.revision))
+    }
+
+    /// Every change to this scope's `apiregistrations` or `subscriptions` after `after`.
+    pub async fn watch(&self, plural: &str, after: Revision) -> Result<kayra_store::Watcher, CatalogError> {
+        Ok(self.store.watch(&self.collection(plural), after).await?)
+    }
+
+    /// A watch event as the API streams it: `ADDED`, `MODIFIED` or `DELETED` and the object
+    /// (for a delete, as it was, at the delete's revision).
+    pub fn event(
+        &self,
+        plural: &str,
+        event: &kayra_store::Event,
+    ) -> Result<(&'static str, Value), CatalogError> {
+        let kind = kind_of(plural);
+        match event.kind {
+            kayra_store::EventKind::Put => {
+                let kind_of_change = if event.kv.version == 1 { "ADDED" } else { "MODIFIED" };
+                Ok((kind_of_change, as_json(&event.kv, &self.api_version(), kind)?))
+            }
+            kayra_store::EventKind::Delete => {
+                let before = event.prev.clone().unwrap_or_else(|| event.kv.clone());
+                let mut object = as_json(&before, &self.api_version(), kind)?;
+                object["metadata"]["resourceVersion"] = Value::String(event.kv.mod_revision.to_string());
+                Ok(("DELETED", object))
+            }
+        }
+    }
+
     /// Every registration of this scope, by name.
     pub async fn registrations(&self) -> Result<Vec<Stored<ApiRegistration>>, CatalogError> {
         let prefix = format!("{}{}", self.folder("apiregistrations"), self.scope_path());
@@ -547,6 +589,20 @@ fn merge(current: &ApiRegistration, changes: &Map<String, Value>) -> Result<ApiR
     serde_json::from_value(Value::Object(merged)).map_err(|error| {
         CatalogError::Invalid(vec![Problem::Invalid { field: "body".to_owned(), message: error.to_string() }])
     })
+}
+
+/// The Kind stored under a catalog folder.
+fn kind_of(plural: &str) -> &'static str {
+    if plural == "subscriptions" { "Subscription" } else { "ApiRegistration" }
+}
+
+/// A stored object as the API answers it, its `resourceVersion` the key's revision.
+fn as_json(kv: &KeyValue, api_version: &str, kind: &str) -> Result<Value, CatalogError> {
+    if kind == "Subscription" {
+        decode::<Subscription>(kv).map(|stored| stored.to_json(api_version, kind))
+    } else {
+        decode::<ApiRegistration>(kv).map(|stored| stored.to_json(api_version, kind))
+    }
 }
 
 /// A platform or region as a key segment: `_` when empty (an instance with neither set).

@@ -452,7 +452,17 @@ fn acceptance(c: &Controller) {
         "registration.yaml",
         "apiVersion: catalog.example.com/v1\nkind: ApiRegistration\nmetadata:\n  name: compute.example.com\nshort_name: compute\nactive: true\nowner: sre-a\n",
     );
+    let watched = c.scratch().join("registrations.out");
+    let mut watch = c.kubectl_background(&["get", "apiregistrations", "-w"], &watched);
+    let rows = |path: &std::path::Path| {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines().filter(|l| l.starts_with("compute.example.com")).count()
+    };
+    std::thread::sleep(Duration::from_millis(500));
     ok(c, "catalog", &["create", "-f", &registration]);
+    wait_for("catalog: the watched registration", || rows(&watched) >= 1);
+    let _ = watch.kill();
+    let _ = watch.wait();
     let resources = ok(c, "catalog", &["api-resources"]);
     assert!(
         resources.contains("apiregistrations") && resources.contains("catalog.example.com/v1"),

@@ -251,3 +251,66 @@ async fn a_sync_reaches_subscribers_through_the_gateway() {
     assert_eq!(code, StatusCode::NOT_FOUND);
     assert!(body["message"].as_str().unwrap().contains("served by its own service"), "{body}");
 }
+
+#[tokio::test]
+async fn registrations_and_subscriptions_can_be_watched() {
+    let server = TestServer::start(Store::Memory).await;
+    let curl = Curl::new(&server);
+    use reqwest::Method as M;
+    curl.send(M::POST, REGISTRATIONS, Some(json!({"name": "first.example.com"}))).await;
+    let (_, list) = curl.send(M::GET, REGISTRATIONS, None).await;
+    let revision = list["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+
+    let watch_from = |query: String| {
+        let url = format!("{}{REGISTRATIONS}?watch=true&timeoutSeconds=2{query}", curl.base);
+        curl.client.get(url).bearer_auth(&curl.token).send()
+    };
+    let everything = watch_from(String::new()).await.unwrap();
+    let since_list = watch_from(format!("&resourceVersion={revision}")).await.unwrap();
+    curl.send(M::POST, REGISTRATIONS, Some(json!({"name": "second.example.com"}))).await;
+    curl.send(M::PUT, &format!("{REGISTRATIONS}/second.example.com"), Some(json!({"owner": "sre-b"}))).await;
+    curl.send(M::DELETE, &format!("{REGISTRATIONS}/second.example.com"), None).await;
+    let events = |text: String| -> Vec<(String, String)> {
+        text.lines()
+            .map(|line| serde_json::from_str::<Value>(line).unwrap())
+            .map(|e| {
+                (
+                    e["type"].as_str().unwrap().to_owned(),
+                    e["object"]["name"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let all = events(everything.text().await.unwrap());
+    let expected = |names: &[(&str, &str)]| {
+        names.iter().map(|(t, n)| ((*t).to_owned(), (*n).to_owned())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        all,
+        expected(&[
+            ("ADDED", "first.example.com"),
+            ("ADDED", "second.example.com"),
+            ("MODIFIED", "second.example.com"),
+            ("DELETED", "second.example.com")
+        ])
+    );
+    let later = events(since_list.text().await.unwrap());
+    assert_eq!(
+        later,
+        expected(&[
+            ("ADDED", "second.example.com"),
+            ("MODIFIED", "second.example.com"),
+            ("DELETED", "second.example.com")
+        ])
+    );
+
+    server.add_token("alice-token", "alice", "");
+    let alice = server
+        .anonymous()
+        .get(format!("{}{REGISTRATIONS}?watch=1", curl.base))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(alice.status(), StatusCode::FORBIDDEN, "watching needs the watch verb");
+}
