@@ -14,6 +14,13 @@ use serde_json::json;
 /// How often a pass runs with nothing changed.
 const RESYNC: Duration = Duration::from_secs(30);
 
+/// The first pause after a pass with failures; it doubles up to [`MAX_BACKOFF`] while passes
+/// keep failing, so that a broken gateway or step is retried, not hammered.
+const FIRST_BACKOFF: Duration = Duration::from_secs(2);
+
+/// The longest pause between failing passes.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
 /// How many subscribers are reconciled at once.
 const CONCURRENCY: usize = 16;
 
@@ -57,14 +64,19 @@ impl StepRunner for Http {
 
 /// Runs passes until the process ends.
 pub(crate) async fn run(state: Arc<ApiState>, catalog: Arc<Catalog>, config: ReconcilerConfig) {
-    let http = match reqwest::Client::builder().build() {
+    // Redirects are not followed: a document or a step answers where it was asked.
+    let http = match reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build() {
         Ok(client) => Http(client),
         Err(error) => {
             tracing::error!(%error, "the catalog reconciler has no HTTP client and does not run");
             return;
         }
     };
+    let mut backoff = Duration::ZERO;
     loop {
+        if !backoff.is_zero() {
+            tokio::time::sleep(backoff).await;
+        }
         let mut changes = match catalog.changes().await {
             Ok(changes) => Some(changes),
             Err(error) => {
@@ -74,11 +86,20 @@ pub(crate) async fn run(state: Arc<ApiState>, catalog: Arc<Catalog>, config: Rec
         };
         match catalog.reconcile(&config, &http, &http, CONCURRENCY).await {
             Ok(report) => {
-                for attempt in &report.attempts {
+                // An Event when a subscription's state changes; a repeated failure is not news.
+                for attempt in report.attempts.iter().filter(|attempt| attempt.changed) {
                     record_event(&state, &catalog, attempt).await;
                 }
+                backoff = if report.attempts.iter().any(|attempt| attempt.failure.is_some()) {
+                    (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF)
+                } else {
+                    Duration::ZERO
+                };
             }
-            Err(error) => tracing::warn!(%error, "a catalog reconciliation pass failed"),
+            Err(error) => {
+                tracing::warn!(%error, "a catalog reconciliation pass failed");
+                backoff = (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+            }
         }
         match &mut changes {
             Some(changes) => {

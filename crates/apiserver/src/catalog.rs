@@ -80,7 +80,14 @@ pub(crate) async fn serve(
             Ok(list("ApiRegistrationList", items, revision))
         }
         ("apiregistrations", _, None, None, "create") => {
-            let created = catalog.create_registration(decode(body)?).await.map_err(error)?;
+            let registration: kayra_catalog::ApiRegistration = decode(body)?;
+            if state.scheme.kinds().iter().any(|kind| kind.group == registration.name) {
+                return Err(ApiError::BadRequest(format!(
+                    "name: {:?} is one of Kayra's own API groups and cannot be registered",
+                    registration.name
+                )));
+            }
+            let created = catalog.create_registration(registration).await.map_err(error)?;
             Ok(one(StatusCode::CREATED, &api_version, "ApiRegistration", &created))
         }
         ("apiregistrations", _, Some(name), None, "get") => Ok(one(
@@ -163,15 +170,36 @@ pub(crate) async fn registered_apis(state: &ApiState) -> Vec<crate::discovery::R
     apis
 }
 
+/// Legacy discovery of a registered API: `/apis/<api>` (its group) and `/apis/<api>/<version>`
+/// (the resources of its stored document), as `/apis` advertises them.
+pub(crate) async fn registered_discovery(state: &ApiState, path: &str) -> Option<Response> {
+    let rest = path.strip_prefix("/apis/")?.trim_end_matches('/');
+    let (group, version) = match rest.split_once('/') {
+        Some((group, version)) if !version.contains('/') => (group, Some(version)),
+        Some(_) => return None,
+        None => (rest, None),
+    };
+    let api = registered_apis(state).await.into_iter().find(|api| api.group == group)?;
+    let body = match version {
+        None => {
+            let version =
+                json!({"groupVersion": format!("{}/{}", api.group, api.version), "version": api.version});
+            json!({"kind": "APIGroup", "apiVersion": "v1", "name": api.group, "versions": [version], "preferredVersion": version})
+        }
+        Some(version) if version == api.version => crate::discovery::registered_resource_list(&api),
+        Some(_) => return None,
+    };
+    Some(json_response(StatusCode::OK, &body, &[]))
+}
+
 /// The answer to a request for a registered API's resources, which Kayra does not serve: a
 /// 404 naming the API and where it is served.
 pub(crate) async fn served_elsewhere(state: &ApiState, path: &str) -> Option<ApiError> {
     let group = path.strip_prefix("/apis/")?.split('/').next()?;
     let catalog = state.catalog.as_deref()?;
-    let owner = catalog.registration(group).await.ok()?.object.owner;
-    let owner = if owner.is_empty() { String::new() } else { format!(" (owner: {owner})") };
+    catalog.registration(group).await.ok()?;
     Some(ApiError::NotFound(format!(
-        "the API {group} is registered in Kayra's catalog but served by its own service{owner}: send {path} through the gateway that routes /apis/{group}/, not to Kayra"
+        "the API {group} is registered in Kayra's catalog but served by its own service: send {path} through the gateway that routes /apis/{group}/, not to Kayra"
     )))
 }
 

@@ -136,6 +136,18 @@ fn registered_resources(api: &RegisteredApi) -> Vec<Value> {
     resources
 }
 
+/// `/apis/<api>/<version>` of a registered API: `APIResourceList`.
+pub(crate) fn registered_resource_list(api: &RegisteredApi) -> Value {
+    let resources: Vec<Value> = api
+        .resources
+        .iter()
+        .map(|resource| {
+            json!({"name": resource.name, "singularName": "", "namespaced": resource.namespaced, "kind": "", "verbs": resource.verbs})
+        })
+        .collect();
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{}/{}", api.group, api.version), "resources": resources})
+}
+
 /// Legacy `/apis`: Kayra's groups, then the registered APIs.
 pub(crate) fn api_group_list(scheme: &Scheme, registered: &[RegisteredApi]) -> Value {
     let mut names: Vec<String> = Vec::new();

@@ -123,10 +123,13 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         Ok(None) => return Ok((StatusCode::OK, "ok").into_response()),
         Err(error) => {
             drain(body).await;
-            if let ApiError::NotFound(_) = error
-                && let Some(elsewhere) = catalog::served_elsewhere(&state, parts.uri.path()).await
-            {
-                return Err(elsewhere);
+            if let ApiError::NotFound(_) = error {
+                if let Some(discovery) = catalog::registered_discovery(&state, parts.uri.path()).await {
+                    return Ok(discovery);
+                }
+                if let Some(elsewhere) = catalog::served_elsewhere(&state, parts.uri.path()).await {
+                    return Err(elsewhere);
+                }
             }
             return Err(error);
         }

@@ -415,7 +415,7 @@ impl Catalog {
                 )));
             }
             let key = self.registration_key(name);
-            let mut ops = vec![Op::delete(&key)];
+            let mut ops = vec![Op::delete(&key), Op::delete(self.spec_key(name))];
             if !current.object.short_name.is_empty() {
                 ops.push(Op::delete(self.short_name_key(&current.object.short_name)));
             }
@@ -435,8 +435,14 @@ impl Catalog {
         name: &str,
         request: &SyncRequest,
     ) -> Result<Stored<ApiRegistration>, CatalogError> {
-        let subscribed: Vec<String> =
-            self.subscriptions(name).await?.into_iter().map(|s| s.object.namespace).collect();
+        // Only an active subscription can be reconciled, so only it makes a canary.
+        let subscribed: Vec<String> = self
+            .subscriptions(name)
+            .await?
+            .into_iter()
+            .filter(|s| s.object.active)
+            .map(|s| s.object.namespace)
+            .collect();
         self.modify(name, |current| {
             let mut next = current.clone();
             sync(

@@ -180,6 +180,10 @@ fn parse_duration(text: &str) -> Option<Duration> {
 
 /// Runs the registration's mode for one subscriber.
 pub async fn run(config: &ReconcilerConfig, context: &StepContext<'_>, runner: &dyn StepRunner) -> Outcome {
+    if context.registration.mode.is_empty() {
+        // A registration that names no mode only records the sync.
+        return Outcome::Success;
+    }
     let Some(mode) = config.mode.get(&context.registration.mode) else {
         return Outcome::Failed(format!(
             "mode {:?} is not configured under reconciler.mode",
@@ -320,9 +324,12 @@ mod tests {
         let config = config();
         let subscription = Subscription::new("sre", "compute.example.com", true);
         let runner = recorder(Vec::new());
-        for (mode, expected) in
-            [("api", None), ("missing", Some("is not configured")), ("broken", Some("step 1: template"))]
-        {
+        for (mode, expected) in [
+            ("", None),
+            ("api", None),
+            ("missing", Some("is not configured")),
+            ("broken", Some("step 1: template")),
+        ] {
             let registration = registration(mode);
             let context =
                 StepContext { registration: &registration, subscription: &subscription, gateway: "" };

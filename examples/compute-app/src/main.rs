@@ -5,7 +5,8 @@
 //! the caller's bearer token), and takes the reconciler's sync notifications.
 //!
 //! Environment: `LISTEN` (`127.0.0.1:9090`), `KAYRA_URL` (Kayra's API, e.g. its plain-HTTP
-//! listener), `KAYRA_TOKEN` (this app's own bearer token), `KAYRA_DOMAIN` (`example.com`).
+//! listener), `KAYRA_TOKEN` (this app's own bearer token), `KAYRA_DOMAIN` (`example.com`), and
+//! `COMPUTE_APP_TEST_HOOKS=1` to serve `/-/faults`, which tests use to break it on purpose.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -243,17 +244,19 @@ async fn faults(State(app): Shared, axum::Json(body): axum::Json<Value>) -> Resp
     StatusCode::NO_CONTENT.into_response()
 }
 
-fn router(app: Arc<App>) -> Router {
+fn router(app: Arc<App>, test_hooks: bool) -> Router {
     let machines = "/apis/compute.example.com/v1/namespaces/{namespace}/machines";
-    Router::new()
+    let router = Router::new()
         .route(machines, get(list).post(create))
         .route(&format!("{machines}/{{name}}"), get(read).delete(remove))
         .route(&format!("{machines}/{{name}}/reboot"), post(reboot))
         .route("/apis/compute.example.com/-/openapi.json", get(openapi))
         .route("/apis/compute.example.com/-/sync/{namespace}/{sync_id}", post(sync))
-        .route("/apis/compute.example.com/-/syncs", get(syncs))
-        .route("/apis/compute.example.com/-/faults", post(faults))
-        .with_state(app)
+        .route("/apis/compute.example.com/-/syncs", get(syncs));
+    // Breaking the app on purpose is for tests only.
+    let router =
+        if test_hooks { router.route("/apis/compute.example.com/-/faults", post(faults)) } else { router };
+    router.with_state(app)
 }
 
 #[tokio::main]
@@ -273,5 +276,6 @@ async fn main() {
     let listener = tokio::net::TcpListener::bind(&listen)
         .await
         .unwrap_or_else(|e| panic!("cannot listen on {listen}: {e}"));
-    axum::serve(listener, router(app)).await.expect("the app serves");
+    let test_hooks = std::env::var("COMPUTE_APP_TEST_HOOKS").is_ok_and(|v| v == "1");
+    axum::serve(listener, router(app, test_hooks)).await.expect("the app serves");
 }

@@ -169,6 +169,7 @@ async fn a_team_api_behind_nginx_through_its_whole_life() {
             .env("LISTEN", format!("127.0.0.1:{app_port}"))
             .env("KAYRA_URL", server.http_url())
             .env("KAYRA_TOKEN", "app-token")
+            .env("COMPUTE_APP_TEST_HOOKS", "1")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -49,10 +49,12 @@ pub struct Attempt {
     pub sync_id: String,
     /// `None` on success, else why it failed.
     pub failure: Option<String>,
+    /// Whether the subscription's state or message changed (a repeated failure does not).
+    pub changed: bool,
 }
 
 impl Catalog {
-    fn spec_key(&self, name: &str) -> String {
+    pub(super) fn spec_key(&self, name: &str) -> String {
         format!("{}{}{name}", self.folder("specs"), self.scope_path())
     }
 
@@ -76,16 +78,28 @@ impl Catalog {
         let mut report = Report::default();
         for registration in self.registrations().await? {
             let registration = registration.object;
-            let due_now: Vec<Stored<Subscription>> = self
+            if registration.sync_id.is_empty() {
+                continue;
+            }
+            let (due_now, waiting): (Vec<Stored<Subscription>>, Vec<Stored<Subscription>>) = self
                 .subscriptions(&registration.name)
                 .await?
                 .into_iter()
-                .filter(|subscription| due(&registration, &subscription.object))
-                .collect();
+                .filter(|subscription| subscription.object.active)
+                .filter(|subscription| subscription.object.status.current_sync_id != registration.sync_id)
+                .partition(|subscription| due(&registration, &subscription.object));
+            // Those a canary holds back show the build they wait for.
+            for subscription in waiting {
+                if subscription.object.status.expected_sync_id != registration.sync_id {
+                    self.expect(&subscription.object.namespace, &registration.name, &registration.sync_id)
+                        .await?;
+                }
+            }
+            // The document is fetched whenever the build changes, subscribers or not.
+            let spec = self.ensure_spec(&registration, config, fetcher).await?;
             if due_now.is_empty() {
                 continue;
             }
-            let spec = self.ensure_spec(&registration, config, fetcher).await?;
             let attempts = futures_util::stream::iter(due_now)
                 .map(|subscription| {
                     let registration = &registration;
@@ -103,13 +117,14 @@ impl Catalog {
                                 }
                             }
                         };
-                        let attempt = Attempt {
+                        let mut attempt = Attempt {
                             namespace: subscription.object.namespace.clone(),
                             api: registration.name.clone(),
                             sync_id: registration.sync_id.clone(),
                             failure,
+                            changed: false,
                         };
-                        self.record(&attempt).await.map(|()| attempt)
+                        self.record(&mut attempt).await.map(|()| attempt)
                     }
                 })
                 .buffer_unordered(concurrency.max(1))
@@ -159,8 +174,31 @@ impl Catalog {
         Ok(Ok(()))
     }
 
+    /// Sets the build a subscription waits for, leaving the rest as it is.
+    async fn expect(&self, namespace: &str, api: &str, sync_id: &str) -> Result<(), CatalogError> {
+        let key = self.subscription_key(namespace, api);
+        for _ in 0..super::RETRIES {
+            let current = match self.subscription(namespace, api).await {
+                Ok(current) => current,
+                Err(CatalogError::NotFound(_)) => return Ok(()),
+                Err(error) => return Err(error),
+            };
+            let mut next = current.object.clone();
+            next.status.expected_sync_id = sync_id.to_owned();
+            let value = super::encode(&self.api_version(), "Subscription", &next, &current.metadata);
+            let txn = Txn {
+                compares: vec![Compare::ModifiedAt(key.clone(), current.revision)],
+                ops: vec![Op::put(&key, value)],
+            };
+            if let TxnResult::Applied { .. } = self.store.txn(txn).await? {
+                return Ok(());
+            }
+        }
+        Err(CatalogError::Conflict(format!("subscription {api} in {namespace} kept changing")))
+    }
+
     /// Writes an attempt's result into its subscription, unless the subscription went away.
-    async fn record(&self, attempt: &Attempt) -> Result<(), CatalogError> {
+    async fn record(&self, attempt: &mut Attempt) -> Result<(), CatalogError> {
         let key = self.subscription_key(&attempt.namespace, &attempt.api);
         for _ in 0..super::RETRIES {
             let current = match self.subscription(&attempt.namespace, &attempt.api).await {
@@ -169,6 +207,11 @@ impl Catalog {
                 Err(error) => return Err(error),
             };
             let mut next = current.object.clone();
+            let before = (
+                current.object.status.state.clone(),
+                current.object.status.current_sync_id.clone(),
+                current.object.status.message.clone(),
+            );
             next.status = SubscriptionState {
                 state: if attempt.failure.is_some() { "error" } else { "success" }.to_owned(),
                 current_sync_id: match attempt.failure {
@@ -185,6 +228,8 @@ impl Catalog {
                 ops: vec![Op::put(&key, value)],
             };
             if let TxnResult::Applied { .. } = self.store.txn(txn).await? {
+                let after = (next.status.state, next.status.current_sync_id, next.status.message);
+                attempt.changed = before != after;
                 return Ok(());
             }
         }

@@ -56,6 +56,8 @@ async fn registrations_and_subscriptions_as_documented() {
     let first_sync = created["sync_id"].as_str().unwrap().to_owned();
     assert!(is_go_uuid(&first_sync), "{first_sync}");
 
+    let (code, body) = curl.send(M::POST, REGISTRATIONS, Some(json!({"name": "fleet.example.com"}))).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "Kayra's own groups cannot be registered: {body}");
     let (code, body) =
         curl.send(M::POST, REGISTRATIONS, Some(json!({"name": "compute", "owner": "x"}))).await;
     assert_eq!((code, body["reason"].as_str()), (StatusCode::BAD_REQUEST, Some("BadRequest")), "{body}");
@@ -246,6 +248,16 @@ async fn a_sync_reaches_subscribers_through_the_gateway() {
         legacy["groups"].as_array().unwrap().iter().any(|g| g["name"] == "compute.example.com"),
         "{legacy}"
     );
+    let (code, group_version) = curl.send(M::GET, "/apis/compute.example.com/v1", None).await;
+    assert_eq!(
+        (code, group_version["kind"].as_str()),
+        (StatusCode::OK, Some("APIResourceList")),
+        "{group_version}"
+    );
+    assert_eq!(
+        group_version["resources"][0]["name"], "machines",
+        "legacy discovery matches what /apis advertises"
+    );
     let (code, body) =
         curl.send(M::GET, "/apis/compute.example.com/v1/namespaces/default/machines", None).await;
     assert_eq!(code, StatusCode::NOT_FOUND);
@@ -313,4 +325,32 @@ async fn registrations_and_subscriptions_can_be_watched() {
         .await
         .unwrap();
     assert_eq!(alice.status(), StatusCode::FORBIDDEN, "watching needs the watch verb");
+}
+
+#[tokio::test]
+async fn deleting_a_namespace_ends_its_subscriptions() {
+    let server = TestServer::start(Store::Memory).await;
+    let curl = Curl::new(&server);
+    use reqwest::Method as M;
+    curl.send(
+        M::POST,
+        "/api/v1/namespaces",
+        Some(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gone"}})),
+    )
+    .await;
+    curl.send(M::POST, REGISTRATIONS, Some(json!({"name": "compute.example.com"}))).await;
+    let subscriptions = "/apis/catalog.example.com/v1/namespaces/gone/subscriptions";
+    let (code, _) =
+        curl.send(M::POST, subscriptions, Some(json!({"api": "compute.example.com", "active": true}))).await;
+    assert_eq!(code, StatusCode::CREATED);
+    assert_eq!(curl.send(M::DELETE, "/api/v1/namespaces/gone", None).await.0, StatusCode::OK);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while curl.send(M::GET, &format!("{subscriptions}/compute.example.com"), None).await.0
+        != StatusCode::NOT_FOUND
+    {
+        assert!(std::time::Instant::now() < deadline, "the subscription outlived its namespace");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (code, body) = curl.send(M::DELETE, &format!("{REGISTRATIONS}/compute.example.com"), None).await;
+    assert_eq!(code, StatusCode::OK, "nothing refers to it any more: {body}");
 }

@@ -246,3 +246,53 @@ async fn a_failing_step_is_recorded_and_a_restart_resumes() {
     w.pass().await;
     assert!(w.state("sre").await.message.contains("\"nope\" is not configured"));
 }
+
+#[tokio::test]
+async fn held_back_subscribers_show_the_build_they_wait_for() {
+    let w = world();
+    w.setup(&["apps", "sre"]).await;
+    w.pass().await;
+    let canary = SyncRequest { canary_namespaces: vec!["sre".into()] };
+    w.catalog.sync("compute.example.com", &canary).await.unwrap();
+    w.pass().await;
+    let apps = w.state("apps").await;
+    assert_eq!(
+        (apps.current_sync_id.as_str(), apps.expected_sync_id.as_str()),
+        ("build-1", "build-2"),
+        "visibly pending"
+    );
+}
+
+#[tokio::test]
+async fn the_document_follows_the_build_with_or_without_subscribers() {
+    let w = world();
+    w.setup(&[]).await;
+    w.pass().await;
+    assert_eq!(w.catalog.spec("compute.example.com").await.unwrap().unwrap().sync_id, "build-1");
+    w.catalog.delete_registration("compute.example.com").await.unwrap();
+    assert!(w.catalog.spec("compute.example.com").await.unwrap().is_none(), "deleted with its registration");
+}
+
+#[tokio::test]
+async fn a_repeated_failure_is_not_news_and_an_inactive_subscription_is_no_canary() {
+    let w = world();
+    w.setup(&["sre"]).await;
+    w.catalog.subscribe("idle", Subscription::new("", "compute.example.com", false)).await.unwrap();
+    *w.runner.status.lock().unwrap() = 500;
+    assert!(w.pass().await.attempts[0].changed, "the first failure changes the state");
+    assert!(!w.pass().await.attempts[0].changed, "the same failure again does not");
+    let idle = SyncRequest { canary_namespaces: vec!["idle".into()] };
+    assert!(matches!(w.catalog.sync("compute.example.com", &idle).await, Err(CatalogError::Sync(_))));
+}
+
+#[tokio::test]
+async fn a_registration_without_a_mode_only_records_the_sync() {
+    let w = world();
+    let plain = ApiRegistration { name: "plain.example.com".into(), ..ApiRegistration::default() };
+    w.catalog.create_registration(plain).await.unwrap();
+    w.catalog.subscribe("sre", Subscription::new("", "plain.example.com", true)).await.unwrap();
+    w.pass().await;
+    let state = w.catalog.subscription("sre", "plain.example.com").await.unwrap().object.status;
+    assert_eq!((state.state.as_str(), state.current_sync_id.as_str()), ("success", "build-1"), "{state:?}");
+    assert!(w.runner.sent.lock().unwrap().is_empty());
+}
