@@ -62,7 +62,11 @@ impl StepRunner for Http {
     }
 }
 
-/// Runs passes until the process ends.
+/// How long a crashed leader's reconciler keeps others waiting.
+const LEADERSHIP_TTL: Duration = Duration::from_secs(15);
+
+/// Runs passes while this replica leads its scope's reconciler (so of several replicas sharing
+/// a store, one reconciles at a time), until the process ends.
 pub(crate) async fn run(state: Arc<ApiState>, catalog: Arc<Catalog>, config: ReconcilerConfig) {
     // Redirects are not followed: a document or a step answers where it was asked.
     let http = match reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build() {
@@ -72,6 +76,31 @@ pub(crate) async fn run(state: Arc<ApiState>, catalog: Arc<Catalog>, config: Rec
             return;
         }
     };
+    let candidate = format!("{}-{}", std::process::id(), uuid::Uuid::new_v4());
+    let election = kayra_loop::Election::new(
+        catalog.store(),
+        catalog.election_key("catalog-reconciler"),
+        candidate,
+        LEADERSHIP_TTL,
+    );
+    loop {
+        let mut leadership = match election.campaign().await {
+            Ok(leadership) => leadership,
+            Err(error) => {
+                tracing::warn!(%error, "campaigning to lead the catalog reconciler failed; trying again");
+                tokio::time::sleep(RESYNC).await;
+                continue;
+            }
+        };
+        tokio::select! {
+            () = passes(&state, &catalog, &config, &http) => {}
+            () = leadership.lost() => tracing::warn!("the catalog reconciler lost its leadership; campaigning again"),
+        }
+    }
+}
+
+/// Reconciliation passes, on every change and every [`RESYNC`], backing off while they fail.
+async fn passes(state: &ApiState, catalog: &Catalog, config: &ReconcilerConfig, http: &Http) {
     let mut backoff = Duration::ZERO;
     loop {
         if !backoff.is_zero() {
@@ -84,11 +113,11 @@ pub(crate) async fn run(state: Arc<ApiState>, catalog: Arc<Catalog>, config: Rec
                 None
             }
         };
-        match catalog.reconcile(&config, &http, &http, CONCURRENCY).await {
+        match catalog.reconcile(config, http, http, CONCURRENCY).await {
             Ok(report) => {
                 // An Event when a subscription's state changes; a repeated failure is not news.
                 for attempt in report.attempts.iter().filter(|attempt| attempt.changed) {
-                    record_event(&state, &catalog, attempt).await;
+                    record_event(state, catalog, attempt).await;
                 }
                 backoff = if report.attempts.iter().any(|attempt| attempt.failure.is_some()) {
                     (backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF)

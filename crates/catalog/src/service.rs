@@ -140,6 +140,17 @@ impl Catalog {
         Catalog { store, scope, ids, clock }
     }
 
+    /// The store the catalog keeps its objects in.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// The key of this instance's election for a loop named `name`: replicas of one platform
+    /// and region share it, other scopes have their own.
+    pub fn election_key(&self, name: &str) -> String {
+        format!("{}elections/{name}/{}", self.scope.root, self.scope_path())
+    }
+
     /// `catalog.<domain>/v1`.
     pub fn api_version(&self) -> String {
         format!("catalog.{}/v1", self.scope.domain)
