@@ -347,25 +347,14 @@ impl Registry {
         let Some(expires) = resource.strategy.expires_at(object) else {
             return Ok(self.store.create(key, Self::encode(object)).await?);
         };
-        let ttl = expires.duration_since(self.clock.now()).map_err(|_| {
-            invalid(
-                resource,
-                object,
-                vec![FieldError::invalid(
-                    "metadata",
-                    "<expiration>",
-                    "the object would expire before it is created",
-                )],
-            )
-        })?;
-        let lease = self.store.grant_lease(ttl.max(std::time::Duration::from_secs(1))).await?;
+        let lease = self.lease_until(resource, object, expires).await?;
         let txn = Txn {
             compares: vec![Compare::Absent(key.to_owned())],
-            ops: vec![Op::Put { key: key.to_owned(), value: Self::encode(object), lease: Some(lease.id) }],
+            ops: vec![Op::Put { key: key.to_owned(), value: Self::encode(object), lease: Some(lease) }],
         };
         let outcome = Outcome::from(self.store.txn(txn).await?);
         if matches!(outcome, Outcome::Conflict(_)) {
-            let _ = self.store.revoke_lease(lease.id).await;
+            let _ = self.store.revoke_lease(lease).await;
         }
         Ok(outcome)
     }
@@ -384,19 +373,27 @@ impl Registry {
         if current.is_some() && resource.strategy.expires_at(old) == Some(expires) {
             return Ok((current, None));
         }
+        let lease = self.lease_until(resource, object, expires).await?;
+        Ok((Some(lease), Some(lease)))
+    }
+
+    /// A new lease that ends at `expires` (at least a second from now); an object that would
+    /// already have expired is invalid.
+    async fn lease_until(
+        &self,
+        resource: &Resource,
+        object: &Object,
+        expires: SystemTime,
+    ) -> Result<kayra_store::LeaseId, RegistryError> {
         let ttl = expires.duration_since(self.clock.now()).map_err(|_| {
-            invalid(
-                resource,
-                object,
-                vec![FieldError::invalid(
-                    "metadata",
-                    "<expiration>",
-                    "the object would expire before it is written",
-                )],
-            )
+            let cause = FieldError::invalid(
+                "metadata",
+                "<expiration>",
+                "the object would expire before it is written",
+            );
+            invalid(resource, object, vec![cause])
         })?;
-        let lease = self.store.grant_lease(ttl.max(std::time::Duration::from_secs(1))).await?;
-        Ok((Some(lease.id), Some(lease.id)))
+        Ok(self.store.grant_lease(ttl.max(std::time::Duration::from_secs(1))).await?.id)
     }
 
     /// A namespace that does not exist, or is being deleted, takes no new objects.
