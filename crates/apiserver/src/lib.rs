@@ -121,17 +121,25 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
     let (identity, target) = match admit(&state, parts.uri.path(), who) {
         Ok(Some(admitted)) => admitted,
         Ok(None) => return Ok((StatusCode::OK, "ok").into_response()),
-        Err(error) => {
+        Err(Refusal::Error(error)) => {
             drain(body).await;
-            if let ApiError::NotFound(_) = error {
-                if let Some(discovery) = catalog::registered_discovery(&state, parts.uri.path()).await {
-                    return Ok(discovery);
-                }
-                if let Some(elsewhere) = catalog::served_elsewhere(&state, parts.uri.path()).await {
-                    return Err(elsewhere);
-                }
-            }
             return Err(error);
+        }
+        Err(Refusal::Unrouted(identity)) => {
+            drain(body).await;
+            let path = parts.uri.path();
+            // Discovery of a registered API is a discovery path like any other.
+            let discovery =
+                kayra_authz::Action::NonResource { verb: "get".to_owned(), path: path.to_owned() };
+            if state.allows(&identity, &discovery)
+                && let Some(found) = catalog::registered_discovery(&state, path).await
+            {
+                return Ok(found);
+            }
+            if let Some(elsewhere) = catalog::served_elsewhere(&state, path).await {
+                return Err(elsewhere);
+            }
+            return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
         }
     };
     let body = match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
@@ -223,25 +231,35 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
 /// What is decided before a request's body is read: a canonical path (else 400), health
 /// (answered to anyone, as `None`), an identity (else 401 or the impersonation's refusal), and a
 /// route (else 404).
-fn admit<'a>(state: &'a ApiState, path: &str, who: Who) -> Result<Option<(Identity, Target<'a>)>, ApiError> {
+/// A path no route serves comes back as `Unrouted` with the caller, for the catalog to claim.
+fn admit<'a>(state: &'a ApiState, path: &str, who: Who) -> Result<Option<(Identity, Target<'a>)>, Refusal> {
     let target = match routes::parse(&state.scheme, path) {
         Err(PathError::NonCanonical) => {
-            return Err(ApiError::BadRequest(
+            return Err(Refusal::Error(ApiError::BadRequest(
                 "the request path is not canonical: empty, '.', '..' or percent-encoded segments are refused"
                     .to_owned(),
-            ));
+            )));
         }
         Ok(Target::Health) => return Ok(None),
         target => target,
     };
     let identity = match who {
-        Who::Anonymous => return Err(ApiError::Unauthorized),
-        Who::Refused(_, error) => return Err(error),
+        Who::Anonymous => return Err(Refusal::Error(ApiError::Unauthorized)),
+        Who::Refused(_, error) => return Err(Refusal::Error(error)),
         Who::Known { identity, .. } => identity,
     };
-    let target = target
-        .map_err(|_| ApiError::NotFound("the server could not find the requested resource".to_owned()))?;
-    Ok(Some((identity, target)))
+    match target {
+        Ok(target) => Ok(Some((identity, target))),
+        Err(_) => Err(Refusal::Unrouted(identity)),
+    }
+}
+
+/// Why a request was not admitted.
+enum Refusal {
+    /// It fails as this.
+    Error(ApiError),
+    /// No route serves its path; this is its caller.
+    Unrouted(Identity),
 }
 
 /// Reads and drops what a refused request still sends (up to 256 KiB, for at most a second),

@@ -354,3 +354,22 @@ async fn deleting_a_namespace_ends_its_subscriptions() {
     let (code, body) = curl.send(M::DELETE, &format!("{REGISTRATIONS}/compute.example.com"), None).await;
     assert_eq!(code, StatusCode::OK, "nothing refers to it any more: {body}");
 }
+
+#[tokio::test]
+async fn discovery_of_registered_apis_is_a_discovery_path_like_any_other() {
+    let server = TestServer::start(Store::Memory).await;
+    let admin = Curl::new(&server);
+    use reqwest::Method as M;
+    admin.send(M::POST, REGISTRATIONS, Some(json!({"name": "compute.example.com"}))).await;
+    server.add_token("alice-token", "alice", "");
+    let alice = Curl { token: "alice-token".into(), ..Curl::new(&server) };
+    let (code, group) = alice.send(M::GET, "/apis/compute.example.com", None).await;
+    assert_eq!((code, group["kind"].as_str()), (StatusCode::OK, Some("APIGroup")), "{group}");
+    let binding = "/apis/authorization.example.com/v1/clusterrolebindings/system:discovery";
+    assert_eq!(admin.send(M::DELETE, binding, None).await.0, StatusCode::OK);
+    let refused = crate::eventually(StatusCode::NOT_FOUND, || {
+        alice.client.get(format!("{}/apis/compute.example.com", alice.base)).bearer_auth(&alice.token)
+    })
+    .await;
+    assert_eq!(refused, StatusCode::NOT_FOUND, "without the discovery grant, no discovery document");
+}
