@@ -80,7 +80,7 @@ pub(crate) async fn serve(
             Ok(list("ApiRegistrationList", items, revision))
         }
         ("apiregistrations", _, None, None, "create") => {
-            let registration: kayra_catalog::ApiRegistration = decode(body)?;
+            let registration: kayra_catalog::ApiRegistration = decode_named(body, "name")?;
             if state.scheme.kinds().iter().any(|kind| kind.group == registration.name) {
                 return Err(ApiError::BadRequest(format!(
                     "name: {:?} is one of Kayra's own API groups and cannot be registered",
@@ -97,7 +97,7 @@ pub(crate) async fn serve(
             &catalog.registration(name).await.map_err(error)?,
         )),
         ("apiregistrations", _, Some(name), None, "update") => {
-            let changes: serde_json::Map<String, Value> = decode(body)?;
+            let changes: serde_json::Map<String, Value> = decode_named(body, "name")?;
             let updated = catalog.update_registration(name, &changes).await.map_err(error)?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &updated))
         }
@@ -123,7 +123,7 @@ pub(crate) async fn serve(
         }
         ("subscriptions", Some(namespace), None, None, "create") => {
             namespace_exists(state, namespace).await?;
-            let created = catalog.subscribe(namespace, decode(body)?).await.map_err(error)?;
+            let created = catalog.subscribe(namespace, decode_named(body, "api")?).await.map_err(error)?;
             Ok(one(StatusCode::CREATED, &api_version, "Subscription", &created))
         }
         ("subscriptions", Some(namespace), Some(name), None, "get") => Ok(one(
@@ -156,13 +156,14 @@ pub(crate) async fn registered_apis(state: &ApiState) -> Vec<crate::discovery::R
             return Vec::new();
         }
     };
+    let mut specs = catalog.specs().await.unwrap_or_else(|error| {
+        tracing::warn!(%error, "discovery lists registered APIs without resources: their documents cannot be read");
+        Default::default()
+    });
     let mut apis = Vec::with_capacity(registrations.len());
     for registration in registrations {
         let name = registration.object.name;
-        let resources = match catalog.spec(&name).await {
-            Ok(Some(spec)) => spec.resources,
-            _ => Vec::new(),
-        };
+        let resources = specs.remove(&name).map(|spec| spec.resources).unwrap_or_default();
         let version = resources.first().map_or_else(|| "v1".to_owned(), |r| r.version.clone());
         let resources = resources.into_iter().filter(|r| r.version == version).collect();
         apis.push(crate::discovery::RegisteredApi { group: name, version, resources });
@@ -381,12 +382,12 @@ fn authorize(state: &ApiState, identity: &Identity, verb: &str, path: &CatalogPa
 /// A stored document, byte for byte.
 async fn openapi(catalog: &Catalog, name: &str) -> Result<Response, ApiError> {
     catalog.registration(name).await.map_err(error)?;
-    let spec = catalog.spec(name).await.map_err(error)?.ok_or_else(|| {
+    let document = catalog.document(name).await.map_err(error)?.ok_or_else(|| {
         ApiError::NotFound(format!(
             "no OpenAPI document has been fetched for {name} yet; it is fetched on its next sync"
         ))
     })?;
-    let mut response = Response::new(Body::from(spec.document));
+    let mut response = Response::new(Body::from(document));
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(response)
 }
@@ -397,20 +398,25 @@ async fn namespace_exists(state: &ApiState, namespace: &str) -> Result<(), ApiEr
     Ok(())
 }
 
-/// Decodes a body. What kubectl sends carries the name in `metadata.name`: when the flat
-/// field (`name` for a registration, `api` for a subscription) is absent, it is taken from there.
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
-    let invalid =
-        |error: serde_json::Error| ApiError::BadRequest(format!("the request body is not valid: {error}"));
-    let mut value: Value = serde_json::from_slice(body).map_err(invalid)?;
+    serde_json::from_slice(body).map_err(invalid_body)
+}
+
+/// Decodes an object whose flat `field` names it (`name` for a registration, `api` for a
+/// subscription). What kubectl sends names it in `metadata.name`; that fills the field when
+/// the body leaves it out.
+fn decode_named<T: DeserializeOwned>(body: &[u8], field: &str) -> Result<T, ApiError> {
+    let mut value: Value = serde_json::from_slice(body).map_err(invalid_body)?;
     if let Some(name) = value.pointer("/metadata/name").and_then(Value::as_str).map(str::to_owned)
         && let Some(object) = value.as_object_mut()
     {
-        let field =
-            if object.get("kind").and_then(Value::as_str) == Some("Subscription") { "api" } else { "name" };
         object.entry(field).or_insert(Value::String(name));
     }
-    serde_json::from_value(value).map_err(invalid)
+    serde_json::from_value(value).map_err(invalid_body)
+}
+
+fn invalid_body(error: serde_json::Error) -> ApiError {
+    ApiError::BadRequest(format!("the request body is not valid: {error}"))
 }
 
 fn one<T: Serialize>(code: StatusCode, api_version: &str, kind: &str, stored: &Stored<T>) -> Response {

@@ -52,6 +52,11 @@ pub(crate) async fn serve(
         return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
     }
     let verb = verb(method, &path, query)?;
+    // A Kind serves the verbs discovery advertises for it (namespaces are not deleted as a
+    // collection, views are read-only, reviews are created); the rest are not allowed.
+    if path.subresource.is_none() && !kind.verbs.contains(&verb) {
+        return Err(ApiError::MethodNotAllowed);
+    }
     // Namespaces a caller may not read are still listed to it when it holds a binding in
     // them, and all of them when it may read some namespaced resource everywhere.
     let visible = match authorize(&state, identity, verb, kind, &path) {
@@ -172,9 +177,6 @@ pub(crate) async fn serve(
                 Deleted::Pending(object) => (StatusCode::OK, object),
             };
             Ok(json_response(code, &Value::Object(object), &[]))
-        }
-        "deletecollection" if kind.group.is_empty() && kind.plural == "namespaces" => {
-            Err(ApiError::MethodNotAllowed)
         }
         "deletecollection" => {
             let options = delete_options(query, &body)?;

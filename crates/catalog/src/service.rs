@@ -426,7 +426,8 @@ impl Catalog {
                 )));
             }
             let key = self.registration_key(name);
-            let mut ops = vec![Op::delete(&key), Op::delete(self.spec_key(name))];
+            let mut ops =
+                vec![Op::delete(&key), Op::delete(self.spec_key(name)), Op::delete(self.document_key(name))];
             if !current.object.short_name.is_empty() {
                 ops.push(Op::delete(self.short_name_key(&current.object.short_name)));
             }

@@ -20,13 +20,13 @@ pub trait SpecFetcher: Send + Sync {
     async fn fetch(&self, url: &str, limit: usize) -> Result<(u16, Vec<u8>), String>;
 }
 
-/// A registration's stored OpenAPI document and what it serves.
+/// What a registration's stored OpenAPI document serves, and the build it was fetched for. The
+/// document itself is kept apart, byte for byte (see [`Catalog::document`]), so that discovery
+/// reads only this.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoredSpec {
     /// The sync_id it was fetched for.
     pub sync_id: String,
-    /// The document, exactly as the app served it.
-    pub document: String,
     /// The resources derived from its paths.
     pub resources: Vec<ApiResource>,
 }
@@ -58,13 +58,28 @@ impl Catalog {
         format!("{}{}{name}", self.folder("specs"), self.scope_path())
     }
 
-    /// The stored OpenAPI document of a registration, if one was fetched.
+    pub(super) fn document_key(&self, name: &str) -> String {
+        format!("{}{}{name}", self.folder("documents"), self.scope_path())
+    }
+
+    /// What a registration's stored document serves, if one was fetched.
     pub async fn spec(&self, name: &str) -> Result<Option<StoredSpec>, CatalogError> {
         let key = self.spec_key(name);
         let Some(kv) = self.store.get(&key).await? else { return Ok(None) };
-        serde_json::from_slice(&kv.value)
-            .map(Some)
-            .map_err(|error| CatalogError::Corrupt { key, reason: error.to_string() })
+        decode_spec(&kv).map(Some)
+    }
+
+    /// What every registration of this scope with a stored document serves, by name, in one
+    /// read.
+    pub async fn specs(&self) -> Result<std::collections::BTreeMap<String, StoredSpec>, CatalogError> {
+        let prefix = format!("{}{}", self.folder("specs"), self.scope_path());
+        let range = self.store.range(&kayra_store::RangeRequest::prefix(&prefix)).await?;
+        range.kvs.iter().map(|kv| Ok((kv.key[prefix.len()..].to_owned(), decode_spec(kv)?))).collect()
+    }
+
+    /// A registration's stored OpenAPI document, exactly as its app served it.
+    pub async fn document(&self, name: &str) -> Result<Option<Vec<u8>>, CatalogError> {
+        Ok(self.store.get(&self.document_key(name)).await?.map(|kv| kv.value))
     }
 
     /// Reconciles every due subscription of this scope, `concurrency` at a time.
@@ -76,14 +91,20 @@ impl Catalog {
         concurrency: usize,
     ) -> Result<Report, CatalogError> {
         let mut report = Report::default();
+        // One read of every subscription for the whole pass, grouped by the API they name.
+        let mut subscriptions: std::collections::HashMap<String, Vec<Stored<Subscription>>> =
+            std::collections::HashMap::new();
+        for subscription in self.all_subscriptions().await? {
+            subscriptions.entry(subscription.object.api.clone()).or_default().push(subscription);
+        }
         for registration in self.registrations().await? {
             let registration = registration.object;
             if registration.sync_id.is_empty() {
                 continue;
             }
-            let (due_now, waiting): (Vec<Stored<Subscription>>, Vec<Stored<Subscription>>) = self
-                .subscriptions(&registration.name)
-                .await?
+            let (due_now, waiting): (Vec<Stored<Subscription>>, Vec<Stored<Subscription>>) = subscriptions
+                .remove(&registration.name)
+                .unwrap_or_default()
                 .into_iter()
                 .filter(|subscription| subscription.object.active)
                 .filter(|subscription| subscription.object.status.current_sync_id != registration.sync_id)
@@ -164,13 +185,16 @@ impl Catalog {
             Ok(resources) => resources,
             Err(error) => return Ok(Err(format!("fetching {url}: {error}"))),
         };
-        let document = String::from_utf8(document).map_err(|_| CatalogError::Corrupt {
-            key: url.clone(),
-            reason: "a JSON document that is not UTF-8".to_owned(),
-        })?;
-        let spec = StoredSpec { sync_id: registration.sync_id.clone(), document, resources };
+        let spec = StoredSpec { sync_id: registration.sync_id.clone(), resources };
         let value = serde_json::to_vec(&spec).expect("a spec serializes");
-        self.store.put(&self.spec_key(&registration.name), value).await?;
+        let txn = Txn {
+            compares: Vec::new(),
+            ops: vec![
+                Op::put(self.document_key(&registration.name), document),
+                Op::put(self.spec_key(&registration.name), value),
+            ],
+        };
+        self.store.txn(txn).await?;
         Ok(Ok(()))
     }
 
@@ -238,6 +262,11 @@ impl Catalog {
             attempt.api, attempt.namespace
         )))
     }
+}
+
+fn decode_spec(kv: &kayra_store::KeyValue) -> Result<StoredSpec, CatalogError> {
+    serde_json::from_slice(&kv.value)
+        .map_err(|error| CatalogError::Corrupt { key: kv.key.clone(), reason: error.to_string() })
 }
 
 #[cfg(test)]

@@ -145,7 +145,8 @@ async fn a_sync_reaches_every_subscriber_once_with_one_fetch() {
             .contains(&"http://gateway/apis/compute.example.com/v1/namespaces/sre/syncs/build-1".to_owned())
     );
     let spec = w.catalog.spec("compute.example.com").await.unwrap().unwrap();
-    assert_eq!(spec.document, DOCUMENT, "stored byte for byte");
+    let document = w.catalog.document("compute.example.com").await.unwrap().unwrap();
+    assert_eq!(document, DOCUMENT.as_bytes(), "stored byte for byte");
     assert_eq!(spec.resources[0].name, "machines");
 
     assert!(w.pass().await.attempts.is_empty(), "nothing is due any more");
