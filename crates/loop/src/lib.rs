@@ -1,181 +1,106 @@
-//! The control-loop substrate. Today: leader election through the store's leases, so that of
-//! several controller replicas sharing a store exactly one runs a given loop at a time.
+//! The one loop runtime every control loop of Kayra runs on, in the manner of kube-runtime's
+//! `Controller` and client-go's workqueue.
 //!
-//! A candidate [`Election::campaign`]s by creating the election's key attached to a lease of its
-//! own; whoever creates it leads, keeps the lease alive, and steps down when a keep-alive fails
-//! (then the key goes with the lease and another candidate takes over). The others watch the key
-//! and try again when it goes.
+//! A loop is a [`Reconciler`] fed by [`source::Source`]s: a source watches something (a
+//! resource, a store prefix), maps each change to the [`Key`]s it concerns, and hands them to the
+//! loop's keyed work queue ([`queue`]). The runtime ([`runtime::Loop`]) takes keys from the
+//! queue and reconciles them, at most one reconcile per key at a time and up to N keys at once;
+//! a key queued many times before it runs is reconciled once. A reconcile answers an [`Action`]:
+//! done until something changes, or again after a while; an error requeues the key with
+//! exponential backoff. Every known key is reconciled again on a resync period. A loop may run
+//! under an [`election::Election`] so that of several replicas sharing a store only the leader
+//! reconciles, and it stops by draining what is in flight. [`metrics::Metrics`] counts it all.
+//!
+//! This crate knows nothing of HTTP, of the registry's Kinds, or of any one loop: start
+//! reading at [`runtime::Loop`].
+
+pub mod election;
+pub mod metrics;
+pub mod queue;
+pub mod runtime;
+pub mod source;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use kayra_store::{Compare, EventKind, LeaseId, Op, Store, StoreError, Txn, TxnResult};
+/// What a loop reconciles: usually an object's `namespace/name` (or `name` for cluster-scoped
+/// objects), but any string a loop chooses.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key(Arc<str>);
 
-/// One election: a key, and this candidate's name for itself.
-pub struct Election {
-    store: Arc<dyn Store>,
-    key: String,
-    candidate: String,
-    ttl: Duration,
-}
-
-impl std::fmt::Debug for Election {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Election")
-            .field("key", &self.key)
-            .field("candidate", &self.candidate)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Leadership won in an election; dropping it steps down at once.
-pub struct Leadership {
-    store: Arc<dyn Store>,
-    lease: LeaseId,
-    lost: tokio::sync::watch::Receiver<bool>,
-    keeper: tokio::task::JoinHandle<()>,
-}
-
-impl Election {
-    /// An election at `key` for `candidate`, whose leadership lapses `ttl` after its last
-    /// keep-alive (so a crashed leader is replaced within about `ttl`).
-    pub fn new(
-        store: Arc<dyn Store>,
-        key: impl Into<String>,
-        candidate: impl Into<String>,
-        ttl: Duration,
-    ) -> Election {
-        Election { store, key: key.into(), candidate: candidate.into(), ttl }
+impl Key {
+    /// A key spelled exactly as given.
+    pub fn new(key: impl AsRef<str>) -> Key {
+        Key(Arc::from(key.as_ref()))
     }
 
-    /// Waits until this candidate leads.
-    pub async fn campaign(&self) -> Result<Leadership, StoreError> {
-        loop {
-            let lease = self.store.grant_lease(self.ttl).await?;
-            let txn = Txn {
-                compares: vec![Compare::Absent(self.key.clone())],
-                ops: vec![Op::Put {
-                    key: self.key.clone(),
-                    value: self.candidate.clone().into_bytes(),
-                    lease: Some(lease.id),
-                }],
-            };
-            match self.store.txn(txn).await? {
-                TxnResult::Applied { .. } => {
-                    tracing::info!(key = %self.key, candidate = %self.candidate, "leading");
-                    return Ok(self.lead(lease.id));
-                }
-                TxnResult::Conflict { revision, .. } => {
-                    let _ = self.store.revoke_lease(lease.id).await;
-                    self.wait_for_vacancy(revision).await;
-                }
-            }
+    /// The key of an object: `namespace/name`, or `name` for a cluster-scoped one.
+    pub fn object(namespace: Option<&str>, name: &str) -> Key {
+        match namespace.filter(|namespace| !namespace.is_empty()) {
+            Some(namespace) => Key::new(format!("{namespace}/{name}")),
+            None => Key::new(name),
         }
     }
 
-    /// Returns once the key may be free: it was deleted after `revision`, or a while passed.
-    async fn wait_for_vacancy(&self, revision: kayra_store::Revision) {
-        let vacated = async {
-            let Ok(mut watcher) = self.store.watch(&self.key, revision).await else { return };
-            while let Some(Ok(event)) = watcher.next().await {
-                if event.kind == EventKind::Delete && event.kv.key == self.key {
-                    return;
-                }
-            }
-        };
-        let _ = tokio::time::timeout(self.ttl, vacated).await;
+    /// The key as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 
-    fn lead(&self, lease: LeaseId) -> Leadership {
-        let (lose, lost) = tokio::sync::watch::channel(false);
-        let (store, ttl) = (self.store.clone(), self.ttl);
-        let keeper = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(ttl / 3);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                if let Err(error) = store.keep_alive(lease).await {
-                    tracing::warn!(%error, "a leader's keep-alive failed; stepping down");
-                    let _ = lose.send(true);
-                    return;
-                }
-            }
-        });
-        Leadership { store: self.store.clone(), lease, lost, keeper }
+    /// The namespace part of an object's key, if it has one.
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.split_once('/').map(|(namespace, _)| namespace)
+    }
+
+    /// The name part of an object's key.
+    pub fn name(&self) -> &str {
+        self.0.split_once('/').map_or(&self.0, |(_, name)| name)
     }
 }
 
-impl std::fmt::Debug for Leadership {
+impl std::fmt::Display for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Leadership").field("lease", &self.lease).finish_non_exhaustive()
+        f.write_str(&self.0)
     }
 }
 
-impl Leadership {
-    /// Resolves when leadership is lost (a keep-alive failed: another may lead now).
-    pub async fn lost(&mut self) {
-        let _ = self.lost.wait_for(|lost| *lost).await;
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", &*self.0)
     }
 }
 
-impl Drop for Leadership {
-    fn drop(&mut self) {
-        self.keeper.abort();
-        let (store, lease) = (self.store.clone(), self.lease);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                let _ = store.revoke_lease(lease).await;
-            });
-        }
-    }
+/// What a reconcile asks of the runtime next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing more to do until something the loop watches changes (or the next resync).
+    AwaitChange,
+    /// Reconcile this key again after the given time, changed or not.
+    RequeueAfter(Duration),
+}
+
+/// Why a reconcile failed; the runtime logs it with the key and retries with backoff.
+pub type ReconcileError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A loop's rules: bring what `key` names to where it should be, reading what is stored and
+/// writing the difference. Called for the same key again and again, so it must be idempotent;
+/// never for the same key twice at once.
+#[async_trait::async_trait]
+pub trait Reconciler: Send + Sync + 'static {
+    /// Reconciles one key.
+    async fn reconcile(&self, key: &Key) -> Result<Action, ReconcileError>;
 }
 
 #[cfg(test)]
 mod tests {
-    use kayra_store::mvcc::{MvccStore, Options};
+    use super::Key;
 
-    use super::*;
-
-    #[tokio::test]
-    async fn one_candidate_leads_at_a_time_and_the_next_takes_over() {
-        let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
-        let ttl = Duration::from_secs(2);
-        let first = Election::new(store.clone(), "/elections/loop", "a", ttl);
-        let second = Election::new(store.clone(), "/elections/loop", "b", ttl);
-        let leadership = first.campaign().await.unwrap();
-        let holder = |store: Arc<dyn Store>| async move {
-            String::from_utf8(store.get("/elections/loop").await.unwrap().unwrap().value).unwrap()
-        };
-        assert_eq!(holder(store.clone()).await, "a");
-        let waiting = tokio::spawn(async move { second.campaign().await.map(|_leadership| ()) });
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!waiting.is_finished(), "b waits while a leads");
-        drop(leadership);
-        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("b takes over").unwrap().unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_leader_that_stops_renewing_is_replaced() {
-        let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
-        let ttl = Duration::from_secs(1);
-        let first = Election::new(store.clone(), "/elections/loop", "a", ttl);
-        let leadership = first.campaign().await.unwrap();
-        // As if the leader's process froze: its keep-alives stop, and its lease runs out.
-        leadership.keeper.abort();
-        let second = Election::new(store.clone(), "/elections/loop", "b", ttl);
-        let took_over = tokio::time::timeout(Duration::from_secs(10), second.campaign()).await;
-        let _b = took_over.expect("b leads within the lease's life and a bit").unwrap();
-        assert_eq!(store.get("/elections/loop").await.unwrap().unwrap().value, b"b");
-    }
-
-    #[tokio::test]
-    async fn a_leader_learns_when_it_lost() {
-        let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
-        let election = Election::new(store.clone(), "/elections/loop", "a", Duration::from_secs(1));
-        let mut leadership = election.campaign().await.unwrap();
-        store.revoke_lease(leadership.lease).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(5), leadership.lost())
-            .await
-            .expect("the next keep-alive fails");
+    #[test]
+    fn object_keys_split_back_into_their_parts() {
+        let key = Key::object(Some("demo"), "web");
+        assert_eq!((key.as_str(), key.namespace(), key.name()), ("demo/web", Some("demo"), "web"));
+        let key = Key::object(None, "node-1");
+        assert_eq!((key.as_str(), key.namespace(), key.name()), ("node-1", None, "node-1"));
+        assert_eq!(Key::object(Some(""), "x").as_str(), "x");
     }
 }

@@ -1,0 +1,255 @@
+//! The keyed work queue: what a loop has to reconcile, deduplicated, with per-key backoff.
+//!
+//! Its rules are client-go's workqueue's:
+//! - a key added many times before a worker takes it is taken once;
+//! - a key being reconciled is never handed to a second worker; added meanwhile, it is marked
+//!   and queued again when the running reconcile finishes;
+//! - a key may be scheduled for later (a requeue, or a retry after backoff); the earliest
+//!   schedule wins, and taking the key now cancels it;
+//! - failures of a key grow its backoff exponentially up to a cap; a success resets it.
+//!
+//! [`State`] holds the rules and does no IO (its tests drive it directly); [`Queue`] wraps it
+//! for workers that wait.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::{Action, Key};
+
+/// How failures of a key space out its retries: `first`, doubling to at most `max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    /// The delay after the first failure.
+    pub first: Duration,
+    /// The longest delay.
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff { first: Duration::from_millis(200), max: Duration::from_secs(300) }
+    }
+}
+
+impl Backoff {
+    /// The delay after `failures` consecutive failures (the first is 1).
+    pub fn delay(&self, failures: u32) -> Duration {
+        let doublings = failures.saturating_sub(1).min(32);
+        self.first.saturating_mul(1u32 << doublings.min(31)).min(self.max)
+    }
+}
+
+/// How a reconcile ended, as the queue needs to know it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It succeeded and asked for this next.
+    Done(Action),
+    /// It failed: retry after backoff.
+    Failed,
+}
+
+/// The queue's rules over time passed in: no IO, no clock of its own.
+#[derive(Debug, Default)]
+pub struct State {
+    ready: VecDeque<Key>,
+    queued: HashSet<Key>,
+    active: HashSet<Key>,
+    dirty: HashSet<Key>,
+    scheduled: HashMap<Key, Instant>,
+    timers: BinaryHeap<Reverse<(Instant, u64, Key)>>,
+    failures: HashMap<Key, u32>,
+    sequence: u64,
+}
+
+impl State {
+    /// Queues `key` to run as soon as a worker is free; answers whether a worker should be
+    /// woken (the key was not already waiting or running).
+    pub fn add(&mut self, key: Key) -> bool {
+        if self.active.contains(&key) {
+            self.dirty.insert(key);
+            return false;
+        }
+        if self.queued.insert(key.clone()) {
+            self.ready.push_back(key);
+            return true;
+        }
+        false
+    }
+
+    /// Schedules `key` to be queued at `at`, unless it is already scheduled earlier.
+    pub fn add_at(&mut self, key: Key, at: Instant) {
+        match self.scheduled.get(&key) {
+            Some(earlier) if *earlier <= at => {}
+            _ => {
+                self.scheduled.insert(key.clone(), at);
+                self.sequence += 1;
+                self.timers.push(Reverse((at, self.sequence, key)));
+            }
+        }
+    }
+
+    /// Queues every scheduled key whose time has come; answers how many were queued and when
+    /// the next one is due.
+    pub fn release_due(&mut self, now: Instant) -> (usize, Option<Instant>) {
+        let mut released = 0;
+        while let Some(Reverse((at, _, key))) = self.timers.peek().cloned() {
+            if self.scheduled.get(&key) != Some(&at) {
+                self.timers.pop();
+                continue;
+            }
+            if at > now {
+                return (released, Some(at));
+            }
+            self.timers.pop();
+            self.scheduled.remove(&key);
+            if self.add(key) {
+                released += 1;
+            }
+        }
+        (released, None)
+    }
+
+    /// The next key for a worker, which now holds it until [`State::finish`].
+    pub fn take(&mut self) -> Option<Key> {
+        let key = self.ready.pop_front()?;
+        self.queued.remove(&key);
+        self.scheduled.remove(&key);
+        self.active.insert(key.clone());
+        Some(key)
+    }
+
+    /// A worker finished `key` at `now` with `outcome`; answers the delay of a retry after a
+    /// failure, and whether the key was queued again at once (it changed while running).
+    pub fn finish(&mut self, key: &Key, outcome: Outcome, now: Instant, backoff: &Backoff) -> Finished {
+        self.active.remove(key);
+        let retry = match outcome {
+            Outcome::Done(action) => {
+                self.failures.remove(key);
+                if let Action::RequeueAfter(after) = action {
+                    self.add_at(key.clone(), now + after);
+                }
+                None
+            }
+            Outcome::Failed => {
+                let failures = self.failures.entry(key.clone()).or_insert(0);
+                *failures = failures.saturating_add(1);
+                let delay = backoff.delay(*failures);
+                self.add_at(key.clone(), now + delay);
+                Some(delay)
+            }
+        };
+        let requeued = self.dirty.remove(key) && self.add(key.clone());
+        Finished { retry, requeued }
+    }
+
+    /// Keys waiting for a worker.
+    pub fn depth(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Keys being reconciled.
+    pub fn in_flight(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Consecutive failures of `key` so far.
+    pub fn failures(&self, key: &Key) -> u32 {
+        self.failures.get(key).copied().unwrap_or(0)
+    }
+}
+
+/// What finishing a key did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    /// The retry's delay, after a failure.
+    pub retry: Option<Duration>,
+    /// The key changed while it ran and is queued again.
+    pub requeued: bool,
+}
+
+/// The queue shared by a loop's sources, timer and workers.
+#[derive(Debug, Default)]
+pub struct Queue {
+    state: Mutex<State>,
+    work: Notify,
+    timer: Notify,
+}
+
+impl Queue {
+    /// Queues `key` now.
+    pub fn add(&self, key: Key) {
+        if self.lock().add(key) {
+            self.work.notify_one();
+        }
+    }
+
+    /// Queues `key` at `at`.
+    pub fn add_at(&self, key: Key, at: Instant) {
+        self.lock().add_at(key, at);
+        self.timer.notify_one();
+    }
+
+    /// Waits for a key to work on.
+    pub async fn take(&self) -> Key {
+        loop {
+            let notified = self.work.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(key) = self.lock().take() {
+                return key;
+            }
+            notified.await;
+        }
+    }
+
+    /// A worker finished `key`.
+    pub fn finish(&self, key: &Key, outcome: Outcome, backoff: &Backoff) -> Finished {
+        let finished = self.lock().finish(key, outcome, Instant::now(), backoff);
+        if finished.requeued {
+            self.work.notify_one();
+        }
+        if outcome != Outcome::Done(Action::AwaitChange) {
+            self.timer.notify_one();
+        }
+        finished
+    }
+
+    /// Queues scheduled keys as their time comes, until dropped.
+    pub async fn run_timer(&self) {
+        loop {
+            let notified = self.timer.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (released, next) = self.lock().release_due(Instant::now());
+            for _ in 0..released {
+                self.work.notify_one();
+            }
+            match next {
+                Some(at) => {
+                    tokio::select! {
+                        () = tokio::time::sleep_until(at) => {}
+                        () = &mut notified => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Keys waiting for a worker.
+    pub fn depth(&self) -> usize {
+        self.lock().depth()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().expect("the work queue's lock is never held across a panic")
+    }
+}
+
+#[cfg(test)]
+mod tests;
