@@ -1,0 +1,283 @@
+//! The HTTP surface as a user meets it: `Audit-Id` on every answer and in the audit log, what
+//! `kubectl auth can-i` reads from a review, what a plain `GET /apis` lists a
+//! real validator accepts, and discovery advertising exactly the verbs each route serves.
+
+use std::collections::BTreeSet;
+
+use kayra_testkit::{Store, TestServer};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::status_of;
+
+/// The audit log's lines, parsed.
+fn audit_lines(server: &TestServer) -> Vec<Value> {
+    let text = std::fs::read_to_string(server.data_dir().join("audit.log")).unwrap_or_default();
+    text.lines().map(|line| serde_json::from_str(line).expect("an audit line is JSON")).collect()
+}
+
+fn audit_id(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("audit-id")
+        .unwrap_or_else(|| panic!("no Audit-Id on a {} answer", response.status()))
+        .to_str()
+        .expect("visible ASCII")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn every_answer_carries_its_audit_id_and_the_audit_line_the_same() {
+    let server = TestServer::start(Store::Memory).await;
+    let (admin, anonymous, url) = (server.admin(), server.anonymous(), server.url());
+    let namespace = |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+
+    // Echoed: a write, audited under the id the client chose.
+    let echoed = admin
+        .post(format!("{url}/api/v1/namespaces"))
+        .header("Audit-Id", "client-chosen-1")
+        .json(&namespace("echoed"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed.status(), StatusCode::CREATED);
+    assert_eq!(audit_id(&echoed), "client-chosen-1");
+
+    // Minted: a fresh UUID per request, and the audit line carries it.
+    let minted =
+        admin.post(format!("{url}/api/v1/namespaces")).json(&namespace("minted")).send().await.unwrap();
+    let minted_id = audit_id(&minted);
+    assert!(uuid_shaped(&minted_id), "{minted_id}");
+    let again = admin.get(format!("{url}/api/v1/namespaces/minted")).send().await.unwrap();
+    assert_ne!(audit_id(&again), minted_id, "each request has its own id");
+
+    // Refused before any handler: 401 to a stranger, 400 for a non-canonical path, 404.
+    let stranger = anonymous
+        .post(format!("{url}/api/v1/namespaces"))
+        .header("Audit-Id", "stranger-1")
+        .json(&namespace("nope"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!((stranger.status(), audit_id(&stranger).as_str()), (StatusCode::UNAUTHORIZED, "stranger-1"));
+    let odd = admin.get(format!("{url}/api/v1/namespaces/a%2Fb")).send().await.unwrap();
+    assert_eq!(odd.status(), StatusCode::BAD_REQUEST);
+    assert!(uuid_shaped(&audit_id(&odd)));
+    let missing = anonymous.get(format!("{url}/nope")).send().await.unwrap();
+    assert!(uuid_shaped(&audit_id(&missing)), "a 401 for an unrouted path has one too");
+    for path in ["/healthz", "/version", "/apis", "/openapi/v3"] {
+        let answer = admin.get(format!("{url}{path}")).send().await.unwrap();
+        assert!(uuid_shaped(&audit_id(&answer)), "{path}");
+    }
+    // A value that cannot be echoed safely is replaced.
+    let long = admin.get(format!("{url}/version")).header("Audit-Id", "x".repeat(200)).send().await.unwrap();
+    assert!(uuid_shaped(&audit_id(&long)));
+    // The plain-HTTP listener too.
+    let plain = reqwest::Client::new()
+        .get(format!("{}/version", server.http_url()))
+        .bearer_auth(server.admin_token())
+        .header("Audit-Id", "over-http")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(audit_id(&plain), "over-http");
+
+    let lines = audit_lines(&server);
+    let line = |id: &str| {
+        lines
+            .iter()
+            .find(|line| line["auditID"] == id)
+            .unwrap_or_else(|| panic!("no audit line with auditID {id}: {lines:?}"))
+    };
+    assert_eq!(
+        (line("client-chosen-1")["code"].as_u64(), line("client-chosen-1")["user"].as_str()),
+        (Some(201), Some("admin"))
+    );
+    assert_eq!(line(&minted_id)["path"], "/api/v1/namespaces");
+    assert_eq!(line("stranger-1")["decision"], "unauthenticated");
+}
+
+fn uuid_shaped(id: &str) -> bool {
+    id.split('-').map(str::len).collect::<Vec<_>>() == [8, 4, 4, 4, 12]
+}
+
+#[tokio::test]
+async fn a_plain_rbac_denial_has_no_reason_so_can_i_prints_a_bare_no() {
+    let server = TestServer::start(Store::Memory).await;
+    server.add_token("bob-token", "bob", "");
+    let review = |verb: &str| {
+        json!({"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+               "spec": {"resourceAttributes": {"verb": verb, "group": "fleet.example.com", "resource": "applications", "namespace": "default"}}})
+    };
+    let path = format!("{}/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", server.url());
+    let bob = server.token_builder("bob-token").build().unwrap();
+    let (code, answer) = status_of(bob.post(&path).json(&review("delete")).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    assert_eq!(
+        answer["status"],
+        json!({"allowed": false}),
+        "kubectl prints `no - <reason>` when there is one"
+    );
+    let (code, answer) =
+        status_of(server.admin().post(&path).json(&review("delete")).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    assert_eq!(answer["status"]["allowed"], true);
+}
+
+#[tokio::test]
+async fn a_plain_get_of_apis_lists_every_group_with_its_resources() {
+    let server = TestServer::start(Store::Memory).await;
+    let curl = reqwest::Client::new();
+    let (code, created) = status_of(
+        curl.post(format!("{}/apis/catalog.example.com/v1/apiregistrations", server.http_url()))
+            .bearer_auth(server.admin_token())
+            .json(&json!({"name": "compute.example.com", "short_name": "compute", "active": true, "owner": "sre-a"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+    for accept in ["*/*", "application/json"] {
+        let response = curl
+            .get(format!("{}/apis", server.http_url()))
+            .bearer_auth(server.admin_token())
+            .header("Accept", accept)
+            .send()
+            .await
+            .unwrap();
+        let (code, list) = status_of(response).await;
+        assert_eq!((code, list["kind"].as_str()), (StatusCode::OK, Some("APIGroupList")), "{accept}");
+        let groups = list["groups"].as_array().unwrap();
+        let group = |name: &str| {
+            groups
+                .iter()
+                .find(|g| g["name"] == name)
+                .unwrap_or_else(|| panic!("{name} is not listed: {list}"))
+        };
+        // The fields Kubernetes clients decode are all there.
+        for entry in groups {
+            let preferred = &entry["preferredVersion"];
+            assert!(entry["versions"].as_array().unwrap().contains(preferred), "{entry}");
+            assert!(entry["resources"].is_array(), "{accept}: {entry}");
+        }
+        let resource = |group_name: &str, resource: &str| {
+            group(group_name)["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|r| r["name"] == resource)
+                .unwrap_or_else(|| panic!("{group_name} lists no {resource}"))
+                .clone()
+        };
+        let applications = resource("fleet.example.com", "applications");
+        assert_eq!(
+            (applications["kind"].as_str(), applications["namespaced"].as_bool()),
+            (Some("Application"), Some(true))
+        );
+        assert!(applications["verbs"].as_array().unwrap().contains(&json!("watch")));
+        assert_eq!(
+            resource("fleet.example.com", "applications/status")["verbs"],
+            json!(["get", "patch", "update"])
+        );
+        assert_eq!(resource("catalog.example.com", "apiregistrations/sync")["verbs"], json!(["update"]));
+        assert_eq!(
+            group("compute.example.com")["resources"],
+            json!([]),
+            "a registration whose document is not fetched yet is listed with no resources"
+        );
+    }
+}
+
+/// How each verb is asked for, on a collection path and an object (or subresource) path.
+fn request(verb: &str, collection: &str, object: &str) -> (Method, String) {
+    match verb {
+        "list" => (Method::GET, collection.to_owned()),
+        "watch" => (Method::GET, format!("{collection}?watch=1&timeoutSeconds=1")),
+        "create" => (Method::POST, collection.to_owned()),
+        // Nothing carries this label: deleting the collection deletes nothing.
+        "deletecollection" => (Method::DELETE, format!("{collection}?labelSelector=kayra-probe%3Dnothing")),
+        "get" => (Method::GET, object.to_owned()),
+        "update" => (Method::PUT, object.to_owned()),
+        "patch" => (Method::PATCH, object.to_owned()),
+        "delete" => (Method::DELETE, object.to_owned()),
+        other => panic!("unknown verb {other}"),
+    }
+}
+
+const VERBS: [&str; 8] = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+
+#[tokio::test]
+async fn discovery_advertises_exactly_the_verbs_each_route_serves() {
+    let server = TestServer::start(Store::Memory).await;
+    let admin = server.admin();
+    let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for root in ["/api", "/apis"] {
+        let list: Value = admin
+            .get(format!("{}{root}", server.url()))
+            .header("Accept", accept)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        for group in list["items"].as_array().unwrap() {
+            let name = group["metadata"]["name"].as_str().unwrap();
+            let version = group["versions"][0]["version"].as_str().unwrap();
+            let base =
+                if name.is_empty() { format!("/api/{version}") } else { format!("/apis/{name}/{version}") };
+            for resource in group["versions"][0]["resources"].as_array().unwrap() {
+                let plural = resource["resource"].as_str().unwrap();
+                let collection = if resource["scope"] == "Namespaced" {
+                    format!("{base}/namespaces/default/{plural}")
+                } else {
+                    format!("{base}/{plural}")
+                };
+                let object = format!("{collection}/kayra-probe");
+                let mut targets =
+                    vec![(plural.to_owned(), collection.clone(), object.clone(), resource["verbs"].clone())];
+                for sub in resource["subresources"].as_array().into_iter().flatten() {
+                    let sub_name = sub["subresource"].as_str().unwrap();
+                    let at = format!("{object}/{sub_name}");
+                    targets.push((format!("{plural}/{sub_name}"), at.clone(), at, sub["verbs"].clone()));
+                }
+                for (what, collection, object, advertised) in targets {
+                    let advertised: BTreeSet<&str> =
+                        advertised.as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+                    for verb in VERBS {
+                        // A subresource is one object's: it has no collection verbs to ask for.
+                        if what.contains('/')
+                            && matches!(verb, "list" | "watch" | "create" | "deletecollection")
+                        {
+                            continue;
+                        }
+                        let (method, path) = request(verb, &collection, &object);
+                        let mut builder = admin.request(method.clone(), format!("{}{path}", server.url()));
+                        if matches!(verb, "create" | "update" | "patch") {
+                            let content_type = if verb == "patch" {
+                                "application/merge-patch+json"
+                            } else {
+                                "application/json"
+                            };
+                            builder = builder.header("Content-Type", content_type).body("{}");
+                        }
+                        let code = builder.send().await.unwrap().status();
+                        checked += 1;
+                        let refused = code == StatusCode::METHOD_NOT_ALLOWED;
+                        if advertised.contains(verb) == refused {
+                            wrong.push(format!(
+                                "{name}/{version} {what}: {verb} ({method} {path}) is {} but answered {code}",
+                                if refused { "advertised" } else { "not advertised" }
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} probes");
+    assert!(wrong.is_empty(), "discovery and the routes disagree:\n{}", wrong.join("\n"));
+}
