@@ -1,5 +1,5 @@
 //! The HTTP surface as a user meets it: `Audit-Id` on every answer and in the audit log, what
-//! `kubectl auth can-i` reads from a review, what a plain `GET /apis` lists a
+//! `kubectl auth can-i` reads from a review, what a plain `GET /apis` lists, OpenAPI documents a
 //! real validator accepts, and discovery advertising exactly the verbs each route serves.
 
 use std::collections::BTreeSet;
@@ -186,6 +186,119 @@ async fn a_plain_get_of_apis_lists_every_group_with_its_resources() {
             json!([]),
             "a registration whose document is not fetched yet is listed with no resources"
         );
+    }
+}
+
+/// Every OpenAPI v3 document the server serves, by its path in the root document.
+async fn openapi_documents(server: &TestServer) -> Vec<(String, Value)> {
+    let admin = server.admin();
+    let root: Value =
+        admin.get(format!("{}/openapi/v3", server.url())).send().await.unwrap().json().await.unwrap();
+    let mut documents = Vec::new();
+    for (key, entry) in root["paths"].as_object().unwrap() {
+        let url = entry["serverRelativeURL"].as_str().unwrap();
+        let response = admin.get(format!("{}{url}", server.url())).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{url}");
+        documents.push((key.clone(), response.json().await.unwrap()));
+    }
+    assert!(documents.len() >= 5, "{root}");
+    documents
+}
+
+/// `openapi-spec-validator`, or `None` with the reason printed when this machine lacks it.
+/// Under CI its absence is a failure: `.ci/run` installs it.
+fn openapi_spec_validator() -> Option<&'static str> {
+    let present = std::process::Command::new("openapi-spec-validator")
+        .arg("--help")
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !present {
+        assert!(std::env::var_os("CI").is_none(), "openapi-spec-validator is required in CI");
+        eprintln!(
+            "skipped: openapi-spec-validator is not installed (pip install --break-system-packages openapi-spec-validator)"
+        );
+        return None;
+    }
+    Some("openapi-spec-validator")
+}
+
+#[tokio::test]
+async fn every_openapi_v3_document_is_valid_openapi() {
+    let Some(validator) = openapi_spec_validator() else { return };
+    let server = TestServer::start(Store::Memory).await;
+    let dir = tempfile::tempdir().unwrap();
+    for (key, document) in openapi_documents(&server).await {
+        let file = dir.path().join(format!("{}.json", key.replace('/', "_")));
+        std::fs::write(&file, serde_json::to_vec(&document).unwrap()).unwrap();
+        let output = std::process::Command::new(validator).arg(&file).output().expect("the validator runs");
+        assert!(
+            output.status.success(),
+            "{key} is not valid OpenAPI:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
+#[tokio::test]
+async fn openapi_operations_declare_their_parameters_and_errors() {
+    let server = TestServer::start(Store::Memory).await;
+    let documents = openapi_documents(&server).await;
+    let (_, fleet) = documents.iter().find(|(key, _)| key == "apis/fleet.example.com/v1").unwrap();
+    let paths = &fleet["paths"];
+    let names = |parameters: &Value| -> BTreeSet<String> {
+        parameters.as_array().into_iter().flatten().map(|p| p["name"].as_str().unwrap().to_owned()).collect()
+    };
+    let item = &paths["/apis/fleet.example.com/v1/namespaces/{namespace}/applications/{name}"];
+    assert_eq!(names(&item["parameters"]), BTreeSet::from(["name".to_owned(), "namespace".to_owned()]));
+    assert!(
+        item["parameters"].as_array().unwrap().iter().all(|p| p["in"] == "path" && p["required"] == true)
+    );
+    let collection = &paths["/apis/fleet.example.com/v1/namespaces/{namespace}/applications"];
+    let list = names(&collection["get"]["parameters"]);
+    for wanted in
+        ["labelSelector", "fieldSelector", "limit", "continue", "resourceVersion", "watch", "timeoutSeconds"]
+    {
+        assert!(list.contains(wanted), "list takes {wanted}: {list:?}");
+    }
+    for (operation, wanted) in [
+        (&collection["post"], &["dryRun", "fieldManager", "fieldValidation"][..]),
+        (&item["put"], &["dryRun", "fieldManager", "fieldValidation"]),
+        (&item["patch"], &["dryRun", "fieldManager", "fieldValidation", "force"]),
+        (&item["delete"], &["dryRun", "gracePeriodSeconds", "propagationPolicy"]),
+        (&collection["delete"], &["labelSelector", "fieldSelector", "dryRun"]),
+    ] {
+        let declared = names(&operation["parameters"]);
+        assert!(wanted.iter().all(|w| declared.contains(*w)), "{}: {declared:?}", operation["operationId"]);
+    }
+    let status = json!({"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.Status"});
+    for (operation, codes) in [
+        (&collection["post"], &["401", "403", "409", "422"][..]),
+        (&item["get"], &["401", "403", "404"]),
+        (&item["put"], &["401", "403", "404", "409", "422"]),
+        (&item["delete"], &["401", "403", "404"]),
+    ] {
+        for code in codes {
+            assert_eq!(
+                operation["responses"][code]["content"]["application/json"]["schema"], status,
+                "{} {code}",
+                operation["operationId"]
+            );
+        }
+    }
+    assert_eq!(
+        fleet["components"]["schemas"]["io.k8s.apimachinery.pkg.apis.meta.v1.Status"]["properties"]["code"]["type"],
+        "integer"
+    );
+
+    // Operations follow the verbs: a review is only created, a view only read.
+    let (_, reviews) = documents.iter().find(|(key, _)| key == "apis/authorization.k8s.io/v1").unwrap();
+    let reviews = reviews["paths"].as_object().unwrap();
+    assert!(reviews.contains_key("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"), "{reviews:?}");
+    for item in reviews.values() {
+        let operations: Vec<&String> =
+            item.as_object().unwrap().keys().filter(|k| *k != "parameters").collect();
+        assert_eq!(operations, ["post"], "{item}");
     }
 }
 
