@@ -44,6 +44,12 @@ pub(crate) async fn serve(
     let kind = state.scheme.find(&group, "v1", path.plural).expect("the scheme serves the catalog's Kinds");
     let verb = verb(kind, method, &path, query)?;
     authorize(state, identity, verb, &path)?;
+    // A dry run the catalog cannot do must not become a real write.
+    if query.get("dryRun").is_some_and(|dry_run| !dry_run.is_empty()) {
+        return Err(ApiError::BadRequest(
+            "dryRun: the API catalog does not support dry runs; send the request without it".to_owned(),
+        ));
+    }
     let verb = if verb == "watch" { "list" } else { verb };
     let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
     let list = |kind_name: &str, items: Vec<Value>, revision: u64| match output {

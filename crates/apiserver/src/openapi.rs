@@ -167,6 +167,12 @@ const CATALOG_LIST_QUERY: &[Query] = &[
     ("watch", "boolean", "Watch for changes instead of listing."),
     ("timeoutSeconds", "integer", "End the watch after this many seconds."),
 ];
+/// The catalog's writes: kubectl validates on the server only where `fieldValidation` is
+/// declared. The catalog has no dry run (a `dryRun` is refused), so none is declared.
+const CATALOG_WRITE_QUERY: &[Query] = &[
+    ("fieldManager", "string", "The name of the writer."),
+    ("fieldValidation", "string", "Unknown or duplicate fields: Ignore, Warn (the default) or Strict."),
+];
 const GET_QUERY: &[Query] = &[("resourceVersion", "string", "Read at or after this resource version.")];
 const WRITE_QUERY: &[Query] = &[
     ("dryRun", "string", "All: check and answer, but store nothing."),
@@ -280,7 +286,7 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
         Value::Object(types)
     };
     let (list_query, get_query, write_query, patch_query) = if kind.catalog {
-        (CATALOG_LIST_QUERY, &[][..], &[][..], &[][..])
+        (CATALOG_LIST_QUERY, &[][..], CATALOG_WRITE_QUERY, CATALOG_WRITE_QUERY)
     } else {
         (LIST_QUERY, GET_QUERY, WRITE_QUERY, PATCH_QUERY)
     };
@@ -354,6 +360,18 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
             &["400", "404", "409", "415", "422"],
             patch_query,
         );
+        operations.insert("patch".into(), with_body(op, patch_body()));
+    } else {
+        // kubectl learns that the server validates fields from a Kind's patch operation (its
+        // `fieldValidation` parameter); without one it validates on the client from OpenAPI v2,
+        // which Kayra does not serve, and refuses `kubectl create -f`. So every Kind lists the
+        // operation, documented as answering 405 where the Kind is not patched.
+        let status = json!({"$ref": format!("#/components/schemas/{STATUS_SCHEMA}")});
+        let mut op = operation("patch", "patch", "", ("405", &status), &[], patch_query);
+        op["description"] = json!(
+            "Not served: answers 405 MethodNotAllowed. Listed so that kubectl finds its fieldValidation parameter."
+        );
+        op["responses"]["405"]["description"] = json!("MethodNotAllowed: this Kind is not patched.");
         operations.insert("patch".into(), with_body(op, patch_body()));
     }
     if serves("delete") {

@@ -189,6 +189,25 @@ async fn a_plain_get_of_apis_lists_every_group_with_its_resources() {
     }
 }
 
+#[tokio::test]
+async fn a_catalog_dry_run_is_refused_not_written() {
+    let server = TestServer::start(Store::Memory).await;
+    let registrations = format!("{}/apis/catalog.example.com/v1/apiregistrations", server.url());
+    let (code, body) = status_of(
+        server
+            .admin()
+            .post(format!("{registrations}?dryRun=All"))
+            .json(&json!({"name": "compute.example.com", "short_name": "compute", "owner": "sre-a"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    let missing = server.admin().get(format!("{registrations}/compute.example.com")).send().await.unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND, "nothing was written");
+}
+
 /// Every OpenAPI v3 document the server serves, by its path in the root document.
 async fn openapi_documents(server: &TestServer) -> Vec<(String, Value)> {
     let admin = server.admin();
@@ -291,14 +310,32 @@ async fn openapi_operations_declare_their_parameters_and_errors() {
         "integer"
     );
 
+    // kubectl validates a create on the server only where fieldValidation is declared; the
+    // catalog has no dry run to declare.
+    let (_, catalog) = documents.iter().find(|(key, _)| key == "apis/catalog.example.com/v1").unwrap();
+    let create =
+        names(&catalog["paths"]["/apis/catalog.example.com/v1/apiregistrations"]["post"]["parameters"]);
+    assert!(create.contains("fieldValidation") && !create.contains("dryRun"), "{create:?}");
+    let patch = &catalog["paths"]["/apis/catalog.example.com/v1/apiregistrations/{name}"]["patch"];
+    assert!(
+        names(&patch["parameters"]).contains("fieldValidation"),
+        "kubectl reads the patch operation: {patch}"
+    );
+
     // Operations follow the verbs: a review is only created, a view only read.
     let (_, reviews) = documents.iter().find(|(key, _)| key == "apis/authorization.k8s.io/v1").unwrap();
     let reviews = reviews["paths"].as_object().unwrap();
     assert!(reviews.contains_key("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"), "{reviews:?}");
-    for item in reviews.values() {
+    for (path, item) in reviews {
         let operations: Vec<&String> =
             item.as_object().unwrap().keys().filter(|k| *k != "parameters").collect();
-        assert_eq!(operations, ["post"], "{item}");
+        if path.ends_with("{name}") {
+            // Listed only for kubectl, which reads a Kind's patch operation; it answers 405.
+            assert_eq!(operations, ["patch"], "{path}");
+            assert!(item["patch"]["responses"]["405"].is_object(), "{item}");
+        } else {
+            assert_eq!(operations, ["post"], "{path}");
+        }
     }
 }
 
