@@ -24,6 +24,18 @@ pub const ALL_VERBS: &[&str] =
 /// What may be done with namespaces: everything but deleting them all at once.
 pub const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
 
+/// A subresource of a Kind and the verbs it serves, as discovery advertises them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Subresource {
+    /// Its name, after the object's (`status`).
+    pub name: &'static str,
+    /// The verbs served; any other is refused with 405.
+    pub verbs: &'static [&'static str],
+}
+
+/// The status subresource: read, replaced and patched.
+pub const STATUS: Subresource = Subresource { name: "status", verbs: &["get", "patch", "update"] };
+
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
     /// Decodes the object into its shape, fills defaults, and answers it as JSON again with
@@ -181,8 +193,8 @@ pub struct KindInfo {
     pub categories: &'static [&'static str],
     /// Whether objects live in namespaces.
     pub namespaced: bool,
-    /// Subresources served (`status`).
-    pub subresources: &'static [&'static str],
+    /// Subresources served (`status`), each with its verbs.
+    pub subresources: &'static [Subresource],
     /// Fields beyond `metadata.name` and `metadata.namespace` that field selectors may use.
     pub field_labels: &'static [&'static str],
     /// Table columns after `Name`; `Age` is appended unless the Kind shows its own time.
@@ -222,7 +234,7 @@ fn catalog_kinds(domain: &str) -> [KindInfo; 2] {
                 plural: &'static str,
                 singular: &'static str,
                 namespaced: bool,
-                subresources: &'static [&'static str],
+                subresources: &'static [Subresource],
                 columns: &'static [Column],
                 behaviour: Arc<dyn Behaviour>| KindInfo {
         group: format!("catalog.{domain}"),
@@ -236,7 +248,8 @@ fn catalog_kinds(domain: &str) -> [KindInfo; 2] {
         subresources,
         field_labels: &[],
         columns,
-        verbs: &["create", "delete", "get", "list", "update"],
+        // What the catalog's routes serve: no patch, no deletecollection.
+        verbs: &["create", "delete", "get", "list", "update", "watch"],
         builtin: false,
         view_of: None,
         create_keeps_status: false,
@@ -251,7 +264,12 @@ fn catalog_kinds(domain: &str) -> [KindInfo; 2] {
             "apiregistrations",
             "apiregistration",
             false,
-            &["sync", "status", "openapi.json"],
+            &[
+                // A sync is asked for with a PUT; status and the stored document are read.
+                Subresource { name: "sync", verbs: &["update"] },
+                Subresource { name: "status", verbs: &["get"] },
+                Subresource { name: "openapi.json", verbs: &["get"] },
+            ],
             &[
                 Column {
                     name: "Short",
@@ -373,7 +391,12 @@ impl KindInfo {
 
     /// Whether `status` is a subresource.
     pub fn has_status(&self) -> bool {
-        self.subresources.contains(&"status")
+        self.subresource("status").is_some()
+    }
+
+    /// The subresource called `name`, when the Kind has one.
+    pub fn subresource(&self, name: &str) -> Option<&Subresource> {
+        self.subresources.iter().find(|sub| sub.name == name)
     }
 
     /// The full table columns: `Name`, the Kind's own, `Age`.
@@ -434,7 +457,7 @@ impl Scheme {
                 short_names: &["ns"],
                 categories: &[],
                 namespaced: false,
-                subresources: &["status"],
+                subresources: &[STATUS],
                 field_labels: &["status.phase"],
                 columns: &[Column {
                     name: "Status",
@@ -462,7 +485,7 @@ impl Scheme {
                 short_names: &["no"],
                 categories: &[],
                 namespaced: false,
-                subresources: &["status"],
+                subresources: &[STATUS],
                 field_labels: &["spec.unschedulable"],
                 columns: &[
                     Column {
@@ -689,7 +712,7 @@ impl Scheme {
                 short_names: &["app", "apps"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &["status"],
+                subresources: &[STATUS],
                 field_labels: &["spec.placement.nodeName", "spec.serviceName", "status.phase"],
                 columns: &[
                     Column {
@@ -751,7 +774,7 @@ impl Scheme {
                 short_names: &["appset", "appsets"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &["status"],
+                subresources: &[STATUS],
                 field_labels: &["status.phase"],
                 columns: &[
                     Column {
@@ -805,7 +828,7 @@ impl Scheme {
                 short_names: &["csr"],
                 categories: &[],
                 namespaced: false,
-                subresources: &["status"],
+                subresources: &[STATUS],
                 field_labels: &["spec.nodeName"],
                 columns: &[
                     Column {

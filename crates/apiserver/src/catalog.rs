@@ -40,14 +40,17 @@ pub(crate) async fn serve(
         .catalog
         .as_deref()
         .ok_or_else(|| ApiError::NotFound("this instance serves no API catalog".to_owned()))?;
-    let verb = match verb(method, &path)? {
-        "list" if watching(query)? => "watch",
-        verb => verb,
-    };
-    authorize(state, identity, verb, &path)?;
-    let verb = if verb == "watch" { "list" } else { verb };
     let group = format!("catalog.{}", state.scheme.domain());
     let kind = state.scheme.find(&group, "v1", path.plural).expect("the scheme serves the catalog's Kinds");
+    let verb = verb(kind, method, &path, query)?;
+    authorize(state, identity, verb, &path)?;
+    // A dry run the catalog cannot do must not become a real write.
+    if query.get("dryRun").is_some_and(|dry_run| !dry_run.is_empty()) {
+        return Err(ApiError::BadRequest(
+            "dryRun: the API catalog does not support dry runs; send the request without it".to_owned(),
+        ));
+    }
+    let verb = if verb == "watch" { "list" } else { verb };
     let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
     let list = |kind_name: &str, items: Vec<Value>, revision: u64| match output {
         Output::Table(version) => {
@@ -336,17 +339,30 @@ fn stream(
     response
 }
 
-/// The RBAC verb of a catalog request.
-fn verb(method: &Method, path: &CatalogPath) -> Result<&'static str, ApiError> {
-    let verb = match (method, path.name.is_some(), path.subresource.as_deref()) {
-        (&Method::GET, false, None) => "list",
-        (&Method::GET, true, None | Some("status" | "openapi.json")) => "get",
-        (&Method::POST, false, None) => "create",
-        (&Method::PUT, true, None | Some("sync")) => "update",
-        (&Method::DELETE, true, None) => "delete",
+/// The Kubernetes verb of a catalog request, when what it addresses (a resource, or one of its
+/// subresources) serves that verb as discovery advertises it; 405 otherwise.
+fn verb(
+    kind: &KindInfo,
+    method: &Method,
+    path: &CatalogPath,
+    query: &HashMap<String, String>,
+) -> Result<&'static str, ApiError> {
+    let verb = match (method, path.name.is_some()) {
+        (&Method::GET, false) if watching(query)? => "watch",
+        (&Method::GET, false) => "list",
+        (&Method::GET, true) => "get",
+        (&Method::POST, false) => "create",
+        (&Method::PUT, true) => "update",
+        (&Method::PATCH, true) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
         _ => return Err(ApiError::MethodNotAllowed),
     };
-    Ok(verb)
+    let served = match path.subresource.as_deref() {
+        None => kind.verbs,
+        Some(sub) => kind.subresource(sub).map_or(&[][..], |sub| sub.verbs),
+    };
+    if served.contains(&verb) { Ok(verb) } else { Err(ApiError::MethodNotAllowed) }
 }
 
 fn authorize(state: &ApiState, identity: &Identity, verb: &str, path: &CatalogPath) -> Result<(), ApiError> {

@@ -14,8 +14,6 @@ pub(crate) fn version() -> Value {
     })
 }
 
-const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
-
 fn response_kind(kind: &KindInfo) -> Value {
     json!({"group": kind.group, "version": kind.version, "kind": kind.kind})
 }
@@ -24,7 +22,7 @@ fn aggregated_resource(kind: &KindInfo) -> Value {
     let subresources: Vec<Value> = kind
         .subresources
         .iter()
-        .map(|sub| json!({"subresource": sub, "responseKind": response_kind(kind), "verbs": STATUS_VERBS}))
+        .map(|sub| json!({"subresource": sub.name, "responseKind": response_kind(kind), "verbs": sub.verbs}))
         .collect();
     json!({
         "resource": kind.plural,
@@ -138,17 +136,23 @@ fn registered_resources(api: &RegisteredApi) -> Vec<Value> {
 
 /// `/apis/<api>/<version>` of a registered API: `APIResourceList`.
 pub(crate) fn registered_resource_list(api: &RegisteredApi) -> Value {
-    let resources: Vec<Value> = api
-        .resources
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{}/{}", api.group, api.version), "resources": registered_api_resources(api)})
+}
+
+/// A registered API's resources as `APIResource`s, actions named `resource/action`.
+fn registered_api_resources(api: &RegisteredApi) -> Vec<Value> {
+    api.resources
         .iter()
         .map(|resource| {
             json!({"name": resource.name, "singularName": "", "namespaced": resource.namespaced, "kind": "", "verbs": resource.verbs})
         })
-        .collect();
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": format!("{}/{}", api.group, api.version), "resources": resources})
+        .collect()
 }
 
-/// Legacy `/apis`: Kayra's groups, then the registered APIs.
+/// Legacy `/apis`: Kayra's groups, then the registered APIs, as `APIGroupList`, each group
+/// with the `resources` of its preferred version (as its `APIResourceList` has them) beside the
+/// fields Kubernetes clients decode, so that one plain `GET /apis` shows every API and what it
+/// serves. A registered API whose document has not been fetched yet has no resources.
 pub(crate) fn api_group_list(scheme: &Scheme, registered: &[RegisteredApi]) -> Value {
     let mut names: Vec<String> = Vec::new();
     for (group, _, _) in scheme.group_versions() {
@@ -160,9 +164,11 @@ pub(crate) fn api_group_list(scheme: &Scheme, registered: &[RegisteredApi]) -> V
         .iter()
         .map(|g| {
             let mut group = api_group(scheme, g);
+            let preferred = group["preferredVersion"]["version"].as_str().unwrap_or_default().to_owned();
             if let Some(map) = group.as_object_mut() {
                 map.remove("kind");
                 map.remove("apiVersion");
+                map.insert("resources".to_owned(), Value::Array(api_resources(scheme, g, &preferred)));
             }
             group
         })
@@ -172,7 +178,7 @@ pub(crate) fn api_group_list(scheme: &Scheme, registered: &[RegisteredApi]) -> V
         .chain(registered.iter().map(|api| {
             let version =
                 json!({"groupVersion": format!("{}/{}", api.group, api.version), "version": api.version});
-            json!({"name": api.group, "versions": [version], "preferredVersion": version})
+            json!({"name": api.group, "versions": [version], "preferredVersion": version, "resources": registered_api_resources(api)})
         }))
         .collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
@@ -186,6 +192,12 @@ pub(crate) fn group(scheme: &Scheme, group: &str) -> Value {
 /// `/api/v1` or `/apis/<group>/<version>`: `APIResourceList`.
 pub(crate) fn resource_list(scheme: &Scheme, group: &str, version: &str) -> Value {
     let group_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": api_resources(scheme, group, version)})
+}
+
+/// One group-version's resources as `APIResource`s: each Kind, then each of its subresources
+/// as `plural/subresource`, with the verbs it serves.
+fn api_resources(scheme: &Scheme, group: &str, version: &str) -> Vec<Value> {
     let mut resources = Vec::new();
     for kind in scheme.kinds().iter().filter(|k| k.group == group && k.version == version) {
         resources.push(json!({
@@ -194,10 +206,10 @@ pub(crate) fn resource_list(scheme: &Scheme, group: &str, version: &str) -> Valu
         }));
         for sub in kind.subresources {
             resources.push(json!({
-                "name": format!("{}/{sub}", kind.plural), "singularName": "", "namespaced": kind.namespaced,
-                "kind": kind.kind, "verbs": STATUS_VERBS,
+                "name": format!("{}/{}", kind.plural, sub.name), "singularName": "", "namespaced": kind.namespaced,
+                "kind": kind.kind, "verbs": sub.verbs,
             }));
         }
     }
-    json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources})
+    resources
 }

@@ -46,15 +46,21 @@ pub(crate) async fn serve(
     let kind = path.kind;
     // A subresource the Kind does not have is no resource at all: 404 before any decision, so
     // that `namespaces/a/nodes` is not mistaken for something a grant could reach.
-    if let Some(sub) = path.subresource.as_deref()
-        && !kind.subresources.contains(&sub)
-    {
-        return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
-    }
+    let served = match path.subresource.as_deref() {
+        None => kind.verbs,
+        Some(sub) => {
+            kind.subresource(sub)
+                .ok_or_else(|| {
+                    ApiError::NotFound("the server could not find the requested resource".to_owned())
+                })?
+                .verbs
+        }
+    };
     let verb = verb(method, &path, query)?;
-    // A Kind serves the verbs discovery advertises for it (namespaces are not deleted as a
-    // collection, views are read-only, reviews are created); the rest are not allowed.
-    if path.subresource.is_none() && !kind.verbs.contains(&verb) {
+    // A Kind and each of its subresources serve the verbs discovery advertises for them
+    // (namespaces are not deleted as a collection, views are read-only, reviews are created,
+    // a status is read, replaced and patched); the rest are not allowed.
+    if !served.contains(&verb) {
         return Err(ApiError::MethodNotAllowed);
     }
     // Namespaces a caller may not read are still listed to it when it holds a binding in
@@ -353,9 +359,13 @@ fn review(
                     ));
                 }
             };
-            let allowed = state.allows(identity, &action);
-            let reason = if allowed { "allowed by RBAC" } else { "no RBAC rule allows it" };
-            object["status"] = json!({"allowed": allowed, "denied": false, "reason": reason});
+            // As Kubernetes answers: a grant says what allowed it; a plain denial (no rule
+            // allows it) has no reason, so that `kubectl auth can-i` prints a bare `no`.
+            object["status"] = if state.allows(identity, &action) {
+                json!({"allowed": true, "reason": "allowed by RBAC"})
+            } else {
+                json!({"allowed": false})
+            };
         }
         "SelfSubjectRulesReview" => {
             let namespace =
@@ -411,9 +421,6 @@ fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'sta
         (&Method::DELETE, false) => "deletecollection",
         _ => return Err(ApiError::MethodNotAllowed),
     };
-    if path.subresource.is_some() && !matches!(verb, "get" | "update" | "patch") {
-        return Err(ApiError::MethodNotAllowed);
-    }
     Ok(verb)
 }
 

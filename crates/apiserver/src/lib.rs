@@ -17,10 +17,14 @@ mod handlers;
 mod media;
 mod openapi;
 mod protobuf;
+mod recover;
 mod routes;
 mod serve;
 mod state;
 mod table;
+
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +34,7 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use futures_util::FutureExt;
+use tracing::Instrument;
 
 pub use error::ApiError;
 pub use serve::{ServeOptions, serve, tls_config};
@@ -62,61 +66,86 @@ pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// The API as an axum router.
 pub fn router(state: Arc<ApiState>) -> Router {
+    recover::install_panic_hook();
     Router::new().fallback(dispatch).with_state(state)
 }
 
-/// Recovers from a panic in one request (a 500 for it, logged with its message), echoes or
-/// mints `Audit-Id`, then serves.
+/// The outermost layer of every request: echoes or mints `Audit-Id`, then authenticates and
+/// serves inside [`recover::catching`], so that a panic anywhere (authentication included)
+/// becomes a 500 `Status`, logged with its backtrace. Every answer carries the `Audit-Id`, and
+/// an audited request's line carries the same id.
 async fn dispatch(State(state): State<Arc<ApiState>>, request: Request) -> Response {
-    let audit_id = request
-        .headers()
-        .get("audit-id")
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty() && v.len() <= 128)
-        .map(str::to_owned)
-        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let audit_id = audit_id(request.headers());
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let audited = state.audit.as_ref().filter(|_| audit::AuditLog::audits(method.as_str(), &path)).cloned();
-    let who = who(&state, request.headers(), request.extensions()).await;
     let remote = request
         .extensions()
         .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
         .map(|info| info.0.to_string());
-    let audited_who = audited.as_ref().map(|_| who.audited());
-    let served = std::panic::AssertUnwindSafe(handle(state, request, who)).catch_unwind().await;
+    let span = tracing::info_span!("request", %method, %path, %audit_id);
+    // Who the request acts as, once authentication has answered (never, when it panicked).
+    let mut audited_who: Option<(Option<Identity>, Option<Identity>)> = None;
+    let served = recover::catching(
+        async {
+            let who = who(&state, request.headers(), request.extensions()).await;
+            audited_who = Some(who.audited());
+            handle(state.clone(), request, who).await
+        }
+        .instrument(span.clone()),
+    )
+    .await;
     let mut response = match served {
         Ok(Ok(response)) => response,
         Ok(Err(error)) => error.into_response(),
         Err(panic) => {
-            let message = panic
-                .downcast_ref::<String>()
-                .map(String::as_str)
-                .or_else(|| panic.downcast_ref::<&str>().copied())
-                .unwrap_or("");
-            tracing::error!(%method, %path, %audit_id, panic = message, "request handler panicked");
-            ApiError::Internal("a request handler panicked".to_owned()).into_response()
+            span.in_scope(|| {
+                tracing::error!(
+                    panic = %panic.message,
+                    at = %panic.location,
+                    backtrace = %panic.backtrace,
+                    "the request panicked; answered 500"
+                )
+            });
+            ApiError::Internal("the request could not be served".to_owned()).into_response()
         }
     };
     if let Ok(value) = HeaderValue::from_str(&audit_id) {
-        response.headers_mut().insert("audit-id", value);
+        response.headers_mut().insert(AUDIT_ID, value);
     }
     if let Some(log) = audited {
+        let (user, impersonator) = audited_who.unwrap_or((None, None));
         log.record(&audit::Entry {
             audit_id: &audit_id,
             method: method.as_str(),
             path: &path,
-            user: audited_who.as_ref().and_then(|(user, _)| user.as_ref()),
-            impersonator: audited_who.as_ref().and_then(|(_, impersonator)| impersonator.as_ref()),
+            user: user.as_ref(),
+            impersonator: impersonator.as_ref(),
             remote,
             code: response.status().as_u16(),
         });
     }
-    tracing::debug!(%method, %path, status = response.status().as_u16(), %audit_id, "served");
+    span.in_scope(|| tracing::debug!(status = response.status().as_u16(), "served"));
     response
 }
 
+/// The header that names a request in the audit log, as Kubernetes spells it.
+const AUDIT_ID: &str = "audit-id";
+
+/// The request's `Audit-Id` when it sends a usable one (visible ASCII, at most 128
+/// characters), else a fresh UUID.
+fn audit_id(headers: &axum::http::HeaderMap) -> String {
+    headers
+        .get(AUDIT_ID)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string())
+}
+
 async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Response, ApiError> {
+    #[cfg(test)]
+    tests::fault(request.headers(), "handler");
     let (parts, body) = request.into_parts();
     let (identity, target) = match admit(&state, parts.uri.path(), who) {
         Ok(Some(admitted)) => admitted,
@@ -318,6 +347,8 @@ async fn authenticate(
     headers: &axum::http::HeaderMap,
     extensions: &axum::http::Extensions,
 ) -> Option<Identity> {
+    #[cfg(test)]
+    tests::fault(headers, "authentication");
     if let Some(PeerIdentity(identity)) = extensions.get::<PeerIdentity>() {
         return Some(identity.clone());
     }

@@ -1,7 +1,11 @@
 //! OpenAPI v3: a root listing one document per group-version, and each document with every
 //! Kind's paths and schemas, as `kubectl explain`, `create` and `apply` read them. Schemas
-//! come from the Kinds' types (their doc comments are the descriptions). There is no
-//! `/openapi/v2`: kubectl asks for it only as protobuf and copes with a 404.
+//! come from the Kinds' types (their doc comments are the descriptions). Each path declares
+//! its templated parameters (`{namespace}`, `{name}`) at the path item, as Kubernetes does;
+//! each operation the query parameters it takes and its error answers (a `Status`), and only
+//! the operations the Kind's verbs serve are listed. Every document must pass an OpenAPI
+//! validator (`openapi-spec-validator`, in the end-to-end suite). There is no `/openapi/v2`:
+//! kubectl asks for it only as protobuf and copes with a 404.
 
 use std::collections::BTreeMap;
 
@@ -71,6 +75,7 @@ fn document(group: &str, version: &str, kinds: &[&KindInfo]) -> Value {
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }
+    schemas.insert(STATUS_SCHEMA.to_owned(), status_schema());
     for (name, kind) in kind_schemas {
         if let Some(schema) = schemas.get_mut(&name).and_then(Value::as_object_mut) {
             schema.insert("x-kubernetes-group-version-kind".into(), json!([gvk(kind)]));
@@ -108,6 +113,115 @@ fn paragraphs(text: &str) -> String {
         .join("\n\n")
 }
 
+/// The name of the `Status` schema every error response refers to, as Kubernetes names it.
+const STATUS_SCHEMA: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.Status";
+
+/// `metav1.Status`, the body of every error.
+fn status_schema() -> Value {
+    let string = |description: &str| json!({"type": "string", "description": description});
+    json!({
+        "type": "object",
+        "description": "Status is the answer to a request that did not return an object: every error, and some deletions.",
+        "properties": {
+            "apiVersion": string("v1"),
+            "kind": string("Status"),
+            "metadata": {"type": "object", "properties": {"resourceVersion": {"type": "string"}, "continue": {"type": "string"}}},
+            "status": string("Success or Failure."),
+            "message": string("What happened, for a person."),
+            "reason": string("Why, in one CamelCase word a client can act on (NotFound, AlreadyExists, Conflict, Invalid, Forbidden, ...)."),
+            "details": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string"},
+                    "group": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "uid": {"type": "string"},
+                    "retryAfterSeconds": {"type": "integer", "format": "int32"},
+                    "causes": {"type": "array", "items": {"type": "object", "properties": {
+                        "reason": {"type": "string"}, "message": {"type": "string"}, "field": {"type": "string"},
+                    }}},
+                },
+            },
+            "code": {"type": "integer", "format": "int32", "description": "The HTTP status code."},
+        },
+    })
+}
+
+/// A query parameter: its name, JSON type and what it does.
+type Query = (&'static str, &'static str, &'static str);
+
+const LIST_QUERY: &[Query] = &[
+    ("labelSelector", "string", "Only objects whose labels match this selector."),
+    ("fieldSelector", "string", "Only objects whose fields match this selector."),
+    ("limit", "integer", "At most this many objects; the rest through `continue`."),
+    ("continue", "string", "The token of the previous page's metadata.continue."),
+    ("resourceVersion", "string", "Read at or after this resource version (or watch from it)."),
+    ("resourceVersionMatch", "string", "How resourceVersion applies to a list: NotOlderThan or Exact."),
+    ("watch", "boolean", "Watch for changes instead of listing."),
+    ("allowWatchBookmarks", "boolean", "Send BOOKMARK events on a watch."),
+    ("sendInitialEvents", "boolean", "Begin a watch with the current objects as ADDED events."),
+    ("timeoutSeconds", "integer", "End the list or watch after this many seconds."),
+];
+const CATALOG_LIST_QUERY: &[Query] = &[
+    ("resourceVersion", "string", "Watch from this resource version."),
+    ("watch", "boolean", "Watch for changes instead of listing."),
+    ("timeoutSeconds", "integer", "End the watch after this many seconds."),
+];
+/// The catalog's writes: kubectl validates on the server only where `fieldValidation` is
+/// declared. The catalog has no dry run (a `dryRun` is refused), so none is declared.
+const CATALOG_WRITE_QUERY: &[Query] = &[
+    ("fieldManager", "string", "The name of the writer."),
+    ("fieldValidation", "string", "Unknown or duplicate fields: Ignore, Warn (the default) or Strict."),
+];
+const GET_QUERY: &[Query] = &[("resourceVersion", "string", "Read at or after this resource version.")];
+const WRITE_QUERY: &[Query] = &[
+    ("dryRun", "string", "All: check and answer, but store nothing."),
+    ("fieldManager", "string", "The name of the writer."),
+    ("fieldValidation", "string", "Unknown or duplicate fields: Ignore, Warn (the default) or Strict."),
+];
+const PATCH_QUERY: &[Query] = &[
+    ("dryRun", "string", "All: check and answer, but store nothing."),
+    ("fieldManager", "string", "The name of the writer."),
+    ("fieldValidation", "string", "Unknown or duplicate fields: Ignore, Warn (the default) or Strict."),
+    ("force", "boolean", "Take over conflicting fields (server-side apply)."),
+];
+const DELETE_QUERY: &[Query] = &[
+    ("dryRun", "string", "All: check and answer, but delete nothing."),
+    ("gracePeriodSeconds", "integer", "Seconds before the object is deleted; 0 deletes at once."),
+    ("propagationPolicy", "string", "Orphan, Background or Foreground."),
+];
+const DELETE_COLLECTION_QUERY: &[Query] = &[
+    ("labelSelector", "string", "Only objects whose labels match this selector."),
+    ("fieldSelector", "string", "Only objects whose fields match this selector."),
+    ("dryRun", "string", "All: check and answer, but delete nothing."),
+    ("gracePeriodSeconds", "integer", "Seconds before each object is deleted; 0 deletes at once."),
+    ("propagationPolicy", "string", "Orphan, Background or Foreground."),
+];
+
+fn query_parameters(query: &[Query]) -> Value {
+    query
+        .iter()
+        .map(|(name, type_, description)| {
+            json!({"name": name, "in": "query", "description": description, "schema": {"type": type_}})
+        })
+        .collect()
+}
+
+/// What an error answer means, per HTTP status code.
+fn error_description(code: &str) -> &'static str {
+    match code {
+        "400" => "BadRequest: a malformed body, selector or query parameter.",
+        "401" => "Unauthorized: no credential, or one that does not authenticate.",
+        "403" => "Forbidden: RBAC or admission refuses it.",
+        "404" => "NotFound: no such object (or namespace).",
+        "409" => "AlreadyExists, or Conflict: the resourceVersion or a precondition is stale.",
+        "410" => "Expired: the resourceVersion or continue token is too old.",
+        "415" => "UnsupportedMediaType: a patch type this resource does not take.",
+        "422" => "Invalid: the object fails validation; details.causes name the fields.",
+        _ => "The request failed; the Status says why.",
+    }
+}
+
 fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &KindInfo, schema: &str) {
     let base = if group.is_empty() { format!("/api/{version}") } else { format!("/apis/{group}/{version}") };
     let collection = if kind.namespaced {
@@ -115,64 +229,215 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
     } else {
         format!("{base}/{}", kind.plural)
     };
+    let item = format!("{collection}/{{name}}");
     let reference = json!({"$ref": format!("#/components/schemas/{schema}")});
-    let ok = |description: &str| json!({"description": description, "content": {"application/json": {"schema": reference.clone()}}});
-    let operation = |action: &str, id: &str, extra: Value| {
+    let free_form = json!({"type": "object"});
+    let list_schema = json!({
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "items": {"type": "array", "items": reference.clone()},
+        },
+    });
+    let serves = |verb: &str| kind.verbs.contains(&verb);
+    let operation = |action: &str,
+                     id: &str,
+                     sub: &str,
+                     answer: (&str, &Value),
+                     errors: &[&str],
+                     query: &[Query]| {
+        let mut responses = Map::new();
+        responses.insert(
+            answer.0.to_owned(),
+            json!({"description": "OK", "content": {"application/json": {"schema": answer.1}}}),
+        );
+        for code in errors.iter().chain(&["401", "403"]) {
+            responses.insert((*code).to_owned(), json!({"description": error_description(code), "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{STATUS_SCHEMA}")}}}}));
+        }
         let mut op = json!({
-            "operationId": format!("{id}{}", kind.kind),
+            "operationId": format!("{id}{}{}", kind.kind, camel(sub)),
             "x-kubernetes-action": action,
             "x-kubernetes-group-version-kind": gvk(kind),
-            "responses": {"200": ok("OK")},
+            "responses": responses,
         });
-        if let (Some(op), Some(extra)) = (op.as_object_mut(), extra.as_object()) {
-            op.extend(extra.clone());
+        if !query.is_empty() {
+            op["parameters"] = query_parameters(query);
         }
         op
     };
-    let query = |names: &[&str]| -> Vec<Value> {
-        names.iter().map(|n| json!({"name": n, "in": "query", "schema": {"type": if *n == "force" { "boolean" } else { "string" }}})).collect()
+    let with_body = |mut op: Value, content: Value| {
+        op["requestBody"] = json!({"required": true, "content": content});
+        op
     };
-    let mut patch_types = Map::new();
-    for media in ["application/json-patch+json", "application/merge-patch+json"] {
-        patch_types.insert(media.into(), json!({"schema": {"type": "object"}}));
-    }
-    if kind.builtin {
-        patch_types
-            .insert("application/strategic-merge-patch+json".into(), json!({"schema": {"type": "object"}}));
-    }
-    let body = json!({"requestBody": {"required": true, "content": {"application/json": {"schema": reference.clone()}}}});
-    let write_params = query(&["dryRun", "fieldManager", "fieldValidation"]);
-    let with_params = |extra: &Value, params: &[Value]| {
-        let mut extra = extra.clone();
-        extra["parameters"] = Value::Array(params.to_vec());
-        extra
+    let json_body = |schema: &Value| json!({"application/json": {"schema": schema}});
+    let patch_body = || {
+        let mut types = Map::new();
+        for media in ["application/json-patch+json", "application/merge-patch+json"] {
+            types.insert(media.into(), json!({"schema": {"type": "object"}}));
+        }
+        if kind.builtin {
+            types.insert(
+                "application/strategic-merge-patch+json".into(),
+                json!({"schema": {"type": "object"}}),
+            );
+        }
+        Value::Object(types)
     };
-    paths.insert(
-        collection.clone(),
-        json!({
-            "get": operation("list", "list", json!({})),
-            "post": operation("post", "create", with_params(&body, &write_params)),
-        }),
-    );
-    let item = format!("{collection}/{{name}}");
-    let patch = json!({"requestBody": {"required": true, "content": patch_types}});
-    paths.insert(item.clone(), json!({
-        "get": operation("get", "read", json!({})),
-        "put": operation("put", "replace", with_params(&body, &write_params)),
-        "patch": operation("patch", "patch", with_params(&patch, &query(&["dryRun", "fieldManager", "fieldValidation", "force"]))),
-        "delete": operation("delete", "delete", json!({})),
-    }));
-    if kind.has_status() {
-        paths.insert(format!("{item}/status"), json!({
-            "get": operation("get", "readStatus", json!({})),
-            "put": operation("put", "replaceStatus", with_params(&body, &write_params)),
-            "patch": operation("patch", "patchStatus", with_params(&patch, &query(&["dryRun", "fieldManager", "fieldValidation", "force"]))),
-        }));
-    }
-    if kind.namespaced {
-        paths.insert(
-            format!("{base}/{}", kind.plural),
-            json!({"get": operation("list", "listForAllNamespaces", json!({}))}),
+    let (list_query, get_query, write_query, patch_query) = if kind.catalog {
+        (CATALOG_LIST_QUERY, &[][..], CATALOG_WRITE_QUERY, CATALOG_WRITE_QUERY)
+    } else {
+        (LIST_QUERY, GET_QUERY, WRITE_QUERY, PATCH_QUERY)
+    };
+    let namespace_parameter = json!({"name": "namespace", "in": "path", "required": true, "description": "The object's namespace.", "schema": {"type": "string"}});
+    let name_parameter = json!({"name": "name", "in": "path", "required": true, "description": "The object's name.", "schema": {"type": "string"}});
+    let path_item = |operations: Map<String, Value>, named: bool| -> Option<Value> {
+        if operations.is_empty() {
+            return None;
+        }
+        let mut parameters = Vec::new();
+        if named {
+            parameters.push(name_parameter.clone());
+        }
+        if kind.namespaced {
+            parameters.push(namespace_parameter.clone());
+        }
+        let mut item = operations;
+        if !parameters.is_empty() {
+            item.insert("parameters".into(), Value::Array(parameters));
+        }
+        Some(Value::Object(item))
+    };
+
+    let mut operations = Map::new();
+    if serves("list") || serves("watch") {
+        operations.insert(
+            "get".into(),
+            operation("list", "list", "", ("200", &list_schema), &["400", "410"], list_query),
         );
     }
+    if serves("create") {
+        let op =
+            operation("post", "create", "", ("201", &reference), &["400", "404", "409", "422"], write_query);
+        operations.insert("post".into(), with_body(op, json_body(&reference)));
+    }
+    if serves("deletecollection") {
+        operations.insert(
+            "delete".into(),
+            operation(
+                "deletecollection",
+                "deleteCollection",
+                "",
+                ("200", &list_schema),
+                &["400"],
+                DELETE_COLLECTION_QUERY,
+            ),
+        );
+    }
+    if let Some(entry) = path_item(operations, false) {
+        paths.insert(collection.clone(), entry);
+    }
+
+    let mut operations = Map::new();
+    if serves("get") {
+        operations.insert(
+            "get".into(),
+            operation("get", "read", "", ("200", &reference), &["400", "404"], get_query),
+        );
+    }
+    if serves("update") {
+        let op =
+            operation("put", "replace", "", ("200", &reference), &["400", "404", "409", "422"], write_query);
+        operations.insert("put".into(), with_body(op, json_body(&reference)));
+    }
+    if serves("patch") {
+        let op = operation(
+            "patch",
+            "patch",
+            "",
+            ("200", &reference),
+            &["400", "404", "409", "415", "422"],
+            patch_query,
+        );
+        operations.insert("patch".into(), with_body(op, patch_body()));
+    } else {
+        // kubectl learns that the server validates fields from a Kind's patch operation (its
+        // `fieldValidation` parameter); without one it validates on the client from OpenAPI v2,
+        // which Kayra does not serve, and refuses `kubectl create -f`. So every Kind lists the
+        // operation, documented as answering 405 where the Kind is not patched.
+        let status = json!({"$ref": format!("#/components/schemas/{STATUS_SCHEMA}")});
+        let mut op = operation("patch", "patch", "", ("405", &status), &[], patch_query);
+        op["description"] = json!(
+            "Not served: answers 405 MethodNotAllowed. Listed so that kubectl finds its fieldValidation parameter."
+        );
+        op["responses"]["405"]["description"] = json!("MethodNotAllowed: this Kind is not patched.");
+        operations.insert("patch".into(), with_body(op, patch_body()));
+    }
+    if serves("delete") {
+        let delete_query = if kind.catalog { &[][..] } else { DELETE_QUERY };
+        operations.insert(
+            "delete".into(),
+            operation("delete", "delete", "", ("200", &reference), &["400", "404", "409"], delete_query),
+        );
+    }
+    if let Some(entry) = path_item(operations, true) {
+        paths.insert(item.clone(), entry);
+    }
+
+    for sub in kind.subresources {
+        // A status is the object again; the catalog's subresources answer shapes of their own.
+        let shape = if sub.name == "status" && !kind.catalog { &reference } else { &free_form };
+        let has = |verb: &str| sub.verbs.contains(&verb);
+        let mut operations = Map::new();
+        if has("get") {
+            operations
+                .insert("get".into(), operation("get", "read", sub.name, ("200", shape), &["404"], &[]));
+        }
+        if has("update") {
+            let op = operation(
+                "put",
+                "replace",
+                sub.name,
+                ("200", shape),
+                &["400", "404", "409", "422"],
+                write_query,
+            );
+            operations.insert("put".into(), with_body(op, json_body(shape)));
+        }
+        if has("patch") {
+            let op = operation(
+                "patch",
+                "patch",
+                sub.name,
+                ("200", shape),
+                &["400", "404", "409", "415", "422"],
+                patch_query,
+            );
+            operations.insert("patch".into(), with_body(op, patch_body()));
+        }
+        if let Some(entry) = path_item(operations, true) {
+            paths.insert(format!("{item}/{}", sub.name), entry);
+        }
+    }
+
+    if kind.namespaced && (serves("list") || serves("watch")) {
+        let op =
+            operation("list", "list", "ForAllNamespaces", ("200", &list_schema), &["400", "410"], list_query);
+        paths.insert(format!("{base}/{}", kind.plural), json!({"get": op}));
+    }
+}
+
+/// `openapi.json` → `OpenapiJson`: a subresource's name as part of an operation id.
+fn camel(name: &str) -> String {
+    name.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|part| !part.is_empty())
+        .map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|first| first.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
 }

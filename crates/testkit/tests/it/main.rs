@@ -10,6 +10,7 @@ mod catalog;
 mod check;
 mod rbac_table;
 mod security;
+mod surface;
 
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
 
