@@ -3,6 +3,7 @@
 
 mod bypass;
 mod kubectl;
+mod logs;
 mod scopes;
 mod tokens;
 
