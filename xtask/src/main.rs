@@ -3,6 +3,9 @@
 //! - `ci`: formatting, clippy with warnings denied, every test, cargo-deny (bans, licences,
 //!   sources), tidy (every `.rs` file opens with a `//!` comment) and the boundary check (no
 //!   domain crate depends on an adapter). Green here means green in CI.
+//!   Tests run under cargo-nextest when it is installed, else under `cargo test`. A test that
+//!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
+//!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
 //! - `bench store`, `bench api`: the benchmarks, in release mode.
 
@@ -36,7 +39,7 @@ fn main() -> ExitCode {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let result = match args.as_slice() {
         ["ci"] => ci(),
-        ["e2e"] => cargo(&["nextest", "run", "--package", "kayra-controller", "--no-fail-fast"]),
+        ["e2e"] => tests(&["--package", "kayra-controller"], &mut Vec::new()),
         ["bench", which @ ("store" | "api" | "catalog")] => {
             cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
         }
@@ -51,7 +54,12 @@ fn main() -> ExitCode {
     }
 }
 
+/// The environment variable naming the file where a skipped test appends `<package> <test>:
+/// <reason>`; `kayra_store_etcd::test_server::SKIPPED_LOG` on the tests' side.
+const SKIPPED_LOG: &str = "KAYRA_SKIPPED_LOG";
+
 fn ci() -> Result<(), String> {
+    let mut skipped = Vec::new();
     step("fmt", || cargo(&["fmt", "--all", "--check"]))?;
     step("tidy", tidy)?;
     step("boundaries", boundaries)?;
@@ -67,9 +75,49 @@ fn ci() -> Result<(), String> {
             "warnings",
         ])
     })?;
-    step("deny", deny)?;
-    step("test", || cargo(&["nextest", "run", "--workspace", "--locked", "--no-fail-fast"]))?;
-    step("doctest", || cargo(&["test", "--workspace", "--doc", "--locked"]))
+    step("deny", || deny(&mut skipped))?;
+    step("test", || tests(&["--workspace", "--locked"], &mut skipped))
+}
+
+/// Runs the tests of `selection` (cargo package arguments), doctests included, with nextest
+/// when it is installed and `cargo test` otherwise, then prints every skip: the tests' (read back
+/// from the file [`SKIPPED_LOG`] names) after `earlier`, the ones xtask itself made. Under CI a
+/// skip fails the run, though the tests already refuse to skip there.
+fn tests(selection: &[&str], earlier: &mut Vec<String>) -> Result<(), String> {
+    let log = std::env::temp_dir().join(format!("kayra-skipped-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let env = [(SKIPPED_LOG, log.as_os_str())];
+    let nextest = Command::new(cargo_binary())
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    let ran = if nextest {
+        let run = [&["nextest", "run", "--no-fail-fast"], selection].concat();
+        let doc = [&["test", "--doc"], selection].concat();
+        cargo_with(&run, &env).and_then(|()| cargo_with(&doc, &env))
+    } else {
+        println!(
+            "cargo-nextest is not installed: running the tests with `cargo test` \
+             (`cargo install cargo-nextest --locked` gives each test its own process)"
+        );
+        cargo_with(&[&["test", "--no-fail-fast"], selection].concat(), &env)
+    };
+    let recorded = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    let mut skips: Vec<String> = recorded.lines().map(str::to_owned).collect();
+    skips.sort();
+    skips.splice(0..0, earlier.drain(..));
+    if !skips.is_empty() {
+        println!("==> skipped: {} check(s) passed without running, for want of a tool", skips.len());
+        for skip in &skips {
+            println!("  {skip}");
+        }
+    }
+    ran?;
+    if std::env::var_os("CI").is_some() && !skips.is_empty() {
+        return Err(format!("{} check(s) skipped under CI", skips.len()));
+    }
+    Ok(())
 }
 
 fn step(name: &str, run: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
@@ -81,10 +129,18 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace root").to_path_buf()
 }
 
+fn cargo_binary() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
 fn cargo(args: &[&str]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let status = Command::new(cargo)
+    cargo_with(args, &[])
+}
+
+fn cargo_with(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result<(), String> {
+    let status = Command::new(cargo_binary())
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(root())
         .status()
         .map_err(|error| format!("cannot run cargo: {error}"))?;
@@ -93,14 +149,16 @@ fn cargo(args: &[&str]) -> Result<(), String> {
 
 /// cargo-deny's bans (including the adapter wrappers), licences and sources. The advisory
 /// database cannot be fetched from these machines, so advisories are not checked here.
-fn deny() -> Result<(), String> {
+fn deny(skipped: &mut Vec<String>) -> Result<(), String> {
     let installed =
         Command::new("cargo-deny").arg("--version").output().is_ok_and(|out| out.status.success());
     if !installed {
         if std::env::var_os("CI").is_some() {
             return Err("cargo-deny is not installed; .ci/run installs it".to_owned());
         }
-        println!("skipped: cargo-deny is not installed (cargo install cargo-deny --version 0.20.2 --locked)");
+        let reason = "cargo-deny is not installed (cargo install cargo-deny --version 0.20.2 --locked)";
+        println!("skipped: {reason}");
+        skipped.push(format!("xtask deny: {reason}"));
         return Ok(());
     }
     cargo(&["deny", "--all-features", "check", "bans", "licenses", "sources"])
@@ -150,7 +208,7 @@ fn boundaries() -> Result<(), String> {
             continue;
         }
         let package = format!("kayra-{name}");
-        let output = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+        let output = Command::new(cargo_binary())
             .args([
                 "tree",
                 "--quiet",

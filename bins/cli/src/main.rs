@@ -166,18 +166,24 @@ async fn apis(client: &Client) -> Result<String, ClientError> {
             }
             for resource in resources {
                 let namespaced = resource["scope"] == "Namespaced";
-                let verbs: Vec<&str> =
-                    resource["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-                lines.push(format!(
-                    "{name:<40} {:<32} {:<10} {}",
-                    resource["resource"].as_str().unwrap_or_default(),
-                    namespaced,
-                    verbs.join(",")
-                ));
+                let plural = resource["resource"].as_str().unwrap_or_default();
+                lines.push(format!("{name:<40} {plural:<32} {namespaced:<10} {}", verbs(&resource)));
+                // An action or subresource is part of the resource name: `instances/restart`.
+                for sub in resource["subresources"].as_array().into_iter().flatten() {
+                    let sub_name = format!("{plural}/{}", sub["subresource"].as_str().unwrap_or_default());
+                    lines.push(format!("{name:<40} {sub_name:<32} {namespaced:<10} {}", verbs(sub)));
+                }
             }
         }
     }
     Ok(lines.join("\n"))
+}
+
+/// A discovery entry's verbs, comma-separated.
+fn verbs(entry: &Value) -> String {
+    let verbs: Vec<&str> =
+        entry["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    verbs.join(",")
 }
 
 fn pretty(value: &Value) -> String {

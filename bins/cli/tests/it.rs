@@ -117,3 +117,91 @@ async fn the_documented_commands_work_as_written() {
     let (ok, _, err) = cli.run(&["create", "catalog", "apiregistrations"]).await;
     assert!(!ok && err.contains("-d"), "{err}");
 }
+
+/// A gateway answering every request with `document`, as the team app behind it would serve
+/// its OpenAPI document: one HTTP/1.1 response per connection.
+async fn gateway(document: Value) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let body = document.to_string();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let body = body.clone();
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buffer = [0u8; 1024];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buffer).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buffer[..n]),
+                    }
+                }
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = stream.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apis_lists_actions_as_part_of_the_resource_name() {
+    let document = serde_json::json!({"openapi": "3.1.0", "info": {"title": "compute", "version": "1"}, "paths": {
+        "/apis/compute.example.com/v1/namespaces/{namespace}/instances": {"get": {}, "post": {}},
+        "/apis/compute.example.com/v1/namespaces/{namespace}/instances/{name}": {"get": {}},
+        "/apis/compute.example.com/v1/namespaces/{namespace}/instances/{name}/restart": {"post": {}},
+    }});
+    let gateway_url = gateway(document).await;
+    let server = kayra_testkit::TestServer::start_with(Store::Memory, |config| {
+        config.reconciler.gateway_url = Some(gateway_url)
+    })
+    .await;
+    let cli = Cli::for_server(&server);
+    cli.json(&[
+        "create",
+        "catalog",
+        "apiregistrations",
+        "-d",
+        r#"{"name": "compute.example.com", "active": true, "owner": "sre-a", "sync_id": "build-1"}"#,
+    ])
+    .await;
+    cli.json(&[
+        "create",
+        "catalog",
+        "subscriptions",
+        "-n",
+        "default",
+        "-d",
+        r#"{"api": "compute.example.com", "active": true}"#,
+    ])
+    .await;
+
+    // The reconciler fetches the document in the background: wait for its resources to show.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let apis = loop {
+        let (ok, apis, err) = cli.run(&["apis"]).await;
+        assert!(ok, "{err}");
+        if apis.lines().any(|line| line.starts_with("compute.example.com")) {
+            break apis;
+        }
+        assert!(std::time::Instant::now() < deadline, "the registered API never shows: {apis}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let row = |resource: &str| {
+        apis.lines()
+            .map(|line| line.split_whitespace().collect::<Vec<_>>())
+            .find(|columns| columns[0] == "compute.example.com" && columns[1] == resource)
+            .unwrap_or_else(|| panic!("no {resource} row in\n{apis}"))
+    };
+    assert_eq!(row("instances")[2..], ["true", "get,list,create"]);
+    assert_eq!(row("instances/restart")[2..], ["true", "create"]);
+    assert!(
+        apis.lines().any(|l| l.starts_with("catalog.example.com")
+            && l.split_whitespace().nth(1) == Some("apiregistrations/sync")),
+        "Kayra's own subresources are named the same way: {apis}"
+    );
+}

@@ -115,6 +115,7 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("KAYRA_LOG").unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match config(&cli) {
         Ok(config) => config,
@@ -179,7 +180,10 @@ async fn serve(config: &Config) -> anyhow::Result<()> {
         ),
         None => None,
     };
-    tracing::info!(https = %config.listen, http = ?config.http_listen, store = ?config.store, "serving");
+    let bound = |listener: &tokio::net::TcpListener| listener.local_addr().map(|a| a.to_string()).ok();
+    let http_address = http.as_ref().and_then(bound).unwrap_or_else(|| "off".to_owned());
+    let https_address = bound(&https).unwrap_or_else(|| config.listen.to_string());
+    tracing::info!(https = %https_address, http = %http_address, store = ?config.store, "serving");
     kayra_controller::run(config, state, https, http, shutdown_signal()).await
 }
 

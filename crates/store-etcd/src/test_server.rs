@@ -1,5 +1,6 @@
 //! A private etcd server on loopback, for tests and benchmarks: Debian's `etcd` binary on two
-//! free ports with a temporary data directory, stopped when dropped.
+//! free ports with a temporary data directory, stopped when dropped. Also [`skip_test`], the one
+//! way a test says this machine lacks a tool it needs (etcd, kubectl, nginx).
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -23,6 +24,36 @@ pub enum StartError {
     Missing,
     /// The binary is there but the server did not come up.
     Failed(String),
+}
+
+/// The environment variable naming the file a skipped test appends its line to. `cargo xtask ci`
+/// sets it and prints the file at the end of the run, so a skip cannot pass unseen.
+pub const SKIPPED_LOG: &str = "KAYRA_SKIPPED_LOG";
+
+/// Says that the running test cannot run here because `reason` (a missing tool): a failure under
+/// CI (`CI` set), where every tool must be present; otherwise it prints `skipped: <reason>` and
+/// appends `<test>: <reason>` to the file [`SKIPPED_LOG`] names, if any. The caller returns
+/// right after.
+pub fn skip_test(reason: impl std::fmt::Display) {
+    let thread = std::thread::current();
+    let test = thread.name().unwrap_or("an unnamed test");
+    let package = std::env::var("CARGO_PKG_NAME").unwrap_or_default();
+    assert!(std::env::var_os("CI").is_none(), "{test} cannot be skipped in CI: {reason}");
+    eprintln!("skipped: {reason}");
+    if let Some(path) = std::env::var_os(SKIPPED_LOG) {
+        use std::io::Write;
+        // One write of one line to a file opened for appending: lines from tests running in
+        // parallel processes do not interleave.
+        let line = format!("{package} {test}: {reason}\n");
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut file| file.write_all(line.as_bytes()));
+        if let Err(error) = written {
+            eprintln!("cannot record the skip in {}: {error}", PathBuf::from(path).display());
+        }
+    }
 }
 
 impl EtcdServer {

@@ -5,7 +5,7 @@
 use std::process::Output;
 use std::time::Duration;
 
-use kayra_store_etcd::test_server::{EtcdServer, StartError};
+use kayra_store_etcd::test_server::{EtcdServer, StartError, skip_test};
 
 use super::{Controller, have_kubectl};
 
@@ -537,9 +537,7 @@ fn kubectl_acceptance_on_etcd() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let server = match runtime.block_on(EtcdServer::start()) {
         Ok(server) => server,
-        Err(StartError::Missing) if std::env::var_os("CI").is_none() => {
-            return eprintln!("skipped: {}", StartError::Missing);
-        }
+        Err(StartError::Missing) => return skip_test(StartError::Missing),
         Err(error) => panic!("{error}"),
     };
     let controller = Controller::start(&["--store", "etcd", "--etcd-endpoints", server.endpoint()]);

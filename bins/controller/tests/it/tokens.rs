@@ -5,7 +5,7 @@
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use crate::Controller;
+use crate::{Controller, have_kubectl};
 
 fn token_create(controller: &Controller, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
@@ -41,6 +41,10 @@ fn whoami(controller: &Controller, token: &str) -> (u16, String) {
 
 #[test]
 fn bootstrap_tokens_authenticate_until_they_expire() {
+    // kubectl reads what the store keeps of the token.
+    if !have_kubectl() {
+        return;
+    }
     let controller = Controller::start(&["--store", "sled"]);
     let created = token_create(&controller, &["--ttl", "4s", "--description", "node n1 joins"]);
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));

@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use kayra_store::conformance::Harness;
 use kayra_store::{Store, StoreError};
-use kayra_store_etcd::test_server::{EtcdServer, StartError};
+use kayra_store_etcd::test_server::{EtcdServer, StartError, skip_test};
 use kayra_store_etcd::{EtcdOptions, EtcdStore};
 
 struct Etcd {
@@ -29,8 +29,8 @@ impl Harness for Etcd {
 async fn etcd() -> Option<Etcd> {
     match EtcdServer::start().await {
         Ok(server) => Some(Etcd { server, stores: AtomicUsize::new(0) }),
-        Err(StartError::Missing) if std::env::var_os("CI").is_none() => {
-            eprintln!("skipped: {}", StartError::Missing);
+        Err(StartError::Missing) => {
+            skip_test(StartError::Missing);
             None
         }
         Err(error) => panic!("{error}"),

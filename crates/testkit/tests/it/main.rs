@@ -384,13 +384,42 @@ async fn state_survives_a_restart_on_sled() {
     assert_eq!(names, ["default", "kayra-system"], "the built-in namespaces are created once");
 }
 
+/// A TCP forwarder to `target` on loopback: answers its port and the number of connections it
+/// has accepted so far.
+async fn counting_forwarder(target: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(("127.0.0.1", target)).await else {
+                    return;
+                };
+                let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+            });
+        }
+    });
+    (port, accepted)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_requests_share_one_http2_connection() {
     let server = TestServer::start(Store::Memory).await;
+    let https_port: u16 = server.url().rsplit(':').next().unwrap().parse().unwrap();
+    let (port, accepted) = counting_forwarder(https_port).await;
+    let base = format!("https://127.0.0.1:{port}");
     let client = server.admin();
+    // The first request opens the connection (and learns through ALPN that it speaks HTTP/2);
+    // every request after it, however concurrent, is a stream on that connection.
+    let first = client.get(format!("{base}/version")).send().await.unwrap();
+    assert_eq!(first.version(), reqwest::Version::HTTP_2);
+    first.bytes().await.unwrap();
     let creates: Vec<_> = (0..64)
         .map(|t| {
-            let (client, url) = (client.clone(), format!("{}{APPS}", server.url()));
+            let (client, url) = (client.clone(), format!("{base}{APPS}"));
             tokio::spawn(async move {
                 for i in 0..40 {
                     let response = client.post(&url).json(&app(&format!("c-{t}-{i}"))).send().await;
@@ -406,7 +435,7 @@ async fn many_requests_share_one_http2_connection() {
     for path in ["/version", "/api/v1/namespaces/default"] {
         let tasks: Vec<_> = (0..64)
             .map(|_| {
-                let (client, url) = (client.clone(), format!("{}{path}", server.url()));
+                let (client, url) = (client.clone(), format!("{base}{path}"));
                 tokio::spawn(async move {
                     for i in 0..200 {
                         let response = client.get(&url).send().await;
@@ -421,4 +450,9 @@ async fn many_requests_share_one_http2_connection() {
             task.await.unwrap();
         }
     }
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "1 + 64 × 40 + 2 × 64 × 200 requests travel on one connection"
+    );
 }

@@ -126,20 +126,29 @@ async fn rbac_writes_grant_only_what_their_writer_holds() {
     world.server.add_token("sam-token", "sam", "");
     let sysadmin = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sam-sysadmin"},
                           "subjects": [{"kind": "User", "name": "sam"}], "roleRef": {"kind": "ClusterRole", "name": "sysadmin"}});
-    world
+    let bound = world
         .admin()
         .post(format!("{}{RBAC}/clusterrolebindings", world.url))
         .json(&sysadmin)
         .send()
         .await
         .unwrap();
+    assert_eq!(bound.status(), StatusCode::CREATED);
     let promote = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "sam-everything"},
                          "subjects": [{"kind": "User", "name": "sam"}], "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"}});
     let cluster_bindings = format!("{RBAC}/clusterrolebindings");
-    let promoted = eventually(StatusCode::FORBIDDEN, || {
-        world.as_user("sam-token", reqwest::Method::POST, &cluster_bindings).json(&promote)
-    })
-    .await;
+    // The refusal below proves something only once sam is a sysadmin: wait for the grant first.
+    let sysadmin_now =
+        eventually(StatusCode::OK, || world.as_user("sam-token", reqwest::Method::GET, &cluster_bindings))
+            .await;
+    assert_eq!(sysadmin_now, StatusCode::OK, "the sysadmin binding takes effect");
+    let promoted = world
+        .as_user("sam-token", reqwest::Method::POST, &cluster_bindings)
+        .json(&promote)
+        .send()
+        .await
+        .unwrap();
+    let promoted = promoted.status();
     assert_eq!(
         promoted,
         StatusCode::FORBIDDEN,
@@ -489,10 +498,16 @@ async fn deletecollection_deletes_what_the_selector_matches() {
     }
     world.server.add_token("reader-token", "reader", "");
     world.bind("a", "reader-views", "User", "reader", "ClusterRole", "view").await;
-    let refused = eventually(StatusCode::FORBIDDEN, || {
-        world.as_user("reader-token", reqwest::Method::DELETE, &format!("{path}?labelSelector=tier%3Dweb"))
-    })
-    .await;
+    // The refusal below proves something only once the view binding is in force.
+    let viewing =
+        eventually(StatusCode::OK, || world.as_user("reader-token", reqwest::Method::GET, path)).await;
+    assert_eq!(viewing, StatusCode::OK, "the view binding takes effect");
+    let refused = world
+        .as_user("reader-token", reqwest::Method::DELETE, &format!("{path}?labelSelector=tier%3Dweb"))
+        .send()
+        .await
+        .unwrap()
+        .status();
     assert_eq!(refused, StatusCode::FORBIDDEN, "view grants no deletecollection");
     let (code, body) = status_of(
         world

@@ -1,0 +1,55 @@
+//! What the real binary logs: plain text when stderr is not a terminal, and a startup line
+//! that names the addresses it serves on.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::{Controller, free_port};
+
+/// Waits for the `serving` line in `log()`, and answers it.
+fn serving_line(log: impl Fn() -> String) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = log();
+        if let Some(line) = text.lines().find(|line| line.contains("serving")) {
+            return line.to_owned();
+        }
+        assert!(Instant::now() < deadline, "no `serving` line within 30 s:\n{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn logs_to_a_file_are_plain_text_and_name_the_listen_addresses() {
+    let controller = Controller::start(&[]);
+    let line = serving_line(|| controller.log());
+    let https = controller.url().replace("https://", "");
+    let http = controller.http_url().replace("http://", "");
+    assert!(
+        line.contains(&format!("https={https}")) && line.contains(&format!("http={http}")),
+        "the startup line names both addresses: {line}"
+    );
+    assert!(!line.contains("Some("), "{line}");
+    let log = controller.log();
+    assert!(!log.contains('\x1b'), "no ANSI escape codes when stderr is a file:\n{log:?}");
+}
+
+#[test]
+fn the_startup_line_says_off_for_a_disabled_listener() {
+    let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("controller.log");
+    let https = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
+        .arg("--data-dir")
+        .arg(dir.path().join("data"))
+        .args(["--listen", &format!("127.0.0.1:{https}"), "--http-listen", "off"])
+        .env("KAYRA_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .expect("the controller starts");
+    let line = serving_line(|| std::fs::read_to_string(&log_path).unwrap_or_default());
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(line.contains(&format!("https=127.0.0.1:{https}")) && line.contains("http=off"), "{line}");
+}
