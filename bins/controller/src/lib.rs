@@ -3,6 +3,7 @@
 //! (`main.rs`) and the test kit both start the controller through here.
 
 mod catalog;
+mod catalog_namespaces;
 pub mod config;
 mod namespaces;
 mod rbac;
@@ -152,17 +153,6 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<ApiState>> {
     let scheme = Arc::new(Scheme::new(&config.domain));
     let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/");
-    let catalog = Arc::new(kayra_catalog::Catalog::new(
-        store,
-        kayra_catalog::Scope {
-            root: "/registry/".to_owned(),
-            domain: config.domain.clone(),
-            platform: config.platform.clone(),
-            region: config.region.clone(),
-        },
-        Arc::new(kayra_catalog::RandomIds),
-        Arc::new(kayra_catalog::SystemClock),
-    ));
     let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
         if config.token_file.is_none() && !config.token_file().exists() {
             Ok(TokenFile::none())
@@ -176,12 +166,31 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
     }
     let audit = kayra_apiserver::audit::AuditLog::open(&audit_path)
         .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
-    let state = Arc::new(
-        ApiState::new(scheme.clone(), registry.clone(), tokens, config.listen.to_string())
-            .with_audit_log(audit)
-            .with_catalog(catalog),
-    );
+    let state = ApiState::new(scheme.clone(), registry.clone(), tokens, config.listen.to_string())
+        .with_audit_log(audit);
     let namespaces = scheme.find("", "v1", "namespaces").expect("the scheme serves namespaces");
+    // Kayra's own groups cannot be registered, and subscribers live in Kayra's namespaces.
+    let mut reserved_groups: Vec<String> = scheme.kinds().iter().map(|kind| kind.group.clone()).collect();
+    reserved_groups.retain(|group| !group.is_empty());
+    reserved_groups.sort();
+    reserved_groups.dedup();
+    let catalog = Arc::new(kayra_catalog::Catalog::new(
+        store,
+        kayra_catalog::Scope {
+            root: "/registry/".to_owned(),
+            domain: config.domain.clone(),
+            platform: config.platform.clone(),
+            region: config.region.clone(),
+            reserved_groups,
+        },
+        Arc::new(catalog_namespaces::RegistryNamespaces {
+            registry: registry.clone(),
+            namespaces: state.resource_for(namespaces).clone(),
+        }),
+        Arc::new(kayra_catalog::RandomIds),
+        Arc::new(kayra_catalog::SystemClock),
+    ));
+    let state = Arc::new(state.with_catalog(catalog));
     let resource = state_resource(&state, namespaces);
     for name in ["default", kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE] {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});

@@ -79,69 +79,59 @@ pub(crate) async fn serve(
             watch(shared, kind, plural, namespace, query, output).await
         }
         ("apiregistrations", _, None, None, "list") => {
-            let (items, revision) = catalog.snapshot("apiregistrations").await.map_err(error)?;
+            let (items, revision) = catalog.snapshot("apiregistrations").await?;
             Ok(list("ApiRegistrationList", items, revision))
         }
         ("apiregistrations", _, None, None, "create") => {
             let registration: kayra_catalog::ApiRegistration = decode_named(body, "name")?;
-            if state.scheme.kinds().iter().any(|kind| kind.group == registration.name) {
-                return Err(ApiError::BadRequest(format!(
-                    "name: {:?} is one of Kayra's own API groups and cannot be registered",
-                    registration.name
-                )));
-            }
-            let created = catalog.create_registration(registration).await.map_err(error)?;
+            let created = catalog.create_registration(registration).await?;
             Ok(one(StatusCode::CREATED, &api_version, "ApiRegistration", &created))
         }
-        ("apiregistrations", _, Some(name), None, "get") => Ok(one(
-            StatusCode::OK,
-            &api_version,
-            "ApiRegistration",
-            &catalog.registration(name).await.map_err(error)?,
-        )),
+        ("apiregistrations", _, Some(name), None, "get") => {
+            Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &catalog.registration(name).await?))
+        }
         ("apiregistrations", _, Some(name), None, "update") => {
             let changes: serde_json::Map<String, Value> = decode_named(body, "name")?;
-            let updated = catalog.update_registration(name, &changes).await.map_err(error)?;
+            let updated = catalog.update_registration(name, &changes).await?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &updated))
         }
         ("apiregistrations", _, Some(name), None, "delete") => {
-            let deleted = catalog.delete_registration(name).await.map_err(error)?;
+            let deleted = catalog.delete_registration(name).await?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &deleted))
         }
         ("apiregistrations", _, Some(name), Some("sync"), "update") => {
             let request: SyncRequest =
                 if body.iter().all(u8::is_ascii_whitespace) { SyncRequest::default() } else { decode(body)? };
-            let synced = catalog.sync(name, &request).await.map_err(error)?;
+            let synced = catalog.sync(name, &request).await?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &synced))
         }
         ("apiregistrations", _, Some(name), Some("status"), "get") => {
-            let status = catalog.status(name).await.map_err(error)?;
+            let status = catalog.status(name).await?;
             Ok(json_response(StatusCode::OK, &serde_json::to_value(status).unwrap_or(Value::Null), &[]))
         }
         ("apiregistrations", _, Some(name), Some("openapi.json"), "get") => openapi(catalog, name).await,
         ("subscriptions", namespace, None, None, "list") => {
-            let (items, revision) = catalog.snapshot("subscriptions").await.map_err(error)?;
+            let (items, revision) = catalog.snapshot("subscriptions").await?;
             let items = items.into_iter().filter(|item| in_namespace(item, namespace)).collect();
             Ok(list("SubscriptionList", items, revision))
         }
         ("subscriptions", Some(namespace), None, None, "create") => {
-            namespace_exists(state, namespace).await?;
-            let created = catalog.subscribe(namespace, decode_named(body, "api")?).await.map_err(error)?;
+            let created = catalog.subscribe(namespace, decode_named(body, "api")?).await?;
             Ok(one(StatusCode::CREATED, &api_version, "Subscription", &created))
         }
         ("subscriptions", Some(namespace), Some(name), None, "get") => Ok(one(
             StatusCode::OK,
             &api_version,
             "Subscription",
-            &catalog.subscription(namespace, name).await.map_err(error)?,
+            &catalog.subscription(namespace, name).await?,
         )),
         ("subscriptions", Some(namespace), Some(name), None, "update") => {
             let body: Subscription = decode(body)?;
-            let updated = catalog.set_active(namespace, name, body.active).await.map_err(error)?;
+            let updated = catalog.set_active(namespace, name, body.active).await?;
             Ok(one(StatusCode::OK, &api_version, "Subscription", &updated))
         }
         ("subscriptions", Some(namespace), Some(name), None, "delete") => {
-            let deleted = catalog.unsubscribe(namespace, name).await.map_err(error)?;
+            let deleted = catalog.unsubscribe(namespace, name).await?;
             Ok(one(StatusCode::OK, &api_version, "Subscription", &deleted))
         }
         _ => Err(ApiError::MethodNotAllowed),
@@ -250,21 +240,18 @@ async fn watch(
                     .map_err(|_| ApiError::BadRequest(format!("resourceVersion {rv:?} is not a number")))?;
                 (Vec::new(), after)
             }
-            None => catalog.snapshot(plural).await.map_err(error)?,
+            None => catalog.snapshot(plural).await?,
         };
     let mut watcher = match catalog.watch(plural, after).await {
         Ok(watcher) => watcher,
-        Err(CatalogError::Store(kayra_store::StoreError::Compacted { .. })) => {
-            let gone = kayra_registry::RegistryError::Expired {
-                message: format!("too old resource version: {after}"),
-                continue_from: None,
-            };
-            let (_, status) = ApiError::Registry(gone).to_status();
+        // A compacted revision is an ERROR event in the stream, as Kubernetes answers it.
+        Err(gone @ CatalogError::Store(kayra_store::StoreError::Compacted { .. })) => {
+            let (_, status) = ApiError::from(gone).to_status();
             return Ok(stream(futures_util::stream::iter([Ok(line(
                 &json!({"type": "ERROR", "object": status}),
             ))])));
         }
-        Err(other) => return Err(error(other)),
+        Err(other) => return Err(other.into()),
     };
     let (plural, namespace) = (plural.to_owned(), namespace.map(str::to_owned));
     let kind = kind.clone();
@@ -302,7 +289,7 @@ async fn watch(
             let text = match event {
                 None => break,
                 Some(Err(error)) => {
-                    let (_, status) = ApiError::Registry(error.into()).to_status();
+                    let (_, status) = ApiError::from(CatalogError::Store(error)).to_status();
                     let _ = sender.send(Ok(line(&json!({"type": "ERROR", "object": status})))).await;
                     break;
                 }
@@ -397,8 +384,8 @@ fn authorize(state: &ApiState, identity: &Identity, verb: &str, path: &CatalogPa
 
 /// A stored document, byte for byte.
 async fn openapi(catalog: &Catalog, name: &str) -> Result<Response, ApiError> {
-    catalog.registration(name).await.map_err(error)?;
-    let document = catalog.document(name).await.map_err(error)?.ok_or_else(|| {
+    catalog.registration(name).await?;
+    let document = catalog.document(name).await?.ok_or_else(|| {
         ApiError::NotFound(format!(
             "no OpenAPI document has been fetched for {name} yet; it is fetched on its next sync"
         ))
@@ -406,12 +393,6 @@ async fn openapi(catalog: &Catalog, name: &str) -> Result<Response, ApiError> {
     let mut response = Response::new(Body::from(document));
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     Ok(response)
-}
-
-async fn namespace_exists(state: &ApiState, namespace: &str) -> Result<(), ApiError> {
-    let kind = state.scheme.find("", "v1", "namespaces").expect("the scheme serves namespaces");
-    state.registry.get(state.resource(kind), None, namespace).await?;
-    Ok(())
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -439,13 +420,17 @@ fn one<T: Serialize>(code: StatusCode, api_version: &str, kind: &str, stored: &S
     json_response(code, &stored.to_json(api_version, kind), &[])
 }
 
-fn error(error: CatalogError) -> ApiError {
-    match error {
-        CatalogError::Invalid(_) => ApiError::BadRequest(error.to_string()),
-        CatalogError::NotFound(message) => ApiError::NotFound(message),
-        CatalogError::Sync(sync) => ApiError::NotFound(sync.to_string()),
-        CatalogError::Conflict(message) => ApiError::Conflict(message),
-        CatalogError::Store(store) => ApiError::Registry(store.into()),
-        CatalogError::Corrupt { .. } => ApiError::Internal(error.to_string()),
+/// The one mapping from what the catalog refuses to what the API answers.
+impl From<CatalogError> for ApiError {
+    fn from(error: CatalogError) -> ApiError {
+        match error {
+            CatalogError::Invalid(_) => ApiError::BadRequest(error.to_string()),
+            CatalogError::NotFound(message) => ApiError::NotFound(message),
+            CatalogError::NamespaceTerminating(_) => ApiError::Forbidden(error.to_string()),
+            CatalogError::Sync(sync) => ApiError::NotFound(sync.to_string()),
+            CatalogError::Conflict(message) => ApiError::Conflict(message),
+            CatalogError::Store(store) => ApiError::Registry(store.into()),
+            CatalogError::Corrupt { .. } => ApiError::Internal(error.to_string()),
+        }
     }
 }

@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
+use crate::ports::{NamespaceState, Namespaces};
 use crate::{
     ApiRegistration, IdGenerator, Problem, RegistrationStatus, Subscription, SyncError, SyncRequest, status,
     sync, validate,
@@ -46,8 +47,8 @@ impl Clock for SystemClock {
     }
 }
 
-/// Where this catalog lives: the store's root, the deployment's domain, and the instance's
-/// platform and region.
+/// Where this catalog lives: the store's root, the deployment's domain, the instance's
+/// platform and region, and the API groups the embedder serves itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// The store prefix every Kayra key starts with (`/registry/`).
@@ -58,6 +59,10 @@ pub struct Scope {
     pub platform: String,
     /// This instance's region.
     pub region: String,
+    /// API groups the embedder serves itself, which no registration may take (Kayra passes
+    /// every group of its scheme: `fleet.<domain>`, `authorization.k8s.io`, ...). The catalog's
+    /// own group, `catalog.<domain>`, is reserved whatever this holds.
+    pub reserved_groups: Vec<String>,
 }
 
 /// Why a catalog operation failed, as the API reports it.
@@ -66,9 +71,14 @@ pub enum CatalogError {
     /// The request is malformed or names something invalid (400).
     #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
     Invalid(Vec<Problem>),
-    /// What the request addresses does not exist (404).
+    /// What the request addresses does not exist (404): a registration, a subscription, or
+    /// the namespace a subscription would live in.
     #[error("{0}")]
     NotFound(String),
+    /// The namespace a subscription would live in is being deleted, so it takes no new
+    /// subscriptions (403).
+    #[error("unable to create new content in namespace {0} because it is being terminated")]
+    NamespaceTerminating(String),
     /// The request conflicts with what is stored (409).
     #[error("{0}")]
     Conflict(String),
@@ -119,6 +129,7 @@ impl<T: Serialize> Stored<T> {
 pub struct Catalog {
     store: Arc<dyn Store>,
     scope: Scope,
+    namespaces: Arc<dyn Namespaces>,
     ids: Arc<dyn IdGenerator>,
     clock: Arc<dyn Clock>,
 }
@@ -130,14 +141,15 @@ impl std::fmt::Debug for Catalog {
 }
 
 impl Catalog {
-    /// The catalog of `scope` over `store`.
+    /// The catalog of `scope` over `store`, its subscribers living in `namespaces`.
     pub fn new(
         store: Arc<dyn Store>,
         scope: Scope,
+        namespaces: Arc<dyn Namespaces>,
         ids: Arc<dyn IdGenerator>,
         clock: Arc<dyn Clock>,
     ) -> Catalog {
-        Catalog { store, scope, ids, clock }
+        Catalog { store, scope, namespaces, ids, clock }
     }
 
     /// The store the catalog keeps its objects in.
@@ -203,7 +215,8 @@ impl Catalog {
     }
 
     /// Creates a registration in this instance's scope: platform and region stamped whatever
-    /// the body says, a sync_id minted when none is given, the short name claimed.
+    /// the body says, a sync_id minted when none is given, the short name claimed. A reserved
+    /// group (see [`Scope::reserved_groups`]) cannot be registered.
     pub async fn create_registration(
         &self,
         mut body: ApiRegistration,
@@ -211,6 +224,15 @@ impl Catalog {
         body.platform.clone_from(&self.scope.platform);
         body.region.clone_from(&self.scope.region);
         body.canary_namespaces.clear();
+        if self.is_reserved(&body.name) {
+            return Err(CatalogError::Invalid(vec![Problem::Invalid {
+                field: "name".to_owned(),
+                message: format!(
+                    "{:?} is an API group this instance serves itself and cannot be registered",
+                    body.name
+                ),
+            }]));
+        }
         self.check(&body).await?;
         if body.sync_id.is_empty() {
             body.sync_id = self.ids.sync_id();
@@ -228,6 +250,12 @@ impl Catalog {
             TxnResult::Applied { revision, .. } => Ok(Stored { object: body, metadata, revision }),
             TxnResult::Conflict { .. } => Err(self.create_conflict(&body).await?),
         }
+    }
+
+    /// Whether `group` is the catalog's own group or one the embedder serves itself.
+    fn is_reserved(&self, group: &str) -> bool {
+        group == format!("catalog.{}", self.scope.domain)
+            || self.scope.reserved_groups.iter().any(|reserved| reserved == group)
     }
 
     /// Why a create lost: the name, or the short name, is taken.
@@ -469,7 +497,8 @@ impl Catalog {
     }
 
     /// Subscribes `namespace` to the registration its body names; the subscription is named
-    /// after the registration.
+    /// after the registration. The namespace must exist and not be being deleted (a namespace
+    /// deleted just after this check has its subscriptions ended by whoever finalizes it).
     pub async fn subscribe(
         &self,
         namespace: &str,
@@ -480,6 +509,15 @@ impl Catalog {
                 field: "api".to_owned(),
                 message: "names the registration to subscribe to, and is required".to_owned(),
             }]));
+        }
+        match self.namespaces.state(namespace).await? {
+            NamespaceState::Active => {}
+            NamespaceState::Absent => {
+                return Err(CatalogError::NotFound(format!("namespaces \"{namespace}\" not found")));
+            }
+            NamespaceState::Terminating => {
+                return Err(CatalogError::NamespaceTerminating(namespace.to_owned()));
+            }
         }
         let subscription = Subscription::new(namespace, &body.api, body.active);
         let key = self.subscription_key(namespace, &body.api);
@@ -674,14 +712,41 @@ mod tests {
         }
     }
 
-    fn catalog(store: &Arc<dyn Store>, platform: &str, region: &str) -> Catalog {
-        let scope = Scope {
+    /// Namespaces as a test sets them: every name active but those given another answer;
+    /// `None` is a namespace source that cannot be reached.
+    pub(super) struct TestNamespaces(pub(super) Vec<(&'static str, Option<NamespaceState>)>);
+
+    #[async_trait::async_trait]
+    impl Namespaces for TestNamespaces {
+        async fn state(&self, name: &str) -> Result<NamespaceState, StoreError> {
+            match self.0.iter().find(|(listed, _)| *listed == name) {
+                None => Ok(NamespaceState::Active),
+                Some((_, Some(state))) => Ok(*state),
+                Some((_, None)) => Err(StoreError::Unavailable {
+                    message: format!("reading namespace {name}"),
+                    source: None,
+                }),
+            }
+        }
+    }
+
+    fn scope(platform: &str, region: &str) -> Scope {
+        Scope {
             root: "/registry/".into(),
             domain: "example.com".into(),
             platform: platform.into(),
             region: region.into(),
-        };
-        Catalog::new(store.clone(), scope, Arc::new(Counter(AtomicUsize::new(0))), Arc::new(SystemClock))
+            reserved_groups: vec!["fleet.example.com".into(), "authorization.k8s.io".into()],
+        }
+    }
+
+    fn catalog_in(store: &Arc<dyn Store>, scope: Scope, namespaces: TestNamespaces) -> Catalog {
+        let ids = Arc::new(Counter(AtomicUsize::new(0)));
+        Catalog::new(store.clone(), scope, Arc::new(namespaces), ids, Arc::new(SystemClock))
+    }
+
+    fn catalog(store: &Arc<dyn Store>, platform: &str, region: &str) -> Catalog {
+        catalog_in(store, scope(platform, region), TestNamespaces(Vec::new()))
     }
 
     fn store() -> Arc<dyn Store> {
@@ -852,5 +917,65 @@ mod tests {
         catalog.unsubscribe("apps", "compute.example.com").await.unwrap();
         catalog.delete_registration("compute.example.com").await.unwrap();
         catalog.create_registration(registration("again.example.com", "compute")).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn reserved_groups_cannot_be_registered() {
+        let store = store();
+        let catalog = catalog(&store, "p", "r");
+        for (name, why) in [
+            ("catalog.example.com", "the catalog's own group is always reserved"),
+            ("fleet.example.com", "a group the scope reserves"),
+            ("authorization.k8s.io", "a Kubernetes group the embedder serves"),
+        ] {
+            let refused = catalog.create_registration(registration(name, "")).await.unwrap_err();
+            assert!(
+                matches!(&refused, CatalogError::Invalid(problems)
+                    if problems[0].to_string().starts_with(&format!("name: {name:?} is an API group"))),
+                "{why}: {refused}"
+            );
+            assert!(
+                matches!(catalog.registration(name).await, Err(CatalogError::NotFound(_))),
+                "{why}: a refused create writes nothing"
+            );
+        }
+        let elsewhere = catalog.create_registration(registration("catalog.example.org", "")).await;
+        assert!(elsewhere.is_ok(), "another domain's catalog group is anyone's: {elsewhere:?}");
+    }
+
+    #[tokio::test]
+    async fn subscriptions_need_a_namespace_that_takes_them() {
+        let store = store();
+        let namespaces = TestNamespaces(vec![
+            ("ghost", Some(NamespaceState::Absent)),
+            ("leaving", Some(NamespaceState::Terminating)),
+            ("unreachable", None),
+        ]);
+        let catalog = catalog_in(&store, scope("p", "r"), namespaces);
+        catalog.create_registration(registration("compute.example.com", "compute")).await.unwrap();
+        let subscribe = |namespace: &'static str| {
+            catalog.subscribe(namespace, Subscription::new("", "compute.example.com", true))
+        };
+
+        let missing = subscribe("ghost").await.unwrap_err();
+        assert!(
+            matches!(&missing, CatalogError::NotFound(message) if message == "namespaces \"ghost\" not found"),
+            "{missing}"
+        );
+        let leaving = subscribe("leaving").await.unwrap_err();
+        assert!(matches!(&leaving, CatalogError::NamespaceTerminating(namespace) if namespace == "leaving"));
+        assert_eq!(
+            leaving.to_string(),
+            "unable to create new content in namespace leaving because it is being terminated"
+        );
+        let unreachable = subscribe("unreachable").await.unwrap_err();
+        assert!(
+            matches!(&unreachable, CatalogError::Store(store) if store.is_retryable()),
+            "a namespace source that cannot answer is a retryable store failure: {unreachable}"
+        );
+        assert!(catalog.all_subscriptions().await.unwrap().is_empty(), "a refused subscribe writes nothing");
+
+        subscribe("sre").await.unwrap();
+        assert_eq!(catalog.subscriptions("compute.example.com").await.unwrap().len(), 1);
     }
 }

@@ -373,3 +373,32 @@ async fn discovery_of_registered_apis_is_a_discovery_path_like_any_other() {
     .await;
     assert_eq!(refused, StatusCode::NOT_FOUND, "without the discovery grant, no discovery document");
 }
+
+#[tokio::test]
+async fn the_catalogs_rules_come_from_the_catalog_with_kayras_groups_and_namespaces() {
+    let server = TestServer::start(Store::Memory).await;
+    let curl = Curl::new(&server);
+    use reqwest::Method as M;
+    for group in
+        ["catalog.example.com", "authorization.example.com", "authorization.k8s.io", "authentication.k8s.io"]
+    {
+        let (code, body) = curl.send(M::POST, REGISTRATIONS, Some(json!({"name": group}))).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{group} is served by Kayra: {body}");
+        assert!(body["message"].as_str().unwrap().contains("cannot be registered"), "{body}");
+    }
+    curl.send(M::POST, REGISTRATIONS, Some(json!({"name": "compute.example.com"}))).await;
+
+    // A finalizer nobody removes keeps the namespace terminating.
+    let held = json!({"apiVersion": "v1", "kind": "Namespace",
+                      "metadata": {"name": "leaving", "finalizers": ["example.com/hold"]}});
+    assert_eq!(curl.send(M::POST, "/api/v1/namespaces", Some(held)).await.0, StatusCode::CREATED);
+    assert_eq!(curl.send(M::DELETE, "/api/v1/namespaces/leaving", None).await.0, StatusCode::OK);
+    let subscriptions = "/apis/catalog.example.com/v1/namespaces/leaving/subscriptions";
+    let (code, body) =
+        curl.send(M::POST, subscriptions, Some(json!({"api": "compute.example.com", "active": true}))).await;
+    assert_eq!((code, body["reason"].as_str()), (StatusCode::FORBIDDEN, Some("Forbidden")), "{body}");
+    assert_eq!(
+        body["message"],
+        "unable to create new content in namespace leaving because it is being terminated"
+    );
+}

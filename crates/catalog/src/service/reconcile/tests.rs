@@ -91,8 +91,16 @@ fn catalog(store: &Arc<dyn Store>) -> Catalog {
         domain: "example.com".into(),
         platform: "p".into(),
         region: "r".into(),
+        reserved_groups: Vec::new(),
     };
-    Catalog::new(store.clone(), scope, Arc::new(Counter(AtomicUsize::new(0))), Arc::new(SystemClock))
+    let namespaces = Arc::new(crate::service::tests::TestNamespaces(Vec::new()));
+    Catalog::new(
+        store.clone(),
+        scope,
+        namespaces,
+        Arc::new(Counter(AtomicUsize::new(0))),
+        Arc::new(SystemClock),
+    )
 }
 
 impl World {
