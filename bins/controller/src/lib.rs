@@ -1,17 +1,16 @@
 //! The controller's wiring: `init` writes the PKI, an admin kubeconfig and an admin token;
-//! `run` opens the store, builds the API over it, and serves until told to stop. The binary
-//! (`main.rs`) and the test kit both start the controller through here.
+//! [`api`] builds the application layer and the HTTP surface over a store; [`run`] starts the
+//! loops and the servers and, when told to stop, drains both. The binary (`main.rs`) and the
+//! test kit both start the controller through here.
 
-mod catalog;
-mod catalog_namespaces;
+mod bridges;
 pub mod config;
-mod namespaces;
-mod rbac;
 pub mod token;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use base64::Engine;
@@ -19,12 +18,20 @@ use base64::engine::general_purpose::STANDARD;
 use kayra_api::scheme::Scheme;
 use kayra_apiserver::{ApiState, ServeOptions};
 use kayra_authn::TokenFile;
+use kayra_control::Control;
+use kayra_control::events::Recorder;
+use kayra_control::loops::bootstrap::BootstrapReconciler;
+use kayra_control::loops::namespaces::{FinalizerReconciler, NamespaceContent};
+use kayra_control::loops::rbac::IndexReconciler;
+use kayra_loop::election::Election;
+use kayra_loop::runtime::Loop;
 use kayra_pki::{Ca, Usage};
-use kayra_registry::{Registry, SystemClock, WriteOptions};
+use kayra_registry::{Registry, SystemClock};
 use kayra_store::Store;
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::json;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 pub use config::{Config, StoreKind};
 
@@ -149,10 +156,27 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
     })
 }
 
-/// Builds the API over `store`, making sure namespace `default` exists.
-pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<ApiState>> {
+/// The assembled controller: the HTTP surface over the application layer, the catalog, and
+/// the metrics its loops report to.
+pub struct Controller {
+    state: Arc<ApiState>,
+    catalog: Arc<kayra_catalog::Catalog>,
+    metrics: kayra_loop::metrics::Metrics,
+}
+
+impl std::fmt::Debug for Controller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller").finish_non_exhaustive()
+    }
+}
+
+/// Builds the application layer and the API over `store`: namespaces `default` and
+/// `kayra-system`, the bootstrap roles and a first RBAC index exist when it returns.
+pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Controller> {
     let scheme = Arc::new(Scheme::new(&config.domain));
     let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/");
+    let control = Arc::new(Control::new(scheme.clone(), registry));
+    let client = control.client(kayra_control::controller_identity("controller"));
     let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
         if config.token_file.is_none() && !config.token_file().exists() {
             Ok(TokenFile::none())
@@ -166,9 +190,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
     }
     let audit = kayra_apiserver::audit::AuditLog::open(&audit_path)
         .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
-    let state = ApiState::new(scheme.clone(), registry.clone(), tokens, config.listen.to_string())
-        .with_audit_log(audit);
-    let namespaces = scheme.find("", "v1", "namespaces").expect("the scheme serves namespaces");
+    let namespaces = client.resource("", "namespaces")?;
     // Kayra's own groups cannot be registered, and subscribers live in Kayra's namespaces.
     let mut reserved_groups: Vec<String> = scheme.kinds().iter().map(|kind| kind.group.clone()).collect();
     reserved_groups.retain(|group| !group.is_empty());
@@ -183,41 +205,87 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Arc<A
             region: config.region.clone(),
             reserved_groups,
         },
-        Arc::new(catalog_namespaces::RegistryNamespaces {
-            registry: registry.clone(),
-            namespaces: state.resource_for(namespaces).clone(),
-        }),
+        Arc::new(bridges::RegistryNamespaces { client: client.clone(), namespaces: namespaces.clone() }),
         Arc::new(kayra_catalog::RandomIds),
         Arc::new(kayra_catalog::SystemClock),
     ));
-    let state = Arc::new(state.with_catalog(catalog));
-    let resource = state_resource(&state, namespaces);
     for name in ["default", kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE] {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        match registry.create(&resource, None, namespace, WriteOptions::default()).await {
+        match client.create(&namespaces, None, namespace).await {
             Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => {}
             Err(error) => bail!("cannot create namespace {name}: {error}"),
         }
     }
-    rbac::ensure_bootstrap(&state).await.context("cannot create the bootstrap roles")?;
+    BootstrapReconciler::new(client.clone())
+        .ensure_all()
+        .await
+        .context("cannot create the bootstrap roles")?;
+    let index = IndexReconciler::new(client.clone())?;
+    control.set_rbac(index.rebuild().await.context("cannot read the RBAC objects")?);
     // Every resource's watch cache starts now, so a list can always be watched from its revision.
-    for kind in scheme.kinds().iter().filter(|kind| kind.stored()) {
-        registry
-            .prime(&state_resource(&state, kind))
+    for resource in control.stored_resources() {
+        control
+            .registry()
+            .prime(resource)
             .await
-            .with_context(|| format!("cannot start watching {}", kind.plural))?;
+            .with_context(|| format!("cannot start watching {}", resource.plural))?;
     }
-    Ok(state)
+    let mut metrics_registry = prometheus_client::registry::Registry::default();
+    let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
+    let state = ApiState::new(control, tokens, config.listen.to_string())
+        .with_audit_log(audit)
+        .with_catalog(catalog.clone())
+        .with_metrics(Arc::new(metrics_registry));
+    Ok(Controller { state: Arc::new(state), catalog, metrics })
 }
 
-fn state_resource(state: &ApiState, kind: &kayra_api::scheme::KindInfo) -> kayra_registry::Resource {
-    state.resource_for(kind).clone()
+/// How long a stopping controller waits for its loops' in-flight reconciles.
+const LOOP_DRAIN: Duration = Duration::from_secs(10);
+
+/// The controller's loops, each on the loop runtime; those that write run only while this
+/// replica leads their election, the RBAC index on every replica (each decides its own requests).
+fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> {
+    let control = controller.state.control();
+    let client = |component: &str| control.client(kayra_control::controller_identity(component));
+    let candidate = format!("{}-{}", std::process::id(), uuid::Uuid::new_v4());
+    let election = |name: &str| {
+        Election::new(
+            control.registry().store(),
+            format!("/registry/elections/{name}"),
+            candidate.clone(),
+            ELECTION_TTL,
+        )
+    };
+    let fetcher =
+        Arc::new(kayra_client::gateway::Http::new().context("the catalog reconciler has no HTTP client")?);
+    let events = Recorder::new(client("catalog-reconciler"), "kayra-catalog-reconciler");
+    let subscriptions: Arc<dyn NamespaceContent> =
+        Arc::new(bridges::Subscriptions(controller.catalog.clone()));
+    let loops = vec![
+        IndexReconciler::new(client("rbac-index"))?.into_loop(),
+        BootstrapReconciler::new(client("bootstrap-roles")).into_loop().elected(election("bootstrap-roles")),
+        FinalizerReconciler::new(client("namespace-finalizer"), vec![subscriptions])?
+            .into_loop()
+            .elected(election("namespace-finalizer")),
+        kayra_catalog::reconciler::Reconciler::new(
+            controller.catalog.clone(),
+            config.reconciler.clone(),
+            fetcher.clone(),
+            fetcher,
+            Arc::new(bridges::CoreEvents(events)),
+        )
+        .into_loop(candidate.clone()),
+    ];
+    Ok(loops.into_iter().map(|lp| lp.metrics(&controller.metrics).drain_deadline(LOOP_DRAIN)).collect())
 }
+
+/// How long a crashed replica's loops keep the others waiting.
+const ELECTION_TTL: Duration = Duration::from_secs(15);
 
 /// Serves the API on the listeners until `shutdown` resolves.
 pub async fn run(
     config: &Config,
-    state: Arc<ApiState>,
+    controller: Controller,
     https: TcpListener,
     http: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -229,6 +297,8 @@ pub async fn run(
     };
     let tls = kayra_apiserver::tls_config(&read("ca.crt")?, &read("server.crt")?, &read("server.key")?)
         .map_err(anyhow::Error::msg)?;
+    let loops = loops(config, &controller)?;
+    let state = controller.state;
     let app = kayra_apiserver::router(state.clone());
     let (stop, _) = tokio::sync::watch::channel(false);
     let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
@@ -237,11 +307,11 @@ pub async fn run(
             let _ = receiver.wait_for(|stopped| *stopped).await;
         }
     };
-    let finalizer = tokio::spawn(namespaces::run(state.clone()));
-    let authorizer = tokio::spawn(rbac::run(state.clone()));
-    let reconciler = state
-        .catalog()
-        .map(|catalog| tokio::spawn(catalog::run(state.clone(), catalog, config.reconciler.clone())));
+    let stop_loops = CancellationToken::new();
+    let mut running = tokio::task::JoinSet::new();
+    for lp in loops {
+        running.spawn(lp.run(stop_loops.child_token()));
+    }
     let mut servers = tokio::task::JoinSet::new();
     servers.spawn(kayra_apiserver::serve(
         https,
@@ -259,13 +329,7 @@ pub async fn run(
     shutdown.await;
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
-    finalizer.abort();
-    authorizer.abort();
-    if let Some(reconciler) = reconciler {
-        reconciler.abort();
-        let _ = reconciler.await;
-    }
-    let _ = finalizer.await;
-    let _ = authorizer.await;
+    stop_loops.cancel();
+    while running.join_next().await.is_some() {}
     Ok(())
 }

@@ -224,6 +224,7 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
     match target {
         Target::Health => Ok((StatusCode::OK, "ok").into_response()),
         Target::Version => read_only(json(discovery::version())),
+        Target::Metrics => read_only(metrics(&state)),
         Target::Api => read_only(discovery_response(&state, &parts.headers, true, &[])?),
         Target::Apis => {
             let registered = catalog::registered_apis(&state).await;
@@ -255,6 +256,23 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         }
         Target::Check => check::serve(&state, &identity, &parts.method, &body).await,
     }
+}
+
+/// The metrics registry in the OpenMetrics text format Prometheus scrapes.
+fn metrics(state: &ApiState) -> Response {
+    let mut text = String::new();
+    if let Some(registry) = &state.metrics
+        && let Err(error) = prometheus_client::encoding::text::encode(&mut text, registry)
+    {
+        tracing::error!(%error, "the metrics could not be encoded");
+        return ApiError::Internal("the metrics could not be encoded".to_owned()).into_response();
+    }
+    let mut response = Response::new(Body::from(text));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    response
 }
 
 /// What is decided before a request's body is read: a canonical path (else 400), health

@@ -10,6 +10,8 @@ use kayra_api::scheme::{KindInfo, Scheme};
 pub(crate) enum Target<'a> {
     /// `/version`.
     Version,
+    /// `/metrics`: the process's metrics in the Prometheus text format.
+    Metrics,
     /// `/healthz`, `/livez`, `/readyz` (and their sub-paths).
     Health,
     /// `/api`.
@@ -79,6 +81,7 @@ pub(crate) fn parse<'a>(scheme: &'a Scheme, path: &str) -> Result<Target<'a>, Pa
     }
     match segments.as_slice() {
         ["version"] => Ok(Target::Version),
+        ["metrics"] => Ok(Target::Metrics),
         ["healthz" | "livez" | "readyz", ..] => Ok(Target::Health),
         ["api"] => Ok(Target::Api),
         ["apis"] => Ok(Target::Apis),

@@ -103,6 +103,7 @@
 
 pub mod openapi;
 pub mod ports;
+pub mod reconciler;
 mod registration;
 mod service;
 pub mod steps;

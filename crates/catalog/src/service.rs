@@ -184,7 +184,12 @@ impl Catalog {
     /// Watches every change to the catalog, in every scope, from now on.
     pub async fn changes(&self) -> Result<kayra_store::Watcher, CatalogError> {
         let revision = self.store.revision().await?;
-        Ok(self.store.watch(&format!("{}catalog.{}/", self.scope.root, self.scope.domain), revision).await?)
+        Ok(self.store.watch(&self.changes_prefix(), revision).await?)
+    }
+
+    /// The store prefix holding the whole catalog, every scope: what a loop over it watches.
+    pub fn changes_prefix(&self) -> String {
+        format!("{}catalog.{}/", self.scope.root, self.scope.domain)
     }
 
     fn registration_key(&self, name: &str) -> String {

@@ -1,6 +1,9 @@
 //! A client for Kayra's API, configured from the kubeconfig kubectl reads (`$KUBECONFIG`, else
 //! `~/.kube/config`): the current context's server, its CA, and its client certificate or
 //! bearer token. Answers are JSON; a failure carries the server's `Status` message.
+//! [`gateway`] holds the catalog reconciler's adapters for reaching registered APIs.
+
+pub mod gateway;
 
 use std::path::{Path, PathBuf};
 

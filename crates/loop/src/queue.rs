@@ -64,12 +64,22 @@ pub struct State {
     timers: BinaryHeap<Reverse<(Instant, u64, Key)>>,
     failures: HashMap<Key, u32>,
     sequence: u64,
+    hold_failing: bool,
 }
 
 impl State {
+    /// A queue where a failing key waits out its backoff even when it changes meanwhile (for
+    /// loops whose own writes on failure would otherwise wake them at once).
+    pub fn holding_failing_keys() -> State {
+        State { hold_failing: true, ..State::default() }
+    }
+
     /// Queues `key` to run as soon as a worker is free; answers whether a worker should be
     /// woken (the key was not already waiting or running).
     pub fn add(&mut self, key: Key) -> bool {
+        if self.hold_failing && self.failures.contains_key(&key) && self.scheduled.contains_key(&key) {
+            return false;
+        }
         if self.active.contains(&key) {
             self.dirty.insert(key);
             return false;
@@ -181,6 +191,11 @@ pub struct Queue {
 }
 
 impl Queue {
+    /// A queue over `state`.
+    pub fn new(state: State) -> Queue {
+        Queue { state: Mutex::new(state), work: Notify::new(), timer: Notify::new() }
+    }
+
     /// Queues `key` now.
     pub fn add(&self, key: Key) {
         if self.lock().add(key) {

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::election::Election;
 use crate::metrics::{LoopMetrics, Metrics};
-use crate::queue::{Backoff, Outcome, Queue};
+use crate::queue::{Backoff, Outcome, Queue, State};
 use crate::source::{Sink, Source};
 use crate::{Action, Key, Reconciler};
 
@@ -30,6 +30,7 @@ pub struct Loop {
     drain: Duration,
     election: Option<Election>,
     metrics: LoopMetrics,
+    hold_failing: bool,
 }
 
 impl std::fmt::Debug for Loop {
@@ -60,6 +61,7 @@ impl Loop {
             drain: DRAIN,
             election: None,
             metrics: LoopMetrics::unregistered(),
+            hold_failing: false,
         }
     }
 
@@ -84,6 +86,14 @@ impl Loop {
     /// Spaces retries of a failing key out as `backoff` says.
     pub fn backoff(mut self, backoff: Backoff) -> Loop {
         self.backoff = backoff;
+        self
+    }
+
+    /// Lets a failing key wait out its backoff even when it changes meanwhile: for a loop whose
+    /// failures write what it watches (a status recording the failure), which would otherwise
+    /// wake it at once, again and again.
+    pub fn changes_wait_out_backoff(mut self) -> Loop {
+        self.hold_failing = true;
         self
     }
 
@@ -148,7 +158,8 @@ impl Loop {
 
     /// One term of reconciling: from a fresh queue until `stop`.
     async fn term(&self, stop: CancellationToken) {
-        let queue = Arc::new(Queue::default());
+        let state = if self.hold_failing { State::holding_failing_keys() } else { State::default() };
+        let queue = Arc::new(Queue::new(state));
         let mut helpers = tokio::task::JoinSet::new();
         for source in &self.sources {
             let (source, sink, stop) = (source.clone(), Sink::new(queue.clone()), stop.clone());

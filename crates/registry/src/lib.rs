@@ -191,6 +191,11 @@ impl Registry {
         Registry { store, clock, root: root.into(), caches: Arc::default() }
     }
 
+    /// The store the registry keeps its objects in (and the control plane its elections).
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
     /// Starts a resource's watch cache now, so that any list read afterwards can be watched from
     /// its revision (a cache started later begins at its own first list). Servers prime every
     /// resource when they start.

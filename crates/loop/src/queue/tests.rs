@@ -142,3 +142,18 @@ fn backoff_never_overflows() {
     assert_eq!(backoff.delay(1), Duration::from_secs(1));
     assert_eq!(backoff.delay(u32::MAX), Duration::from_secs(600));
 }
+
+#[test]
+fn a_holding_queue_lets_a_failing_key_wait_out_its_backoff_whatever_changes() {
+    let mut state = State::holding_failing_keys();
+    let now = Instant::now();
+    state.add(key("a"));
+    state.take();
+    state.finish(&key("a"), Outcome::Failed, now, &BACKOFF);
+    assert!(!state.add(key("a")), "a change during the backoff does not run it early");
+    assert_eq!(state.take(), None);
+    assert_eq!(state.release_due(now + Duration::from_millis(100)), (1, None));
+    assert_eq!(state.take(), Some(key("a")));
+    state.finish(&key("a"), Outcome::Done(Action::AwaitChange), now, &BACKOFF);
+    assert!(state.add(key("a")), "once it succeeded, changes run it at once again");
+}

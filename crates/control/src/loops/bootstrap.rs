@@ -1,25 +1,19 @@
-//! RBAC upkeep: the bootstrap roles, created on every start when missing and brought up to date
-//! when unedited (an edited one is left as it is), and the loop that rebuilds the API's RBAC
-//! index whenever roles, bindings or namespaces change (and every few seconds regardless).
+//! The bootstrap roles: the ClusterRoles and ClusterRoleBindings every cluster starts with,
+//! created when missing and brought up to date while nobody has edited them (an edited one is
+//! left exactly as it is). Reconciled at every start, one key per object.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use kayra_api::kinds::rbac::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kayra_apiserver::ApiState;
-use kayra_authz::Rbac;
-use kayra_registry::{ListOptions, RegistryError, Resource, WatchOptions, WriteOptions, meta_str};
+use kayra_api::kinds::rbac::ClusterRole;
+use kayra_api::kinds::rbac::ClusterRoleBinding;
+use kayra_loop::runtime::Loop;
+use kayra_loop::source::Fixed;
+use kayra_loop::{Action, Key, ReconcileError, Reconciler};
+use kayra_registry::RegistryError;
 use serde_json::{Value, json};
 
-const RESYNC: Duration = Duration::from_secs(5);
-
-fn resource(state: &ApiState, group: &str, plural: &str) -> Resource {
-    let kind = state.scheme().find(group, "v1", plural).expect("the scheme serves RBAC");
-    state.resource_for(kind).clone()
-}
+use crate::client::Client;
 
 /// The ClusterRoles and ClusterRoleBindings every cluster starts with.
-fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
+pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     let fleet = format!("fleet.{domain}");
     let authorization = format!("authorization.{domain}");
     let catalog = format!("catalog.{domain}");
@@ -105,6 +99,12 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
             ]),
         ),
         role(
+            "system:monitoring",
+            json!([
+                {"nonResourceURLs": ["/metrics", "/healthz", "/livez", "/readyz"], "verbs": ["get"]},
+            ]),
+        ),
+        role(
             "system:discovery",
             json!([
                 {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/version", "/openapi", "/openapi/*", "/healthz", "/livez", "/readyz"], "verbs": ["get"]},
@@ -125,6 +125,7 @@ fn bootstrap(domain: &str) -> (Vec<Value>, Vec<Value>) {
         binding("cluster-admin", "system:masters"),
         binding("system:node", "system:nodes"),
         binding("system:node-bootstrapper", "system:bootstrappers"),
+        binding("system:monitoring", "system:monitoring"),
     ];
     (roles, bindings)
 }
@@ -148,131 +149,97 @@ fn grant_digest(object: &Value) -> String {
     digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// Creates each bootstrap role and binding that is missing, and brings each one nobody has
-/// edited up to the current defaults. An edited one is left exactly as it is.
-pub(crate) async fn ensure_bootstrap(state: &ApiState) -> Result<(), RegistryError> {
-    let group = format!("authorization.{}", state.scheme().domain());
-    let (roles, bindings) = bootstrap(state.scheme().domain());
-    for (plural, objects) in [("clusterroles", roles), ("clusterrolebindings", bindings)] {
-        let resource = resource(state, &group, plural);
-        for mut object in objects {
-            let digest = grant_digest(&object);
-            object["metadata"]["annotations"] = json!({DEFAULTS_DIGEST: digest});
-            let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-            let current = match state.registry().get(&resource, None, &name).await {
-                Ok(current) => Value::Object(current),
-                Err(RegistryError::NotFound { .. }) => {
-                    match state.registry().create(&resource, None, object, WriteOptions::default()).await {
-                        Ok(_) | Err(RegistryError::AlreadyExists { .. }) => continue,
-                        Err(error) => return Err(error),
-                    }
-                }
-                Err(error) => return Err(error),
-            };
-            let recorded = current["metadata"]["annotations"][DEFAULTS_DIGEST].as_str().unwrap_or_default();
-            let current_digest = grant_digest(&current);
-            if recorded != current_digest || current_digest == digest {
-                continue;
-            }
-            tracing::info!(%name, "bringing an unedited bootstrap {plural} object up to the current defaults");
-            object["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
-            if let Some(Value::Object(annotations)) = current["metadata"].get("annotations").cloned() {
-                for (key, value) in annotations {
-                    object["metadata"]["annotations"]
-                        .as_object_mut()
-                        .map(|own| own.entry(key).or_insert(value));
-                }
-            }
-            match state.registry().update(&resource, None, &name, object, WriteOptions::default()).await {
-                Ok(_) | Err(RegistryError::Conflict { .. }) => {}
-                Err(error) => return Err(error),
-            }
-        }
-    }
-    Ok(())
+/// Keeps each bootstrap object as the defaults say, unless it was edited.
+#[derive(Debug, Clone)]
+pub struct BootstrapReconciler {
+    client: Client,
+    group: String,
+    roles: Vec<Value>,
+    bindings: Vec<Value>,
 }
 
-/// Every object of a resource, page after page.
-async fn all(state: &ApiState, resource: &Resource) -> Result<Vec<Value>, RegistryError> {
-    let mut objects = Vec::new();
-    let mut options = ListOptions::default();
-    loop {
-        let page = state.registry().list(resource, None, &options).await?;
-        objects.extend(page.items.into_iter().map(Value::Object));
-        match page.continue_token {
-            Some(token) => options.continue_token = Some(token),
-            None => return Ok(objects),
-        }
+impl BootstrapReconciler {
+    /// The reconciler, writing as `client`.
+    pub fn new(client: Client) -> BootstrapReconciler {
+        let domain = client.control().scheme().domain().to_owned();
+        let (roles, bindings) = defaults(&domain);
+        BootstrapReconciler { client, group: format!("authorization.{domain}"), roles, bindings }
     }
-}
 
-/// Reads every role, binding and namespace into a fresh index.
-async fn rebuild(state: &ApiState, resources: &[Resource; 5]) -> Result<Rbac, RegistryError> {
-    let mut rbac = Rbac::default();
-    let decode_failed = |error: serde_json::Error| {
-        RegistryError::BadRequest(format!("a stored RBAC object does not decode: {error}"))
-    };
-    for value in all(state, &resources[0]).await? {
-        rbac.add_cluster_role(serde_json::from_value::<ClusterRole>(value).map_err(decode_failed)?);
+    /// Every object's key: `clusterroles/<name>` or `clusterrolebindings/<name>`.
+    pub fn keys(&self) -> Vec<Key> {
+        let named = |plural: &str, objects: &[Value]| -> Vec<Key> {
+            objects
+                .iter()
+                .map(|object| {
+                    Key::new(format!("{plural}/{}", object["metadata"]["name"].as_str().unwrap_or_default()))
+                })
+                .collect()
+        };
+        let mut keys = named("clusterroles", &self.roles);
+        keys.extend(named("clusterrolebindings", &self.bindings));
+        keys
     }
-    for value in all(state, &resources[1]).await? {
-        rbac.add_role(serde_json::from_value::<Role>(value).map_err(decode_failed)?);
-    }
-    for value in all(state, &resources[2]).await? {
-        rbac.add_cluster_binding(serde_json::from_value::<ClusterRoleBinding>(value).map_err(decode_failed)?);
-    }
-    for value in all(state, &resources[3]).await? {
-        rbac.add_binding(serde_json::from_value::<RoleBinding>(value).map_err(decode_failed)?);
-    }
-    for value in all(state, &resources[4]).await? {
-        if let Value::Object(namespace) = value {
-            rbac.add_namespace(meta_str(&namespace, "name"));
-        }
-    }
-    Ok(rbac)
-}
 
-/// Keeps the API's RBAC index current until the process ends.
-pub(crate) async fn run(state: Arc<ApiState>) {
-    let group = format!("authorization.{}", state.scheme().domain());
-    let resources = [
-        resource(&state, &group, "clusterroles"),
-        resource(&state, &group, "roles"),
-        resource(&state, &group, "clusterrolebindings"),
-        resource(&state, &group, "rolebindings"),
-        resource(&state, "", "namespaces"),
-    ];
-    let (changed, mut wake) = tokio::sync::mpsc::channel::<()>(1);
-    for watched in resources.clone() {
-        let (state, changed) = (state.clone(), changed.clone());
-        // Each watcher ends with the loop that reads its wake-ups.
-        tokio::spawn(async move {
-            while !changed.is_closed() {
-                let Ok(mut stream) = state.registry().watch(&watched, &WatchOptions::default()).await else {
-                    tokio::select! {
-                        () = changed.closed() => return,
-                        () = tokio::time::sleep(RESYNC) => continue,
-                    }
+    /// The loop: every object once per start (or leadership term).
+    pub fn into_loop(self) -> Loop {
+        let keys = self.keys();
+        Loop::new("bootstrap-roles", self).source(Fixed::new(keys))
+    }
+
+    /// Reconciles every object now, in order: roles before the bindings that name them.
+    pub async fn ensure_all(&self) -> Result<(), RegistryError> {
+        for key in self.keys() {
+            self.ensure(&key).await?;
+        }
+        Ok(())
+    }
+
+    /// Creates the object `key` names when missing; brings it up to the defaults when nobody
+    /// edited it.
+    async fn ensure(&self, key: &Key) -> Result<(), RegistryError> {
+        let Some((plural, name)) = key.as_str().split_once('/') else { return Ok(()) };
+        let defaults = if plural == "clusterroles" { &self.roles } else { &self.bindings };
+        let Some(default) = defaults.iter().find(|object| object["metadata"]["name"] == name) else {
+            return Ok(());
+        };
+        let resource = self.client.resource(&self.group, plural)?;
+        let mut object = default.clone();
+        let digest = grant_digest(&object);
+        object["metadata"]["annotations"] = json!({DEFAULTS_DIGEST: digest});
+        let current = match self.client.get(&resource, None, name).await {
+            Ok(current) => Value::Object(current),
+            Err(RegistryError::NotFound { .. }) => {
+                return match self.client.create(&resource, None, object).await {
+                    Ok(_) | Err(RegistryError::AlreadyExists { .. }) => Ok(()),
+                    Err(error) => Err(error),
                 };
-                loop {
-                    tokio::select! {
-                        () = changed.closed() => return,
-                        event = stream.next() => match event {
-                            Ok(_) => { let _ = changed.try_send(()); }
-                            Err(_) => break,
-                        },
-                    }
-                }
             }
-        });
-    }
-    loop {
-        match rebuild(&state, &resources).await {
-            Ok(rbac) => state.set_rbac(rbac),
-            Err(error) => {
-                tracing::warn!(%error, "rebuilding the RBAC index failed; keeping the previous one")
+            Err(error) => return Err(error),
+        };
+        let recorded = current["metadata"]["annotations"][DEFAULTS_DIGEST].as_str().unwrap_or_default();
+        let current_digest = grant_digest(&current);
+        if recorded != current_digest || current_digest == digest {
+            return Ok(());
+        }
+        tracing::info!(%name, "bringing an unedited bootstrap {plural} object up to the current defaults");
+        object["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"].clone();
+        if let Some(Value::Object(annotations)) = current["metadata"].get("annotations").cloned() {
+            for (key, value) in annotations {
+                object["metadata"]["annotations"].as_object_mut().map(|own| own.entry(key).or_insert(value));
             }
         }
-        let _ = tokio::time::timeout(RESYNC, wake.recv()).await;
+        match self.client.update(&resource, None, name, object).await {
+            Ok(_) | Err(RegistryError::Conflict { .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Reconciler for BootstrapReconciler {
+    async fn reconcile(&self, key: &Key) -> Result<Action, ReconcileError> {
+        self.ensure(key).await?;
+        Ok(Action::AwaitChange)
     }
 }

@@ -1,0 +1,79 @@
+//! Where the catalog meets the rest of the control plane: its namespaces port answered from
+//! Kayra's own `v1` Namespaces, its Events written as core Events, and its subscriptions ended
+//! with the namespace that holds them. Each is a few lines of translation between two domain
+//! crates' ports.
+
+use std::sync::Arc;
+
+use kayra_catalog::ports::{NamespaceState, Namespaces};
+use kayra_catalog::reconciler::{Events, SubscriptionEvent};
+use kayra_catalog::{Catalog, CatalogError};
+use kayra_control::client::Client;
+use kayra_control::events::{Involved, Recorder, Severity};
+use kayra_control::loops::namespaces::NamespaceContent;
+use kayra_loop::ReconcileError;
+use kayra_registry::{RegistryError, Resource, meta_str};
+use kayra_store::StoreError;
+
+/// Namespaces as the registry stores them: a namespace takes new subscriptions while it exists
+/// and is not being deleted, the rule the registry applies to every other namespaced object.
+pub(crate) struct RegistryNamespaces {
+    pub(crate) client: Client,
+    pub(crate) namespaces: Resource,
+}
+
+#[async_trait::async_trait]
+impl Namespaces for RegistryNamespaces {
+    async fn state(&self, name: &str) -> Result<NamespaceState, StoreError> {
+        let namespace = match self.client.get(&self.namespaces, None, name).await {
+            Ok(namespace) => namespace,
+            Err(RegistryError::NotFound { .. }) => return Ok(NamespaceState::Absent),
+            Err(RegistryError::Store(error)) => return Err(error),
+            Err(other) => return Err(StoreError::engine(format!("read namespace {name}"), other)),
+        };
+        let phase = namespace.get("status").and_then(|status| status.get("phase"));
+        if !meta_str(&namespace, "deletionTimestamp").is_empty()
+            || phase.and_then(serde_json::Value::as_str) == Some("Terminating")
+        {
+            return Ok(NamespaceState::Terminating);
+        }
+        Ok(NamespaceState::Active)
+    }
+}
+
+/// The reconciler's Events, as core Events about the Subscription.
+pub(crate) struct CoreEvents(pub(crate) Recorder);
+
+#[async_trait::async_trait]
+impl Events for CoreEvents {
+    async fn record(&self, event: &SubscriptionEvent) {
+        let involved = Involved {
+            api_version: event.api_version.clone(),
+            kind: "Subscription".to_owned(),
+            namespace: event.namespace.clone(),
+            name: event.subscription.clone(),
+        };
+        let severity = if event.warning { Severity::Warning } else { Severity::Normal };
+        if let Err(error) = self.0.record(&involved, severity, event.reason, &event.message).await {
+            tracing::debug!(%error, namespace = %event.namespace, "the reconciler's event was not recorded");
+        }
+    }
+}
+
+/// A namespace's subscriptions end with it.
+pub(crate) struct Subscriptions(pub(crate) Arc<Catalog>);
+
+#[async_trait::async_trait]
+impl NamespaceContent for Subscriptions {
+    async fn remove_all(&self, namespace: &str) -> Result<(), ReconcileError> {
+        for subscription in self.0.all_subscriptions().await? {
+            if subscription.object.namespace == namespace {
+                match self.0.unsubscribe(namespace, &subscription.object.api).await {
+                    Ok(_) | Err(CatalogError::NotFound(_)) => {}
+                    Err(error) => return Err(error.into()),
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,236 @@
+//! The in-process client: how loops and the node session read and write, under an explicit
+//! identity, through the same authorization and admission as an HTTP request, without HTTP.
+
+use std::sync::Arc;
+
+use kayra_authn::Identity;
+use kayra_authz::Action;
+use kayra_registry::{
+    DeleteOptions, Deleted, List, ListOptions, Object, Part, PatchKind, RegistryError, Resource,
+    WatchOptions, WatchStream, WriteOptions,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::Control;
+
+/// A client of the application layer acting as one identity. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Client {
+    control: Arc<Control>,
+    identity: Identity,
+}
+
+impl Client {
+    pub(crate) fn new(control: Arc<Control>, identity: Identity) -> Client {
+        Client { control, identity }
+    }
+
+    /// Who this client acts as.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// The layer this client acts on.
+    pub fn control(&self) -> &Arc<Control> {
+        &self.control
+    }
+
+    /// The resource `plural` of `group` (empty for core), or `NotFound`.
+    pub fn resource(&self, group: &str, plural: &str) -> Result<Resource, RegistryError> {
+        self.control.resource_named(group, plural).cloned().ok_or_else(|| {
+            RegistryError::BadRequest(format!("the server does not serve {plural} in group {group:?}"))
+        })
+    }
+
+    fn authorize(
+        &self,
+        verb: &str,
+        resource: &Resource,
+        subresource: Option<&str>,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<(), RegistryError> {
+        let plural = match subresource {
+            Some(subresource) => format!("{}/{subresource}", resource.plural),
+            None => resource.plural.clone(),
+        };
+        let action = Action::Resource {
+            verb: verb.to_owned(),
+            api: resource.group.clone(),
+            resource: plural.clone(),
+            namespace: namespace.filter(|_| resource.namespaced).map(str::to_owned),
+            name: name.map(str::to_owned),
+        };
+        if self.control.allows(&self.identity, &action) {
+            return Ok(());
+        }
+        let scope = match namespace.filter(|_| resource.namespaced) {
+            Some(namespace) => format!(" in the namespace \"{namespace}\""),
+            None => " at the cluster scope".to_owned(),
+        };
+        Err(RegistryError::Forbidden(format!(
+            "User \"{}\" cannot {verb} resource \"{plural}\" in API group \"{}\"{scope}",
+            self.identity.user, resource.group
+        )))
+    }
+
+    fn write_options(&self, part: Part) -> WriteOptions {
+        WriteOptions { dry_run: false, part, admission: Some(self.control.admission(&self.identity)) }
+    }
+
+    /// One object.
+    pub async fn get(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Object, RegistryError> {
+        self.authorize("get", resource, None, namespace, Some(name))?;
+        self.control.registry().get(resource, namespace, name).await
+    }
+
+    /// One object, decoded into its Kind.
+    pub async fn get_as<T: DeserializeOwned>(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<T, RegistryError> {
+        decode(self.get(resource, namespace, name).await?)
+    }
+
+    /// One page of a list.
+    pub async fn list(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<List, RegistryError> {
+        self.authorize("list", resource, None, namespace, None)?;
+        self.control.registry().list(resource, namespace, options).await
+    }
+
+    /// Every object, page after page.
+    pub async fn list_all(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Object>, RegistryError> {
+        let mut objects = Vec::new();
+        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
+        loop {
+            let page = self.list(resource, namespace, &options).await?;
+            objects.extend(page.items);
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => return Ok(objects),
+            }
+        }
+    }
+
+    /// Every object, decoded into its Kind.
+    pub async fn list_as<T: DeserializeOwned>(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<Vec<T>, RegistryError> {
+        self.list_all(resource, namespace).await?.into_iter().map(decode).collect()
+    }
+
+    /// Changes, as a watch of the REST API would deliver them.
+    pub async fn watch(
+        &self,
+        resource: &Resource,
+        options: &WatchOptions,
+    ) -> Result<WatchStream, RegistryError> {
+        self.authorize("watch", resource, None, options.namespace.as_deref(), None)?;
+        self.control.registry().watch(resource, options).await
+    }
+
+    /// Creates an object in `namespace`.
+    pub async fn create(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        object: impl Serialize,
+    ) -> Result<Object, RegistryError> {
+        self.authorize("create", resource, None, namespace, None)?;
+        let body = encode(object)?;
+        self.control.registry().create(resource, namespace, body, self.write_options(Part::Main)).await
+    }
+
+    /// Replaces an object (everything but its status); `metadata.resourceVersion`, when set,
+    /// must be current.
+    pub async fn update(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        object: impl Serialize,
+    ) -> Result<Object, RegistryError> {
+        self.authorize("update", resource, None, namespace, Some(name))?;
+        let body = encode(object)?;
+        self.control.registry().update(resource, namespace, name, body, self.write_options(Part::Main)).await
+    }
+
+    /// Replaces an object's status through its `status` subresource.
+    pub async fn update_status(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        object: impl Serialize,
+    ) -> Result<Object, RegistryError> {
+        self.authorize("update", resource, Some("status"), namespace, Some(name))?;
+        let body = encode(object)?;
+        self.control
+            .registry()
+            .update(resource, namespace, name, body, self.write_options(Part::Status))
+            .await
+    }
+
+    /// Patches an object.
+    pub async fn patch(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        kind: PatchKind,
+        patch: &Value,
+    ) -> Result<Object, RegistryError> {
+        self.authorize("patch", resource, None, namespace, Some(name))?;
+        let bytes = serde_json::to_vec(patch).expect("JSON values serialise");
+        self.control
+            .registry()
+            .patch(resource, namespace, name, kind, &bytes, self.write_options(Part::Main))
+            .await
+    }
+
+    /// Deletes an object.
+    pub async fn delete(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        options: &DeleteOptions,
+    ) -> Result<Deleted, RegistryError> {
+        self.authorize("delete", resource, None, namespace, Some(name))?;
+        self.control.registry().delete(resource, namespace, name, options).await
+    }
+}
+
+fn encode(object: impl Serialize) -> Result<Value, RegistryError> {
+    serde_json::to_value(object)
+        .map_err(|error| RegistryError::BadRequest(format!("the object does not encode: {error}")))
+}
+
+fn decode<T: DeserializeOwned>(object: Object) -> Result<T, RegistryError> {
+    serde_json::from_value(Value::Object(object)).map_err(|error| {
+        RegistryError::BadRequest(format!("a stored object does not decode into its Kind: {error}"))
+    })
+}
+
+#[cfg(test)]
+mod tests;

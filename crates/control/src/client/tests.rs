@@ -1,0 +1,64 @@
+//! The in-process client decides and admits as the REST API does.
+
+use std::sync::Arc;
+
+use kayra_api::kinds::rbac::ClusterRole;
+use kayra_api::scheme::Scheme;
+use kayra_authn::Identity;
+use kayra_registry::{Registry, RegistryError, SystemClock};
+use kayra_store::mvcc::{MvccStore, Options};
+use serde_json::json;
+
+use crate::Control;
+
+fn control() -> Arc<Control> {
+    let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
+    let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
+    Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry))
+}
+
+#[tokio::test]
+async fn the_controller_identity_reads_and_writes_typed_objects() {
+    let control = control();
+    let client = control.client(crate::controller_identity("test"));
+    let namespaces = client.resource("", "namespaces").unwrap();
+    client
+        .create(
+            &namespaces,
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(client.list_all(&namespaces, None).await.unwrap().len(), 1);
+    let roles = client.resource("authorization.example.com", "clusterroles").unwrap();
+    let role = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRole", "metadata": {"name": "reader"},
+        "rules": [{"apis": [""], "resources": ["namespaces"], "verbs": ["get"]}]});
+    client.create(&roles, None, role).await.unwrap();
+    let role: ClusterRole = client.get_as(&roles, None, "reader").await.unwrap();
+    assert_eq!(role.rules.len(), 1);
+}
+
+#[tokio::test]
+async fn an_identity_without_a_grant_is_refused_and_nothing_is_written() {
+    let control = control();
+    let nobody = control.client(Identity::new("mallory", "", vec![]));
+    let namespaces = nobody.resource("", "namespaces").unwrap();
+    let refused = nobody
+        .create(
+            &namespaces,
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}),
+        )
+        .await
+        .unwrap_err();
+    match refused {
+        RegistryError::Forbidden(message) => {
+            assert!(message.contains("User \"mallory\" cannot create resource \"namespaces\""), "{message}")
+        }
+        other => panic!("expected Forbidden, got {other:?}"),
+    }
+    let admin = control.client(crate::controller_identity("test"));
+    assert!(admin.list_all(&namespaces, None).await.unwrap().is_empty());
+    assert!(matches!(nobody.get(&namespaces, None, "x").await, Err(RegistryError::Forbidden(_))));
+}

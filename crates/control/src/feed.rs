@@ -1,0 +1,110 @@
+//! A resource of the registry as a loop's feed: listed and watched through a [`Client`], each
+//! object mapped to the loop keys it concerns.
+
+use std::sync::Arc;
+
+use kayra_loop::Key;
+use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed};
+use kayra_registry::{
+    ListOptions, Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
+};
+
+use crate::client::Client;
+
+/// Maps an object to the loop keys it concerns.
+pub type Mapper = Arc<dyn Fn(&Object) -> Vec<Key> + Send + Sync>;
+
+/// The object's own key: `namespace/name`, or `name`.
+pub fn own_key(object: &Object) -> Vec<Key> {
+    vec![Key::object(Some(meta_str(object, "namespace")), meta_str(object, "name"))]
+}
+
+/// One resource, listed and watched as `client`.
+pub struct ResourceFeed {
+    client: Client,
+    resource: Resource,
+    map: Mapper,
+}
+
+impl std::fmt::Debug for ResourceFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ResourceFeed").field("resource", &self.resource.plural).finish_non_exhaustive()
+    }
+}
+
+impl ResourceFeed {
+    /// `resource` as `client` sees it, mapped by `map`.
+    pub fn new(client: Client, resource: Resource, map: Mapper) -> ResourceFeed {
+        ResourceFeed { client, resource, map }
+    }
+
+    /// A loop source over `resource`, mapping each object to its own key.
+    pub fn objects(client: Client, resource: Resource) -> ListWatch {
+        ListWatch::new(ResourceFeed::new(client, resource, Arc::new(own_key)))
+    }
+
+    /// A loop source over `resource` mapping every change to `key`.
+    pub fn all_to(client: Client, resource: Resource, key: Key) -> ListWatch {
+        ListWatch::new(ResourceFeed::new(client, resource, Arc::new(move |_: &Object| vec![key.clone()])))
+    }
+}
+
+fn item(map: &Mapper, object: &Object) -> Item {
+    Item { id: format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name")), keys: map(object) }
+}
+
+fn feed_error(error: RegistryError) -> FeedError {
+    match error {
+        RegistryError::Expired { .. } => FeedError::Expired,
+        other => FeedError::Failed(other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl Feed for ResourceFeed {
+    async fn list(&self) -> Result<Listed, FeedError> {
+        let mut listed = Listed::default();
+        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
+        loop {
+            let page = self.client.list(&self.resource, None, &options).await.map_err(feed_error)?;
+            if listed.revision == 0 {
+                listed.revision = page.resource_version.parse().unwrap_or_default();
+            }
+            listed.items.extend(page.items.iter().map(|object| item(&self.map, object)));
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => return Ok(listed),
+            }
+        }
+    }
+
+    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
+        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
+        let stream = self.client.watch(&self.resource, &options).await.map_err(feed_error)?;
+        Ok(Box::new(ResourceChanges { stream, map: self.map.clone() }))
+    }
+}
+
+struct ResourceChanges {
+    stream: WatchStream,
+    map: Mapper,
+}
+
+#[async_trait::async_trait]
+impl Changes for ResourceChanges {
+    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
+        // A stream cut off mid-way resumes from its last revision; only a watch that cannot
+        // start from there lists again.
+        let event = match self.stream.next().await {
+            Ok(event) => event,
+            Err(error) => return Some(Err(FeedError::Failed(error.to_string()))),
+        };
+        let revision = self.stream.revision();
+        let object = event.object();
+        let item = item(&self.map, object);
+        Some(Ok(match event {
+            WatchEvent::Added(_) | WatchEvent::Modified(_) => Change::Put { item, revision },
+            WatchEvent::Deleted(_) => Change::Delete { item, revision },
+        }))
+    }
+}

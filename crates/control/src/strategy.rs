@@ -1,0 +1,72 @@
+//! The bridge from the scheme's Kinds to the registry's generic strategy: each Kind's defaults,
+//! validation, naming rule and deletion behaviour, as the registry asks for them.
+
+use std::sync::Arc;
+
+use kayra_api::scheme::{Behaviour, KindInfo, NameRule};
+use kayra_api::validation::FieldError;
+use kayra_registry::{Object, Resource, Strategy};
+use serde_json::Value;
+
+/// The registry resource serving a Kind.
+pub(crate) fn resource(kind: &KindInfo) -> Resource {
+    Resource {
+        group: kind.group.clone(),
+        version: kind.version.to_owned(),
+        kind: kind.kind.to_owned(),
+        plural: kind.plural.to_owned(),
+        namespaced: kind.namespaced,
+        status_subresource: kind.has_status(),
+        field_labels: kind.field_labels.to_vec(),
+        strategy: Arc::new(KindStrategy {
+            behaviour: kind.behaviour.clone(),
+            names: kind.names,
+            create_keeps_status: kind.create_keeps_status,
+        }),
+    }
+}
+
+/// A Kind's rules, as the registry asks for them.
+struct KindStrategy {
+    behaviour: Arc<dyn Behaviour>,
+    names: NameRule,
+    create_keeps_status: bool,
+}
+
+impl Strategy for KindStrategy {
+    fn default(&self, object: &mut Object) {
+        if let Ok((Value::Object(normalized), _)) = self.behaviour.normalize(&Value::Object(object.clone())) {
+            *object = normalized;
+        }
+    }
+
+    fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<FieldError> {
+        let old = old.map(|old| Value::Object(old.clone()));
+        self.behaviour.validate(&Value::Object(object.clone()), old.as_ref())
+    }
+
+    fn validate_name(&self, name: &str) -> Option<String> {
+        self.names.check(name)
+    }
+
+    fn create_keeps_status(&self) -> bool {
+        self.create_keeps_status
+    }
+
+    fn finalizing(&self, object: &Object) -> bool {
+        self.behaviour.finalizing(&Value::Object(object.clone()))
+    }
+
+    fn expires_at(&self, object: &Object) -> Option<std::time::SystemTime> {
+        let expires = self.behaviour.expires_at(&Value::Object(object.clone()))?;
+        Some(std::time::SystemTime::from(expires))
+    }
+
+    fn mark_deleting(&self, object: &mut Object) {
+        let mut value = Value::Object(std::mem::take(object));
+        self.behaviour.mark_deleting(&mut value);
+        if let Value::Object(map) = value {
+            *object = map;
+        }
+    }
+}
