@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 mod catalog;
 mod check;
+mod metrics;
 mod rbac_table;
 mod security;
 mod surface;
