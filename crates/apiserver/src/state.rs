@@ -99,13 +99,9 @@ impl ApiState {
         self.rbac.read().expect("rbac lock poisoned").clone()
     }
 
-    /// What `identity` may store, decided over the current RBAC index.
+    /// What `identity` may store: the standard admission chain over the current RBAC index.
     pub(crate) fn admission(&self, identity: &kayra_authn::Identity) -> Arc<dyn Admission> {
-        Arc::new(WriterAdmission {
-            rbac: self.rbac(),
-            caller: caller(identity),
-            domain: self.scheme.domain().to_owned(),
-        })
+        kayra_admission::Chain::standard(self.scheme.domain(), self.rbac()).for_caller(caller(identity))
     }
 
     /// The identity of a bootstrap token, read from its Secret; `None` when there is none,
@@ -155,28 +151,6 @@ impl ApiState {
 
 pub(crate) fn caller(identity: &kayra_authn::Identity) -> kayra_authz::Caller {
     kayra_authz::Caller { user: identity.user.clone(), groups: identity.groups.clone() }
-}
-
-/// One writer's admission over one RBAC snapshot.
-struct WriterAdmission {
-    rbac: Arc<kayra_authz::Rbac>,
-    caller: kayra_authz::Caller,
-    domain: String,
-}
-
-impl Admission for WriterAdmission {
-    fn admit(&self, resource: &Resource, object: &Object, old: Option<&Object>) -> Result<(), String> {
-        let namespace = Some(kayra_registry::meta_str(object, "namespace")).filter(|_| resource.namespaced);
-        let write = kayra_authz::Write {
-            api: &resource.group,
-            resource: &resource.plural,
-            namespace,
-            name: kayra_registry::meta_str(object, "name"),
-            object,
-            old,
-        };
-        kayra_authz::Admission { rbac: &self.rbac, caller: &self.caller, domain: &self.domain }.admit(&write)
-    }
 }
 
 fn resource(kind: &KindInfo) -> Resource {
