@@ -48,6 +48,9 @@ fn check(
     }
 }
 
+/// Who writes which resource in which namespace, the body, the expected decision, and why.
+type Case<'a> = (&'a str, &'a str, Option<&'a str>, &'a Value, Expect, &'a str);
+
 fn role(rules: Value) -> Value {
     json!({ "rules": rules })
 }
@@ -91,7 +94,7 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
     );
     let urls = role(json!([{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]));
     let not_held = "attempting to grant RBAC permissions not currently held";
-    let cases: Vec<(&str, &str, Option<&str>, &Value, Expect, &str)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         ("alice", "roles", Some("a"), &held, Admitted, "rules she holds in a"),
         ("alice", "roles", Some("a"), &wider, Forbidden("\"secrets\""), "secrets she does not hold"),
         (
@@ -117,7 +120,7 @@ fn rbac_writes_grant_only_what_the_writer_holds() {
     let odd_kind = binding("Group", "reader");
     let cluster_role_kind = binding("Role", "editor");
     let undecodable = json!({"rules": "all"});
-    let bindings: Vec<(&str, &str, Option<&str>, &Value, Expect, &str)> = vec![
+    let bindings: Vec<Case<'_>> = vec![
         ("alice", "rolebindings", Some("a"), &editor, Admitted, "a role she holds"),
         ("alice", "rolebindings", Some("a"), &reader, Admitted, "a subset of what she holds"),
         (
