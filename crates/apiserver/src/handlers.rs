@@ -177,7 +177,7 @@ pub(crate) async fn serve(
         }
         "delete" => {
             let name = path.name.as_deref().expect("delete has a name");
-            let options = delete_options(query, &body)?;
+            let options = delete_options(&state, identity, query, &body)?;
             let (code, object) = match registry.delete(resource, namespace, name, &options).await? {
                 Deleted::Gone(object) => (StatusCode::OK, object),
                 Deleted::Pending(object) => (StatusCode::OK, object),
@@ -185,7 +185,7 @@ pub(crate) async fn serve(
             Ok(json_response(code, &Value::Object(object), &[]))
         }
         "deletecollection" => {
-            let options = delete_options(query, &body)?;
+            let options = delete_options(&state, identity, query, &body)?;
             let selection = ListOptions {
                 label_selector: query.get("labelSelector").cloned(),
                 field_selector: query.get("fieldSelector").cloned(),
@@ -531,15 +531,15 @@ fn dry_run(query: &Query) -> Result<bool, ApiError> {
     }
 }
 
-/// A write's options. Writes to an object (not to its status) pass the writer's admission.
+/// A write's options: every write, to the object or a subresource, passes the writer's
+/// admission.
 fn write_options(
     state: &ApiState,
     identity: &Identity,
     query: &Query,
     part: Part,
 ) -> Result<WriteOptions, ApiError> {
-    let admission = (part == Part::Main).then(|| state.admission(identity));
-    Ok(WriteOptions { dry_run: dry_run(query)?, part, admission })
+    Ok(WriteOptions { dry_run: dry_run(query)?, part, admission: Some(state.admission(identity)) })
 }
 
 /// `fieldValidation`: `Strict`, `Warn` (the default) or `Ignore`.
@@ -686,7 +686,14 @@ async fn patch_warnings(
     }
 }
 
-fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+/// A delete's options, from the query and the `DeleteOptions` body; every delete passes the
+/// deleter's admission.
+fn delete_options(
+    state: &ApiState,
+    identity: &Identity,
+    query: &Query,
+    body: &[u8],
+) -> Result<DeleteOptions, ApiError> {
     let body: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
@@ -712,6 +719,7 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
             .or_else(|| query.get("propagationPolicy").cloned()),
         grace_period_seconds: grace,
         dry_run: dry_run_body || dry_run(query)?,
+        admission: Some(state.admission(identity)),
     })
 }
 

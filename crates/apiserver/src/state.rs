@@ -90,7 +90,7 @@ impl ApiState {
         self.control.rbac()
     }
 
-    /// What `identity` may store, decided over the current RBAC index.
+    /// What `identity` may store: the standard admission chain over the current RBAC index.
     pub(crate) fn admission(&self, identity: &kayra_authn::Identity) -> Arc<dyn Admission> {
         self.control.admission(identity)
     }

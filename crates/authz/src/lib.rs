@@ -3,17 +3,21 @@
 //! caller and the request, with no store read.
 //!
 //! Start at [`Rbac`]: build it from the stored objects, then ask [`Rbac::allows`]. This crate
-//! does no I/O and knows nothing of HTTP; keeping the index current is its caller's job.
+//! does no I/O and knows nothing of HTTP; keeping the index current is its caller's job. What a
+//! writer may store (escalation prevention and the like) is `kayra-admission`'s; [`coverage`]
+//! is the RBAC arithmetic it needs.
 
 use std::collections::{HashMap, HashSet};
 
 use kayra_api::kinds::rbac::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, Subject};
 
-pub mod admission;
-pub use admission::{Admission, Write};
+pub mod coverage;
 
 /// The group whose members may do everything, bindings or not.
 pub const MASTERS: &str = "system:masters";
+
+/// The group of node identities (`system:node:<name>`).
+pub const NODES: &str = "system:nodes";
 
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -247,7 +251,7 @@ impl Caller {
 
     /// The node a node identity (`system:node:<name>` in `system:nodes`) speaks for.
     pub fn node_name(&self) -> Option<&str> {
-        self.user.strip_prefix("system:node:").filter(|_| self.groups.iter().any(|g| g == admission::NODES))
+        self.user.strip_prefix("system:node:").filter(|_| self.groups.iter().any(|g| g == NODES))
     }
 }
 

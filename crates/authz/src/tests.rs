@@ -308,238 +308,10 @@ fn masters_may_do_everything_and_strangers_nothing() {
     assert_eq!(checked, 2 * 8 * 6 * 3 * 4 * 2);
 }
 
-fn write<'a>(
-    resource: &'a str,
-    namespace: Option<&'a str>,
-    name: &'a str,
-    object: &'a serde_json::Value,
-) -> Write<'a> {
-    let object = object.as_object().expect("an object");
-    let api = match resource {
-        "nodes" => "",
-        "applications" | "applicationsets" => FLEET,
-        _ => "authorization.example.com",
-    };
-    Write { api, resource, namespace, name, object, old: None }
-}
-
 #[test]
-fn rbac_writes_grant_only_what_the_writer_holds() {
+fn a_node_is_authorized_for_writes_to_its_own_node_only() {
+    let node = caller("system:node:n1", &[NODES]);
     let mut rbac = rbac();
-    rbac.add_cluster_role(ClusterRole {
-        metadata: meta(None, "binder"),
-        rules: vec![rule(&["authorization.example.com"], &["clusterroles"], &["everything"], &["bind"])],
-        ..ClusterRole::default()
-    });
-    rbac.add_cluster_role(ClusterRole {
-        metadata: meta(None, "escalator"),
-        rules: vec![rule(&["authorization.example.com"], &["roles"], &[], &["escalate"])],
-        ..ClusterRole::default()
-    });
-    rbac.add_binding(RoleBinding {
-        metadata: meta(Some("a"), "frank-binds"),
-        subjects: vec![subject("User", "frank", None)],
-        role_ref: role_ref("ClusterRole", "binder"),
-        ..RoleBinding::default()
-    });
-    rbac.add_binding(RoleBinding {
-        metadata: meta(Some("a"), "gina-escalates"),
-        subjects: vec![subject("User", "gina", None)],
-        role_ref: role_ref("ClusterRole", "escalator"),
-        ..RoleBinding::default()
-    });
-    let role = |rules: serde_json::Value| serde_json::json!({"rules": rules});
-    let binding = |kind: &str, name: &str| serde_json::json!({"roleRef": {"kind": kind, "name": name}});
-    let held = role(
-        serde_json::json!([{"apis": [FLEET], "resources": ["applications"], "verbs": ["get", "delete"]}]),
-    );
-    let wider = role(
-        serde_json::json!([{"apis": [FLEET], "resources": ["applications", "secrets"], "verbs": ["get"]}]),
-    );
-    let wildcard = role(serde_json::json!([{"apis": [FLEET], "resources": ["*"], "verbs": ["get"]}]));
-    let named = role(
-        serde_json::json!([{"apis": [FLEET], "resources": ["services"], "resourceNames": ["web"], "verbs": ["get"]}]),
-    );
-    let urls = role(serde_json::json!([{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}]));
-    let editor = binding("Role", "editor");
-    let reader = binding("ClusterRole", "reader");
-    let everything = binding("ClusterRole", "everything");
-    let missing = binding("Role", "missing");
-    let cases: Vec<(&str, Write<'_>, bool, &str)> = vec![
-        ("alice", write("roles", Some("a"), "r", &held), true, "rules she holds in a"),
-        ("alice", write("roles", Some("a"), "r", &wider), false, "secrets she does not hold"),
-        ("alice", write("roles", Some("a"), "r", &wildcard), false, "* is more than the resources she holds"),
-        ("alice", write("roles", Some("a"), "r", &named), true, "one name of a resource she holds"),
-        ("alice", write("roles", Some("c"), "r", &held), false, "nothing held in c"),
-        ("alice", write("clusterroles", None, "r", &held), false, "a namespace grant is not cluster-wide"),
-        ("anyone", write("clusterroles", None, "r", &urls), true, "a URL every caller may get"),
-        ("carol", write("clusterroles", None, "r", &urls), true, "held through system:authenticated"),
-        ("gina", write("roles", Some("a"), "r", &wider), true, "escalate on roles"),
-        ("gina", write("roles", Some("b"), "r", &wider), false, "escalate only in a"),
-        ("alice", write("rolebindings", Some("a"), "b", &editor), true, "a role she holds"),
-        ("alice", write("rolebindings", Some("a"), "b", &reader), true, "a subset of what she holds"),
-        ("alice", write("rolebindings", Some("a"), "b", &everything), false, "more than she holds"),
-        ("alice", write("rolebindings", Some("a"), "b", &missing), false, "a role that does not exist"),
-        ("frank", write("rolebindings", Some("a"), "b", &everything), true, "bind on that role"),
-        ("frank", write("rolebindings", Some("a"), "b", &reader), false, "bind on another role only"),
-        ("frank", write("clusterrolebindings", None, "b", &everything), false, "bind granted in a only"),
-        ("root", write("clusterrolebindings", None, "b", &everything), true, "masters"),
-    ];
-    let names: Vec<String> = (0..200).map(|i| format!("n{i}")).collect();
-    let huge = role(
-        serde_json::json!([{"apis": [FLEET], "resources": ["applications"], "resourceNames": names, "verbs": ["get", "list", "watch", "update", "patch", "delete", "create", "deletecollection"]}, {"apis": [FLEET, "other"], "resources": (0..30).map(|i| format!("r{i}")).collect::<Vec<_>>(), "resourceNames": (0..200).map(|i| format!("n{i}")).collect::<Vec<_>>(), "verbs": ["get"]}]),
-    );
-    let admission = Admission { rbac: &rbac, caller: &caller("alice", &[]), domain: "example.com" };
-    let refused = admission.admit(&write("roles", Some("a"), "r", &huge)).unwrap_err();
-    assert!(refused.contains("more than 10000"), "{refused}");
-    let big = role(
-        serde_json::json!([{"apis": [FLEET], "resources": (0..100).map(|i| format!("r{i}")).collect::<Vec<_>>(), "verbs": ["get"]}]),
-    );
-    let refused = admission.admit(&write("roles", Some("a"), "r", &big)).unwrap_err();
-    assert!(refused.len() < 2000 && refused.ends_with("and 90 more"), "the refusal names a few: {refused}");
-    // A held `*/*` decides no request, so it covers no wildcard grant either.
-    let mut odd = rbac.clone();
-    odd.add_cluster_role(ClusterRole {
-        metadata: meta(None, "odd"),
-        rules: vec![rule(&[FLEET], &["*/*"], &[], &["get"])],
-        ..ClusterRole::default()
-    });
-    odd.add_binding(RoleBinding {
-        metadata: meta(Some("a"), "odd"),
-        subjects: vec![subject("User", "olga", None)],
-        role_ref: role_ref("ClusterRole", "odd"),
-        ..RoleBinding::default()
-    });
-    let olga = caller("olga", &[]);
-    let admission = Admission { rbac: &odd, caller: &olga, domain: "example.com" };
-    assert!(!odd.allows(&olga, &on("get", FLEET, "applications/status", Some("a"), Some("x"))));
-    for granted in ["*/status", "applications/*", "*"] {
-        let wider = role(serde_json::json!([{"apis": [FLEET], "resources": [granted], "verbs": ["get"]}]));
-        assert!(
-            admission.admit(&write("roles", Some("a"), "r", &wider)).is_err(),
-            "{granted} is not covered by */*"
-        );
-    }
-    // A writer holding huge rules cannot make one check cost unbounded work.
-    let mut heavy = rbac.clone();
-    for i in 0..50 {
-        let resources: Vec<String> = (0..10_000).map(|j| format!("r{j}")).collect();
-        let resources: Vec<&str> = resources.iter().map(String::as_str).collect();
-        heavy.add_role(Role {
-            metadata: meta(Some("a"), &format!("big-{i}")),
-            rules: vec![rule(&[FLEET], &resources, &[], &["get"])],
-            ..Role::default()
-        });
-        heavy.add_binding(RoleBinding {
-            metadata: meta(Some("a"), &format!("big-{i}")),
-            subjects: vec![subject("User", "hank", None)],
-            role_ref: role_ref("Role", &format!("big-{i}")),
-            ..RoleBinding::default()
-        });
-    }
-    let hank = caller("hank", &[]);
-    let admission = Admission { rbac: &heavy, caller: &hank, domain: "example.com" };
-    let many: Vec<String> = (0..9_000).map(|j| format!("x{j}")).collect();
-    let refused = admission
-        .admit(&write(
-            "roles",
-            Some("a"),
-            "r",
-            &role(serde_json::json!([{"apis": [FLEET], "resources": many, "verbs": ["get"]}])),
-        ))
-        .unwrap_err();
-    assert!(refused.contains("too many rules"), "{refused}");
-    for (user, write, expected, why) in cases {
-        let groups: &[&str] = if user == "root" { &["system:masters"] } else { &[] };
-        let caller = caller(user, groups);
-        let admission = Admission { rbac: &rbac, caller: &caller, domain: "example.com" };
-        let decision = admission.admit(&write);
-        assert_eq!(decision.is_ok(), expected, "{why}: {user} {write:?}: {decision:?}");
-        if let Err(message) = decision {
-            assert!(message.contains(user), "the refusal names the user: {message}");
-        }
-    }
-}
-
-#[test]
-fn workloads_refer_only_to_what_their_writer_may_read() {
-    let mut rbac = rbac();
-    rbac.add_role(Role {
-        metadata: meta(Some("a"), "one-secret"),
-        rules: vec![rule(&[FLEET], &["secrets"], &["db"], &["get"])],
-        ..Role::default()
-    });
-    rbac.add_binding(RoleBinding {
-        metadata: meta(Some("a"), "alice-secret"),
-        subjects: vec![subject("User", "alice", None)],
-        role_ref: role_ref("Role", "one-secret"),
-        ..RoleBinding::default()
-    });
-    let app = |secret: &str, service: &str| serde_json::json!({"spec": {"env": [{"name": "A", "value": "1"}, {"name": "P", "secretRef": {"name": secret, "key": "p"}}], "serviceName": service}});
-    let set = serde_json::json!({"spec": {"applications": [{"name": "c", "spec": {"env": [{"name": "P", "secretRef": {"name": "other", "key": "p"}}]}}]}});
-    let alice = caller("alice", &[]);
-    let admission = Admission { rbac: &rbac, caller: &alice, domain: "example.com" };
-    assert!(admission.admit(&write("applications", Some("a"), "x", &app("db", "web"))).is_ok());
-    let refused = admission.admit(&write("applications", Some("a"), "x", &app("other", "web"))).unwrap_err();
-    assert!(refused.contains("secrets \"other\""), "{refused}");
-    assert!(
-        admission.admit(&write("applicationsets", Some("a"), "s", &set)).is_err(),
-        "inside a set's components"
-    );
-    let many: Vec<serde_json::Value> = (0..300)
-        .map(|i| serde_json::json!({"name": format!("V{i}"), "secretRef": {"name": format!("s{i}"), "key": "k"}}))
-        .collect();
-    let refused = admission
-        .admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {"env": many}})))
-        .unwrap_err();
-    assert!(refused.contains("at most"), "{refused}");
-    let repeated: Vec<serde_json::Value> = (0..300)
-        .map(|i| serde_json::json!({"name": format!("V{i}"), "secretRef": {"name": "db", "key": "k"}}))
-        .collect();
-    assert!(
-        admission
-            .admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {"env": repeated}})))
-            .is_ok(),
-        "one Secret named many times"
-    );
-    let bob = caller("bob", &["readers"]);
-    let admission = Admission { rbac: &rbac, caller: &bob, domain: "example.com" };
-    assert!(
-        admission.admit(&write("applications", Some("a"), "x", &serde_json::json!({"spec": {}}))).is_ok()
-    );
-    assert!(
-        admission.admit(&write("applications", Some("a"), "x", &app("db", "web"))).is_err(),
-        "services: bob may not get them"
-    );
-}
-
-#[test]
-fn a_node_writes_only_its_own_node() {
-    let rbac = rbac();
-    let node = caller("system:node:n1", &[admission::NODES]);
-    let admission = Admission { rbac: &rbac, caller: &node, domain: "example.com" };
-    let object = serde_json::json!({});
-    assert!(admission.admit(&write("nodes", None, "n1", &object)).is_ok());
-    assert!(admission.admit(&write("nodes", None, "n2", &object)).is_err());
-    let labelled = serde_json::json!({"metadata": {"labels": {"gpu": "yes"}}});
-    assert!(
-        admission.admit(&write("nodes", None, "n1", &labelled)).is_err(),
-        "no labels of its own choosing"
-    );
-    let schedulable = serde_json::json!({"spec": {"unschedulable": false}});
-    let cordoned =
-        serde_json::json!({"spec": {"unschedulable": true}, "metadata": {"labels": {"zone": "a"}}});
-    let update = |new: &serde_json::Value, old: &serde_json::Value| {
-        let mut write = write("nodes", None, "n1", new);
-        write.old = old.as_object();
-        admission.admit(&write)
-    };
-    assert!(update(&schedulable, &cordoned).is_err(), "a node may not uncordon itself");
-    assert!(update(&cordoned, &cordoned).is_ok(), "spec and labels as stored");
-    let admin = caller("root", &["system:masters"]);
-    let by_admin = Admission { rbac: &rbac, caller: &admin, domain: "example.com" };
-    assert!(by_admin.admit(&write("nodes", None, "n2", &labelled)).is_ok());
-    let mut rbac = rbac;
     rbac.add_cluster_role(ClusterRole {
         metadata: meta(None, "nodes"),
         rules: vec![rule(&[""], &["nodes", "nodes/status"], &[], &["*"])],
@@ -547,7 +319,7 @@ fn a_node_writes_only_its_own_node() {
     });
     rbac.add_cluster_binding(ClusterRoleBinding {
         metadata: meta(None, "nodes"),
-        subjects: vec![subject("Group", admission::NODES, None)],
+        subjects: vec![subject("Group", NODES, None)],
         role_ref: role_ref("ClusterRole", "nodes"),
         ..ClusterRoleBinding::default()
     });
@@ -559,5 +331,33 @@ fn a_node_writes_only_its_own_node() {
     assert!(
         !rbac.allows(&impostor, &on("patch", "", "nodes/status", None, Some("n1"))),
         "the name alone is not a node"
+    );
+}
+
+#[test]
+fn held_rules_cover_single_permissions_and_wildcards_only_by_wildcards() {
+    let held = |resources: &[&str], names: &[&str]| rule(&[FLEET], resources, names, &["get"]);
+    let check = |held: PolicyRule, granted: Action, expected: bool, why: &str| {
+        assert_eq!(coverage::covers(&held, &granted), expected, "{why}: {held:?} {granted:?}");
+    };
+    let get = |resource: &str, name: Option<&str>| on("get", FLEET, resource, None, name);
+    check(held(&["applications"], &[]), get("applications", None), true, "the same permission");
+    check(held(&["applications"], &[]), get("applications", Some("web")), true, "one name of it");
+    check(held(&["applications"], &["web"]), get("applications", None), false, "every name is more");
+    check(held(&["applications"], &[]), on("list", FLEET, "applications", None, None), false, "another verb");
+    check(held(&["*"], &[]), get("*/status", None), true, "* covers any wildcard");
+    check(held(&["*/status"], &[]), get("*/status", None), true, "the same wildcard");
+    check(held(&["*/*"], &[]), get("applications/*", None), false, "*/* decides no request");
+    check(held(&["applications/*"], &[]), get("applications/status", None), true, "as a request would be");
+    check(held(&["applications/status"], &[]), get("*/status", None), false, "one is not all");
+    let wide = rule(&[FLEET, "other"], &["a", "b", "c"], &["x", "y"], &["get", "list"]);
+    assert_eq!(coverage::permissions(&wide).len(), coverage::permission_count(&wide));
+    assert_eq!(coverage::permission_count(&wide), 2 * 2 * 3 * 2);
+    assert_eq!(coverage::rule_size(&wide), 2 + 2 + 3 + 2);
+    assert_eq!(
+        coverage::describe(&get("applications", Some("web"))),
+        format!(
+            "{{APIGroups:[{FLEET:?}], Resources:[\"applications\"], ResourceNames:[web] Verbs:[\"get\"]}}"
+        )
     );
 }

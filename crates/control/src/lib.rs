@@ -22,7 +22,7 @@ use std::sync::{Arc, RwLock};
 use kayra_api::scheme::{KindInfo, Scheme};
 use kayra_authn::Identity;
 use kayra_authz::{Action, Caller, Rbac};
-use kayra_registry::{Admission, Object, Registry, Resource};
+use kayra_registry::{Admission, Registry, Resource};
 use serde_json::Value;
 
 /// The identity the controller's own loops act under. It is in `system:masters`: the loops are
@@ -110,13 +110,9 @@ impl Control {
         self.rbac().allows(&caller(identity), action)
     }
 
-    /// What `identity` may store, decided over the current RBAC index.
+    /// What `identity` may store: the standard admission chain over the current RBAC index.
     pub fn admission(&self, identity: &Identity) -> Arc<dyn Admission> {
-        Arc::new(WriterAdmission {
-            rbac: self.rbac(),
-            caller: caller(identity),
-            domain: self.scheme.domain().to_owned(),
-        })
+        kayra_admission::Chain::standard(self.scheme.domain(), self.rbac()).for_caller(caller(identity))
     }
 
     /// The identity of a bootstrap token, read from its Secret; `None` when there is none,
@@ -157,26 +153,4 @@ impl Control {
 /// The RBAC caller of an identity.
 pub fn caller(identity: &Identity) -> Caller {
     Caller { user: identity.user.clone(), groups: identity.groups.clone() }
-}
-
-/// One writer's admission over one RBAC snapshot.
-struct WriterAdmission {
-    rbac: Arc<kayra_authz::Rbac>,
-    caller: kayra_authz::Caller,
-    domain: String,
-}
-
-impl Admission for WriterAdmission {
-    fn admit(&self, resource: &Resource, object: &Object, old: Option<&Object>) -> Result<(), String> {
-        let namespace = Some(kayra_registry::meta_str(object, "namespace")).filter(|_| resource.namespaced);
-        let write = kayra_authz::Write {
-            api: &resource.group,
-            resource: &resource.plural,
-            namespace,
-            name: kayra_registry::meta_str(object, "name"),
-            object,
-            old,
-        };
-        kayra_authz::Admission { rbac: &self.rbac, caller: &self.caller, domain: &self.domain }.admit(&write)
-    }
 }

@@ -103,19 +103,106 @@ impl std::fmt::Debug for WriteOptions {
     }
 }
 
-/// A writer's admission: checks the object a create, update or patch would store (defaulted
-/// and valid), and the object it replaces. A refusal writes nothing, dry run or not.
+/// What a write does to an object, as admission sees it (a patch is an update of the patched
+/// result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// A new object.
+    Create,
+    /// A replaced object: an update or a patch, of the object or of a subresource.
+    Update,
+    /// A deleted object, or one marked for deletion while finalizers remain.
+    Delete,
+}
+
+/// One write, as admission decides on it.
+#[derive(Debug, Clone, Copy)]
+pub struct AdmissionRequest<'a> {
+    /// The resource written.
+    pub resource: &'a Resource,
+    /// What the write does.
+    pub operation: Operation,
+    /// The object or its status.
+    pub part: Part,
+    /// Whether nothing will be written (`dryRun=All`): admission decides the same way.
+    pub dry_run: bool,
+}
+
+/// Why admission refuses a write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// The writer may not make this write (a policy): `Forbidden`, whatever the object.
+    Forbidden(String),
+    /// The object names something it may not (an invalid reference): `Invalid`, each field
+    /// named.
+    Invalid(Vec<FieldError>),
+}
+
+/// A writer's admission: may change the object a create or update would store (after the Kind's
+/// defaults, before its validation), then decides on it as it would be stored (defaulted and
+/// valid) and on the object it replaces. Called for create, update, patch (on the patched
+/// result), subresource writes and delete (with the object as it stands), dry run or not. A
+/// refusal writes nothing.
 pub trait Admission: Send + Sync {
-    /// `Err` with a message saying what the writer may not do.
-    fn admit(&self, resource: &Resource, object: &Object, old: Option<&Object>) -> Result<(), String>;
+    /// Changes `object` before it is validated (the mutating plugins). `old` is what it
+    /// replaces, on update.
+    fn mutate(
+        &self,
+        request: &AdmissionRequest<'_>,
+        object: &mut Object,
+        old: Option<&Object>,
+    ) -> Result<(), Refusal>;
+
+    /// Decides on `object` as it would be stored (on delete, as it stands) and on `old`, what
+    /// it replaces (on delete, the same object).
+    fn validate(
+        &self,
+        request: &AdmissionRequest<'_>,
+        object: &Object,
+        old: Option<&Object>,
+    ) -> Result<(), Refusal>;
+}
+
+/// The registry's side of admission: which request it is, and a refusal as a [`RegistryError`].
+fn admission_request<'a>(
+    resource: &'a Resource,
+    operation: Operation,
+    part: Part,
+    dry_run: bool,
+) -> AdmissionRequest<'a> {
+    AdmissionRequest { resource, operation, part, dry_run }
+}
+
+fn refused(resource: &Resource, object: &Object, refusal: Refusal) -> RegistryError {
+    match refusal {
+        Refusal::Forbidden(message) => RegistryError::Forbidden(message),
+        Refusal::Invalid(causes) => invalid(resource, object, causes),
+    }
 }
 
 impl WriteOptions {
-    fn admit(&self, resource: &Resource, object: &Object, old: Option<&Object>) -> Result<(), RegistryError> {
-        match &self.admission {
-            Some(admission) => admission.admit(resource, object, old).map_err(RegistryError::Forbidden),
-            None => Ok(()),
-        }
+    fn mutate(
+        &self,
+        resource: &Resource,
+        operation: Operation,
+        object: &mut Object,
+        old: Option<&Object>,
+    ) -> Result<(), RegistryError> {
+        let Some(admission) = &self.admission else { return Ok(()) };
+        let request = admission_request(resource, operation, self.part, self.dry_run);
+        admission.mutate(&request, object, old).map_err(|refusal| refused(resource, object, refusal))
+    }
+
+    fn validate(
+        &self,
+        resource: &Resource,
+        operation: Operation,
+        object: &Object,
+        old: Option<&Object>,
+    ) -> Result<(), RegistryError> {
+        let Some(admission) = &self.admission else { return Ok(()) };
+        let request = admission_request(resource, operation, self.part, self.dry_run);
+        admission.validate(&request, object, old).map_err(|refusal| refused(resource, object, refusal))
     }
 }
 
@@ -162,7 +249,7 @@ pub struct List {
 }
 
 /// Preconditions and policy of a delete (the `DeleteOptions` body).
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct DeleteOptions {
     /// The object must have this uid.
     pub uid: Option<String>,
@@ -174,6 +261,31 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     /// Validate and answer as if deleting, but delete nothing.
     pub dry_run: bool,
+    /// Whether this deleter may delete the object, decided on the object as it stands.
+    pub admission: Option<Arc<dyn Admission>>,
+}
+
+impl std::fmt::Debug for DeleteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeleteOptions")
+            .field("uid", &self.uid)
+            .field("resource_version", &self.resource_version)
+            .field("propagation_policy", &self.propagation_policy)
+            .field("grace_period_seconds", &self.grace_period_seconds)
+            .field("dry_run", &self.dry_run)
+            .field("admission", &self.admission.is_some())
+            .finish()
+    }
+}
+
+impl DeleteOptions {
+    fn validate(&self, resource: &Resource, object: &Object) -> Result<(), RegistryError> {
+        let Some(admission) = &self.admission else { return Ok(()) };
+        let request = admission_request(resource, Operation::Delete, Part::Main, self.dry_run);
+        admission
+            .validate(&request, object, Some(object))
+            .map_err(|refusal| refused(resource, object, refusal))
+    }
 }
 
 /// What a delete did.
@@ -281,17 +393,26 @@ impl Registry {
             );
             return Err(invalid(resource, &object, vec![cause]));
         }
-        let metadata = object::metadata_mut(&mut object);
-        for field in ["uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
-            metadata.remove(field);
-        }
-        metadata.insert("uid".into(), Value::String(uuid::Uuid::new_v4().to_string()));
-        metadata.insert("creationTimestamp".into(), Value::String(self.now()));
-        metadata.insert("generation".into(), json!(1));
+        let (uid, created) = (Value::String(uuid::Uuid::new_v4().to_string()), Value::String(self.now()));
+        let stamp = |object: &mut Object| {
+            let metadata = object::metadata_mut(object);
+            for field in ["uid", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"] {
+                metadata.remove(field);
+            }
+            metadata.insert("uid".into(), uid.clone());
+            metadata.insert("creationTimestamp".into(), created.clone());
+            metadata.insert("generation".into(), json!(1));
+        };
+        stamp(&mut object);
         if resource.status_subresource && !resource.strategy.create_keeps_status() {
             object.remove("status");
         }
         resource.strategy.default(&mut object);
+        if options.admission.is_some() {
+            options.mutate(resource, Operation::Create, &mut object, None)?;
+            // A mutating plugin changes only what the writer could: identity stays the server's.
+            stamp(&mut object);
+        }
         let generate = meta_str(&object, "name").is_empty() && !meta_str(&object, "generateName").is_empty();
         let mut causes = object::check_metadata(&object);
         if !generate {
@@ -301,7 +422,7 @@ impl Registry {
         if !causes.is_empty() {
             return Err(invalid(resource, &object, causes));
         }
-        options.admit(resource, &object, None)?;
+        options.validate(resource, Operation::Create, &object, None)?;
         if resource.namespaced {
             self.check_namespace_accepts(namespace.unwrap_or_default()).await?;
         }
@@ -584,11 +705,17 @@ impl Registry {
             }
             carry_over(resource, &old, &mut object, options.part);
             resource.strategy.default(&mut object);
+            options.mutate(resource, Operation::Update, &mut object, Some(&old))?;
+            if options.admission.is_some() {
+                // A mutating plugin changes only what the writer could: identity, history and
+                // the part not written stay as stored.
+                carry_over(resource, &old, &mut object, options.part);
+            }
             causes.extend(resource.strategy.validate(&object, Some(&old)));
             if !causes.is_empty() {
                 return Err(invalid(resource, &object, causes));
             }
-            options.admit(resource, &object, Some(&old))?;
+            options.validate(resource, Operation::Update, &object, Some(&old))?;
             if object::spec_of(&object) != object::spec_of(&old) {
                 let generation = path(&old, "metadata.generation").and_then(Value::as_i64).unwrap_or(0) + 1;
                 object::metadata_mut(&mut object).insert("generation".into(), json!(generation));
@@ -631,7 +758,8 @@ impl Registry {
         Err(stale(resource, name))
     }
 
-    /// Deletes an object, or marks it for deletion while finalizers remain.
+    /// Deletes an object, or marks it for deletion while finalizers remain. The deleter's
+    /// admission decides on the object as it stands; a refusal deletes nothing, dry run or not.
     pub async fn delete(
         &self,
         resource: &Resource,
@@ -681,6 +809,7 @@ impl Registry {
                     ),
                 });
             }
+            options.validate(resource, &object)?;
             if resource.strategy.finalizing(&object) {
                 if !meta_str(&object, "deletionTimestamp").is_empty() {
                     return Ok(Deleted::Pending(object));

@@ -1,5 +1,6 @@
 //! The registry's Kubernetes semantics, over the in-memory store.
 
+mod admission;
 mod list;
 mod patch;
 mod watch;
