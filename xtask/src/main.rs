@@ -237,7 +237,41 @@ fn boundaries() -> Result<(), String> {
             }
         }
     }
+    violations.extend(http_stack_users()?);
     violations.sort();
     violations.dedup();
     if violations.is_empty() { Ok(()) } else { Err(violations.join("\n")) }
+}
+
+/// Members that may depend on the HTTP server stack directly: the HTTP and gRPC adapters, the
+/// test kit and the benchmarks (and the example team services under `examples/`, which are
+/// apps of their own, not parts of Kayra).
+const HTTP_STACK_USERS: &[&str] = &["crates/apiserver", "crates/grpc", "crates/testkit", "crates/bench"];
+
+/// Every member outside [`HTTP_STACK_USERS`] that names axum or hyper among its dependencies:
+/// loops, domain crates and binaries reach HTTP only through an adapter.
+fn http_stack_users() -> Result<Vec<String>, String> {
+    let mut violations = Vec::new();
+    for folder in ["crates", "bins"] {
+        let members = std::fs::read_dir(root().join(folder)).map_err(|error| error.to_string())?;
+        for entry in members.flatten() {
+            let member = format!("{folder}/{}", entry.file_name().to_string_lossy());
+            let Ok(manifest) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else { continue };
+            if HTTP_STACK_USERS.contains(&member.as_str()) {
+                continue;
+            }
+            let mut section = "";
+            for line in manifest.lines().map(str::trim) {
+                if line.starts_with('[') {
+                    section = line;
+                    continue;
+                }
+                let named = line.split(['=', '.', ' ']).next().unwrap_or_default();
+                if section == "[dependencies]" && matches!(named, "axum" | "hyper") {
+                    violations.push(format!("{member} depends on {named} directly"));
+                }
+            }
+        }
+    }
+    Ok(violations)
 }

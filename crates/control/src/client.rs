@@ -217,7 +217,8 @@ impl Client {
         options: &DeleteOptions,
     ) -> Result<Deleted, RegistryError> {
         self.authorize("delete", resource, None, namespace, Some(name))?;
-        let options = DeleteOptions { admission: Some(self.control.admission(&self.identity)), ..options.clone() };
+        let options =
+            DeleteOptions { admission: Some(self.control.admission(&self.identity)), ..options.clone() };
         self.control.registry().delete(resource, namespace, name, &options).await
     }
 }
