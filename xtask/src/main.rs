@@ -7,7 +7,7 @@
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
-//! - `bench store`, `bench api`: the benchmarks, in release mode.
+//! - `bench store`, `bench api`, `bench catalog`, `bench loop`: the benchmarks, in release mode.
 
 #![allow(clippy::print_stdout)]
 
@@ -37,14 +37,16 @@ const FORBIDDEN: &[&str] = &[
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let result = match args.as_slice() {
-        ["ci"] => ci(),
-        ["e2e"] => tests(&["--package", "kayra-controller"], &mut Vec::new()),
-        ["bench", which @ ("store" | "api" | "catalog")] => {
-            cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
-        }
-        _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog".to_owned()),
-    };
+    let result =
+        match args.as_slice() {
+            ["ci"] => ci(),
+            ["e2e"] => tests(&["--package", "kayra-controller"], &mut Vec::new()),
+            ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
+                cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
+            }
+            _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop"
+                .to_owned()),
+        };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {

@@ -1,11 +1,13 @@
-//! `kayra-bench store`, `api` and `catalog`: throughput and latency, each printed next to a
-//! ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP handler), so the
-//! ratios hold on a shared, noisy machine where absolute numbers do not.
+//! `kayra-bench store`, `api`, `catalog` and `loop`: throughput and latency, each printed next
+//! to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP handler, a
+//! bare channel of keys), so the ratios hold on a shared, noisy machine where absolute numbers
+//! do not.
 
 #![allow(clippy::print_stdout)]
 
 mod api;
 mod catalog;
+mod loops;
 mod store;
 
 use std::process::ExitCode;
@@ -21,10 +23,11 @@ fn main() -> ExitCode {
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime starts");
     match args.first().map(String::as_str) {
-        Some(which @ ("store" | "api" | "catalog")) => {
+        Some(which @ ("store" | "api" | "catalog" | "loop")) => {
             let result = match which {
                 "store" => runtime.block_on(store::run()),
                 "api" => runtime.block_on(api::run()),
+                "loop" => runtime.block_on(loops::run()),
                 _ => runtime.block_on(catalog::run()),
             };
             match result {
@@ -36,7 +39,7 @@ fn main() -> ExitCode {
             }
         }
         _ => {
-            eprintln!("usage: kayra-bench store | kayra-bench api | kayra-bench catalog");
+            eprintln!("usage: kayra-bench store | kayra-bench api | kayra-bench catalog | kayra-bench loop");
             ExitCode::from(64)
         }
     }
