@@ -19,6 +19,8 @@ pub mod metrics;
 pub mod queue;
 pub mod runtime;
 pub mod source;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use std::sync::Arc;
 use std::time::Duration;

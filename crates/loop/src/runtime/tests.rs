@@ -291,40 +291,10 @@ async fn a_stop_waits_no_longer_than_the_drain_deadline() {
     assert_eq!(stopped.elapsed().as_secs(), 5);
 }
 
-/// Two replicas of one loop over one store: while one leads the other reconciles nothing, and
-/// when the leader stops the other takes over, never reconciling while the first still is.
-pub(crate) async fn check_hand_over(store: Arc<dyn Store>) {
-    let ttl = Duration::from_secs(1);
-    let replica = |name: &str| {
-        let (reconciler, record) = recorder(Duration::from_millis(20), succeed());
-        let election = Election::new(store.clone(), "/elections/hand-over", name, ttl);
-        let lp = Loop::new("hand-over", reconciler)
-            .source(Fixed::new(keys(&["a", "b", "c"])))
-            .resync(Duration::from_millis(100))
-            .concurrency(2)
-            .elected(election);
-        let stop = CancellationToken::new();
-        (tokio::spawn(lp.run(stop.clone())), stop, record)
-    };
-    let (first, stop_first, first_record) = replica("first");
-    first_record.until(|runs| runs.len() >= 3).await;
-    let (second, stop_second, second_record) = replica("second");
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(second_record.runs().is_empty(), "the second replica waits while the first leads");
-    stop_first.cancel();
-    first.await.unwrap();
-    let first_ended = first_record.runs().iter().map(|run| run.ended).max().unwrap();
-    second_record.until(|runs| runs.len() >= 3).await;
-    let second_started = second_record.runs().iter().map(|run| run.started).min().unwrap();
-    assert!(second_started >= first_ended, "no key reconciled by both replicas at once");
-    stop_second.cancel();
-    second.await.unwrap();
-}
-
 #[tokio::test]
 async fn a_leader_hands_over_to_the_next_replica_over_the_memory_store() {
     let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
-    check_hand_over(store).await;
+    crate::testing::check_hand_over(store).await;
 }
 
 #[tokio::test]

@@ -10,6 +10,8 @@ use kayra_store::{Store, StoreError};
 use kayra_store_etcd::test_server::{EtcdServer, StartError, skip_test};
 use kayra_store_etcd::{EtcdOptions, EtcdStore};
 
+mod hand_over;
+
 struct Etcd {
     server: EtcdServer,
     stores: AtomicUsize,
