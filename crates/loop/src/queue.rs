@@ -12,7 +12,8 @@
 //! for workers that wait.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::hash_map::Entry;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -53,13 +54,27 @@ pub enum Outcome {
     Failed,
 }
 
+/// Where a known key stands. A key is in at most one of these at a time; a key in none (neither
+/// waiting nor running) has no slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Waiting in `ready` for a worker.
+    Queued,
+    /// Being reconciled.
+    Active,
+    /// Being reconciled, and added again meanwhile: queued again when it finishes.
+    ActiveDirty,
+}
+
 /// The queue's rules over time passed in: no IO, no clock of its own.
+///
+/// Every key's standing is one slot in one map, so that each step (add, take, finish) hashes the
+/// key once: the queue's cost per key is mostly hashing, under a lock every worker shares.
 #[derive(Debug, Default)]
 pub struct State {
     ready: VecDeque<Key>,
-    queued: HashSet<Key>,
-    active: HashSet<Key>,
-    dirty: HashSet<Key>,
+    slots: HashMap<Key, Slot>,
+    active: usize,
     scheduled: HashMap<Key, Instant>,
     timers: BinaryHeap<Reverse<(Instant, u64, Key)>>,
     failures: HashMap<Key, u32>,
@@ -77,18 +92,26 @@ impl State {
     /// Queues `key` to run as soon as a worker is free; answers whether a worker should be
     /// woken (the key was not already waiting or running).
     pub fn add(&mut self, key: Key) -> bool {
-        if self.hold_failing && self.failures.contains_key(&key) && self.scheduled.contains_key(&key) {
+        if self.hold_failing
+            && !self.failures.is_empty()
+            && self.failures.contains_key(&key)
+            && self.scheduled.contains_key(&key)
+        {
             return false;
         }
-        if self.active.contains(&key) {
-            self.dirty.insert(key);
-            return false;
+        match self.slots.entry(key) {
+            Entry::Occupied(mut slot) => {
+                if *slot.get() == Slot::Active {
+                    slot.insert(Slot::ActiveDirty);
+                }
+                false
+            }
+            Entry::Vacant(slot) => {
+                self.ready.push_back(slot.key().clone());
+                slot.insert(Slot::Queued);
+                true
+            }
         }
-        if self.queued.insert(key.clone()) {
-            self.ready.push_back(key);
-            return true;
-        }
-        false
     }
 
     /// Schedules `key` to be queued at `at`, unless it is already scheduled earlier.
@@ -127,19 +150,35 @@ impl State {
     /// The next key for a worker, which now holds it until [`State::finish`].
     pub fn take(&mut self) -> Option<Key> {
         let key = self.ready.pop_front()?;
-        self.queued.remove(&key);
-        self.scheduled.remove(&key);
-        self.active.insert(key.clone());
+        if let Some(slot) = self.slots.get_mut(&key) {
+            *slot = Slot::Active;
+        }
+        self.active += 1;
+        if !self.scheduled.is_empty() {
+            self.scheduled.remove(&key);
+        }
         Some(key)
     }
 
     /// A worker finished `key` at `now` with `outcome`; answers the delay of a retry after a
     /// failure, and whether the key was queued again at once (it changed while running).
     pub fn finish(&mut self, key: &Key, outcome: Outcome, now: Instant, backoff: &Backoff) -> Finished {
-        self.active.remove(key);
+        let dirty = match self.slots.remove(key) {
+            Some(Slot::Active) => false,
+            Some(Slot::ActiveDirty) => true,
+            // Not running (no worker finishes a key it did not take): nothing to finish.
+            Some(Slot::Queued) => {
+                self.slots.insert(key.clone(), Slot::Queued);
+                return Finished { retry: None, requeued: false };
+            }
+            None => return Finished { retry: None, requeued: false },
+        };
+        self.active -= 1;
         let retry = match outcome {
             Outcome::Done(action) => {
-                self.failures.remove(key);
+                if !self.failures.is_empty() {
+                    self.failures.remove(key);
+                }
                 if let Action::RequeueAfter(after) = action {
                     self.add_at(key.clone(), now + after);
                 }
@@ -153,7 +192,7 @@ impl State {
                 Some(delay)
             }
         };
-        let requeued = self.dirty.remove(key) && self.add(key.clone());
+        let requeued = dirty && self.add(key.clone());
         Finished { retry, requeued }
     }
 
@@ -164,7 +203,7 @@ impl State {
 
     /// Keys being reconciled.
     pub fn in_flight(&self) -> usize {
-        self.active.len()
+        self.active
     }
 
     /// Consecutive failures of `key` so far.
