@@ -26,7 +26,7 @@ const KEYS: usize = 10_000;
 /// Workers of the loop and of the bare channel loop alike.
 const WORKERS: usize = 4;
 /// Alternating rounds of the throughput run (after one warm-up round of each).
-const ROUNDS: usize = 7;
+const ROUNDS: usize = 15;
 /// Changes of the storm.
 const CHANGES: usize = 100_000;
 /// Keys the storm's changes are spread over.
