@@ -248,29 +248,59 @@ impl Queue {
         self.timer.notify_one();
     }
 
-    /// Waits for a key to work on.
-    pub async fn take(&self) -> Key {
+    /// Queues every key of `keys` now, under one lock.
+    pub fn add_all(&self, keys: impl IntoIterator<Item = Key>) {
+        let added = {
+            let mut state = self.lock();
+            keys.into_iter().filter(|key| state.add(key.clone())).count()
+        };
+        for _ in 0..added {
+            self.work.notify_one();
+        }
+    }
+
+    /// Waits for a key to work on; answers it and how many keys still wait.
+    pub async fn take(&self) -> (Key, usize) {
         loop {
+            if let Some(taken) = self.try_take() {
+                return taken;
+            }
             let notified = self.work.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if let Some(key) = self.lock().take() {
-                return key;
+            if let Some(taken) = self.try_take() {
+                return taken;
             }
             notified.await;
         }
     }
 
-    /// A worker finished `key`.
-    pub fn finish(&self, key: &Key, outcome: Outcome, backoff: &Backoff) -> Finished {
-        let finished = self.lock().finish(key, outcome, Instant::now(), backoff);
-        if finished.requeued {
+    fn try_take(&self) -> Option<(Key, usize)> {
+        let mut state = self.lock();
+        state.take().map(|key| (key, state.depth()))
+    }
+
+    /// A worker finished `key`; when another key waits, the worker takes it at once, under the
+    /// same lock (a busy worker locks the queue once per key).
+    pub fn finish_and_take(
+        &self,
+        key: &Key,
+        outcome: Outcome,
+        backoff: &Backoff,
+    ) -> (Finished, Option<(Key, usize)>) {
+        let (finished, next) = {
+            let mut state = self.lock();
+            let finished = state.finish(key, outcome, Instant::now(), backoff);
+            let next = state.take().map(|key| (key, state.depth()));
+            (finished, next)
+        };
+        if finished.requeued && next.is_none() {
             self.work.notify_one();
         }
         if outcome != Outcome::Done(Action::AwaitChange) {
             self.timer.notify_one();
         }
-        finished
+        (finished, next)
     }
 
     /// Queues scheduled keys as their time comes, until dropped.

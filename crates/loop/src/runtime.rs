@@ -176,9 +176,7 @@ impl Loop {
                 loop {
                     tick.tick().await;
                     for source in &sources {
-                        for key in source.known() {
-                            queue.add(key);
-                        }
+                        queue.add_all(source.known());
                     }
                 }
             });
@@ -216,18 +214,24 @@ struct Worker {
 
 impl Worker {
     async fn run(self, stop: CancellationToken) {
+        let mut next = None;
         loop {
-            let key = tokio::select! {
-                biased;
-                () = stop.cancelled() => return,
-                key = self.queue.take() => key,
+            let (key, depth) = match next.take() {
+                Some(taken) if !stop.is_cancelled() => taken,
+                Some(_) => return,
+                None => tokio::select! {
+                    biased;
+                    () = stop.cancelled() => return,
+                    taken = self.queue.take() => taken,
+                },
             };
-            self.metrics.depth.set(i64::try_from(self.queue.depth()).unwrap_or(i64::MAX));
-            self.reconcile(key).await;
+            self.metrics.depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+            next = self.reconcile(key).await;
         }
     }
 
-    async fn reconcile(&self, key: Key) {
+    /// Reconciles `key`; answers the next key when one was waiting.
+    async fn reconcile(&self, key: Key) -> Option<(Key, usize)> {
         let span = tracing::info_span!(
             "reconcile",
             controller = %self.name,
@@ -259,10 +263,11 @@ impl Worker {
                 Outcome::Failed
             }
         };
-        let finished = self.queue.finish(&key, outcome, &self.backoff);
+        let (finished, next) = self.queue.finish_and_take(&key, outcome, &self.backoff);
         if let (Err(error), Some(retry)) = (&result, finished.retry) {
             span.in_scope(|| tracing::warn!(%error, ?retry, "reconcile failed; retrying after backoff"));
         }
+        next
     }
 }
 

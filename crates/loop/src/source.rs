@@ -8,7 +8,7 @@
 //! item's keys change, the old keys are queued too, so that whatever it used to concern is
 //! reconciled as well.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -43,6 +43,11 @@ impl Sink {
     pub fn add(&self, key: Key) {
         self.queue.add(key);
     }
+
+    /// Queues every key of `keys`, at once.
+    pub fn add_all(&self, keys: impl IntoIterator<Item = Key>) {
+        self.queue.add_all(keys);
+    }
 }
 
 /// A source of fixed keys: each is queued once at start and at every resync. For loops whose
@@ -62,9 +67,7 @@ impl Fixed {
 #[async_trait::async_trait]
 impl Source for Fixed {
     async fn run(&self, sink: Sink, _stop: CancellationToken) {
-        for key in &self.keys {
-            sink.add(key.clone());
-        }
+        sink.add_all(self.keys.iter().cloned());
     }
 
     fn known(&self) -> Vec<Key> {
@@ -180,15 +183,11 @@ impl ListWatch {
         for item in listed.items {
             fresh.insert(item.id, item.keys);
         }
-        let mut queued = HashSet::new();
         let mut items = self.items();
-        for keys in items.values().chain(fresh.values()) {
-            for key in keys {
-                if queued.insert(key.clone()) {
-                    sink.add(key.clone());
-                }
-            }
-        }
+        let mut keys: Vec<Key> = items.values().chain(fresh.values()).flatten().cloned().collect();
+        keys.sort();
+        keys.dedup();
+        sink.add_all(keys);
         *items = fresh;
     }
 
