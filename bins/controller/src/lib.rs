@@ -13,11 +13,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use kayra_api::scheme::Scheme;
 use kayra_apiserver::{ApiState, ServeOptions};
 use kayra_authn::TokenFile;
+use kayra_client::kubeconfig::Kubeconfig;
 use kayra_control::Control;
 use kayra_control::events::Recorder;
 use kayra_control::loops::bootstrap::BootstrapReconciler;
@@ -106,7 +105,15 @@ pub fn init(config: &Config) -> anyhow::Result<Paths> {
         let server = format!("https://{host}:{}", config.listen.port());
         write_private(
             &paths.kubeconfig,
-            &kubeconfig(&server, ca.cert_pem(), &admin.cert_pem, &admin.key_pem),
+            &Kubeconfig::with_client_certificate(
+                "kayra",
+                &server,
+                ca.cert_pem(),
+                "admin",
+                &admin.cert_pem,
+                &admin.key_pem,
+            )
+            .to_yaml(),
         )?;
     }
     let token_file = config.token_file();
@@ -125,16 +132,6 @@ fn random_token() -> String {
     let mut bytes = [0u8; 24];
     ring::rand::SystemRandom::new().fill(&mut bytes).expect("the system has randomness");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn kubeconfig(server: &str, ca_pem: &str, cert_pem: &str, key_pem: &str) -> String {
-    let data = |pem: &str| STANDARD.encode(pem);
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: kayra\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: kayra-admin\n  context:\n    cluster: kayra\n    user: admin\n    namespace: default\ncurrent-context: kayra-admin\n",
-        data(ca_pem),
-        data(cert_pem),
-        data(key_pem)
-    )
 }
 
 /// Opens the configured store.

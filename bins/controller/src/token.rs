@@ -71,47 +71,27 @@ pub async fn create(
             bail!("--groups {group}: extra groups must start with system:bootstrappers:");
         }
     }
-    let read = |name: &str| {
-        let path = config.data_dir.join(name);
-        std::fs::read(&path)
-            .with_context(|| format!("cannot read {} (run `kayra-controller init` first)", path.display()))
-    };
-    let kubeconfig =
-        String::from_utf8(read("admin.kubeconfig")?).context("the admin kubeconfig is not UTF-8")?;
-    let server = kubeconfig
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("server: "))
-        .context("the admin kubeconfig names no server")?
-        .trim()
-        .to_owned();
-    let admin_token = String::from_utf8(read("admin.token")?).context("the admin token is not UTF-8")?;
-    let ca = reqwest::Certificate::from_pem(&read("pki/ca.crt")?).context("the cluster CA is not PEM")?;
-    let client = reqwest::Client::builder()
-        .tls_certs_only([ca])
-        .timeout(Duration::from_secs(30))
-        .build()
-        .context("cannot build an HTTPS client")?;
+    let kubeconfig = config.data_dir.join("admin.kubeconfig");
+    if !kubeconfig.exists() {
+        bail!("cannot read {} (run `kayra-controller init` first)", kubeconfig.display());
+    }
+    // The admin kubeconfig, read as kubectl and kayra-cli read theirs.
+    let client = kayra_client::Client::from_kubeconfig(&kubeconfig)?;
     let token = Token::generate();
     let expires = jiff::Timestamp::now()
         .checked_add(jiff::SignedDuration::try_from(ttl).context("the TTL is out of range")?)
         .context("the expiry is out of range")?;
     let secret = secret_for(&config.domain, &token, expires, description, groups);
-    let url =
-        format!("{server}/apis/fleet.{}/v1/namespaces/{BOOTSTRAP_TOKEN_NAMESPACE}/secrets", config.domain);
-    let response = client
-        .post(&url)
-        .bearer_auth(admin_token.trim())
-        .json(&secret)
-        .send()
-        .await
-        .with_context(|| format!("cannot reach the controller at {server}; is it running?"))?;
-    if !response.status().is_success() {
-        let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
-        bail!(
-            "the controller refused the token ({status}): {}",
-            body["message"].as_str().unwrap_or("no message")
-        );
+    let path = format!("/apis/fleet.{}/v1/namespaces/{BOOTSTRAP_TOKEN_NAMESPACE}/secrets", config.domain);
+    match client.send(reqwest::Method::POST, &path, Some(&secret)).await {
+        Ok(_) => {}
+        Err(kayra_client::ClientError::Status { code, message }) => {
+            bail!("the controller refused the token ({code}): {message}")
+        }
+        Err(error) => {
+            return Err(anyhow::Error::new(error)
+                .context(format!("cannot reach the controller at {}; is it running?", client.server())));
+        }
     }
     Ok(token.to_string())
 }

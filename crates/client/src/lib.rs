@@ -4,11 +4,12 @@
 //! [`gateway`] holds the catalog reconciler's adapters for reaching registered APIs.
 
 pub mod gateway;
+pub mod kubeconfig;
 
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
-use serde::Deserialize;
+use kubeconfig::Kubeconfig;
 use serde_json::Value;
 
 /// Why a request did not succeed.
@@ -41,48 +42,6 @@ pub enum ClientError {
     },
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case", default)]
-struct Kubeconfig {
-    clusters: Vec<Named<Cluster>>,
-    users: Vec<Named<User>>,
-    contexts: Vec<Named<Context>>,
-    current_context: String,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Named<T> {
-    name: String,
-    #[serde(alias = "cluster", alias = "user", alias = "context")]
-    value: T,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case", default)]
-struct Cluster {
-    server: String,
-    certificate_authority_data: Option<String>,
-    certificate_authority: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "kebab-case", default)]
-struct User {
-    client_certificate_data: Option<String>,
-    client_key_data: Option<String>,
-    client_certificate: Option<PathBuf>,
-    client_key: Option<PathBuf>,
-    token: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct Context {
-    cluster: String,
-    user: String,
-}
-
 /// A configured client.
 #[derive(Debug, Clone)]
 pub struct Client {
@@ -105,19 +64,8 @@ impl Client {
     pub fn from_kubeconfig(path: &Path) -> Result<Client, ClientError> {
         let fail = |message: String| ClientError::Config { path: path.display().to_string(), message };
         let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-        let config: Kubeconfig = serde_saphyr::from_str(&text).map_err(|e| fail(e.to_string()))?;
-        let context = config
-            .contexts
-            .iter()
-            .find(|c| c.name == config.current_context)
-            .or_else(|| config.contexts.first())
-            .ok_or_else(|| fail("no context".to_owned()))?;
-        let cluster = config
-            .clusters
-            .iter()
-            .find(|c| c.name == context.value.cluster)
-            .ok_or_else(|| fail(format!("no cluster {:?}", context.value.cluster)))?;
-        let user = config.users.iter().find(|u| u.name == context.value.user).map(|u| &u.value);
+        let config = Kubeconfig::parse(&text).map_err(fail)?;
+        let (cluster, user) = config.current().map_err(fail)?;
         let relative = |file: &PathBuf| path.parent().unwrap_or(Path::new(".")).join(file);
         let read = |data: &Option<String>, file: &Option<PathBuf>| -> Result<Option<Vec<u8>>, ClientError> {
             if let Some(data) = data {
@@ -131,9 +79,7 @@ impl Client {
                 .transpose()
         };
         let mut builder = reqwest::Client::builder();
-        if let Some(ca) =
-            read(&cluster.value.certificate_authority_data, &cluster.value.certificate_authority)?
-        {
+        if let Some(ca) = read(&cluster.certificate_authority_data, &cluster.certificate_authority)? {
             let ca = reqwest::Certificate::from_pem(&ca).map_err(|e| fail(format!("the CA: {e}")))?;
             builder = builder.tls_certs_only([ca]);
         }
@@ -149,7 +95,7 @@ impl Client {
             token.clone_from(&user.token);
         }
         let http = builder.build().map_err(|e| fail(e.to_string()))?;
-        Ok(Client { http, server: cluster.value.server.trim_end_matches('/').to_owned(), token })
+        Ok(Client { http, server: cluster.server.trim_end_matches('/').to_owned(), token })
     }
 
     /// The server's URL.
