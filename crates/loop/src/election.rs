@@ -34,6 +34,7 @@ pub struct Leadership {
     lease: LeaseId,
     lost: tokio::sync::watch::Receiver<bool>,
     keeper: tokio::task::JoinHandle<()>,
+    resigned: bool,
 }
 
 impl Election {
@@ -101,7 +102,7 @@ impl Election {
                 }
             }
         });
-        Leadership { store: self.store.clone(), lease, lost, keeper }
+        Leadership { store: self.store.clone(), lease, lost, keeper, resigned: false }
     }
 }
 
@@ -116,10 +117,24 @@ impl Leadership {
     pub async fn lost(&mut self) {
         let _ = self.lost.wait_for(|lost| *lost).await;
     }
+
+    /// Steps down now: the election's key goes with the lease before this returns, so another
+    /// candidate may lead at once, and nothing of this leadership holds the store afterwards.
+    pub async fn resign(mut self) {
+        self.keeper.abort();
+        let _ = (&mut self.keeper).await;
+        if let Err(error) = self.store.revoke_lease(self.lease).await {
+            tracing::debug!(%error, "revoking a resigned leader's lease failed; it expires on its own");
+        }
+        self.resigned = true;
+    }
 }
 
 impl Drop for Leadership {
     fn drop(&mut self) {
+        if self.resigned {
+            return;
+        }
         self.keeper.abort();
         let (store, lease) = (self.store.clone(), self.lease);
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {

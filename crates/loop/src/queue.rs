@@ -227,12 +227,13 @@ pub struct Queue {
     state: Mutex<State>,
     work: Notify,
     timer: Notify,
+    workers: usize,
 }
 
 impl Queue {
-    /// A queue over `state`.
-    pub fn new(state: State) -> Queue {
-        Queue { state: Mutex::new(state), work: Notify::new(), timer: Notify::new() }
+    /// A queue over `state` served by `workers` workers.
+    pub fn new(state: State, workers: usize) -> Queue {
+        Queue { state: Mutex::new(state), work: Notify::new(), timer: Notify::new(), workers }
     }
 
     /// Queues `key` now.
@@ -254,7 +255,8 @@ impl Queue {
             let mut state = self.lock();
             keys.into_iter().filter(|key| state.add(key.clone())).count()
         };
-        for _ in 0..added {
+        // One wake-up per idle worker at most; the rest are taken by workers as they finish.
+        for _ in 0..added.min(self.workers.max(1)) {
             self.work.notify_one();
         }
     }

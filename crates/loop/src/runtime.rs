@@ -145,21 +145,24 @@ impl Loop {
             let running = self.term(term.clone());
             tokio::pin!(running);
             tokio::select! {
-                () = &mut running => return,
+                () = &mut running => {}
                 () = leadership.lost() => {
                     tracing::warn!(controller = %self.name, "lost leadership; draining, then campaigning again");
                     term.cancel();
                     running.await;
                 }
             }
-            drop(leadership);
+            leadership.resign().await;
+            if stop.is_cancelled() {
+                return;
+            }
         }
     }
 
     /// One term of reconciling: from a fresh queue until `stop`.
     async fn term(&self, stop: CancellationToken) {
         let state = if self.hold_failing { State::holding_failing_keys() } else { State::default() };
-        let queue = Arc::new(Queue::new(state));
+        let queue = Arc::new(Queue::new(state, self.concurrency));
         let mut helpers = tokio::task::JoinSet::new();
         for source in &self.sources {
             let (source, sink, stop) = (source.clone(), Sink::new(queue.clone()), stop.clone());
@@ -194,6 +197,8 @@ impl Loop {
         }
         stop.cancelled().await;
         helpers.abort_all();
+        // Sources hold the store; they are gone before the loop says it stopped.
+        while helpers.join_next().await.is_some() {}
         let drained =
             tokio::time::timeout(self.drain, async { while workers.join_next().await.is_some() {} });
         if drained.await.is_err() {

@@ -19,7 +19,8 @@ use std::time::Duration;
 use kayra_catalog::ports::FixedNamespaces;
 use kayra_catalog::steps::{Mode, ReconcilerConfig, Step};
 use kayra_catalog::{Catalog, RandomIds, Scope, SystemClock};
-use kayra_example_embed_catalog::reconciler::{Http, Reconciler};
+use kayra_example_embed_catalog::reconciler::{LoggedEvents, reconciler};
+use tokio_util::sync::CancellationToken;
 
 fn env(name: &str, default: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| default.to_owned())
@@ -71,8 +72,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         gateway_url: std::env::var("GATEWAY_URL").ok(),
         mode: [("notify".to_owned(), notify())].into(),
     };
-    let reconciler = Reconciler { catalog: catalog.clone(), config, http: Http::new()? };
     let period = Duration::from_secs(env("RESYNC_SECONDS", "30").parse()?);
+    let reconciler = reconciler(catalog.clone(), config, Arc::new(LoggedEvents), period)
+        .map_err(|error| -> Box<dyn std::error::Error> { error })?;
 
     let listener = tokio::net::TcpListener::bind(env("LISTEN", "127.0.0.1:9191")).await?;
     tracing::info!(address = %listener.local_addr()?, data = %data_dir.display(), "serving the catalog");
@@ -80,27 +82,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let until_stopped = |mut stopped: tokio::sync::watch::Receiver<bool>| async move {
         let _ = stopped.wait_for(|stopped| *stopped).await;
     };
-    let reconciling = tokio::spawn({
-        let stopped = until_stopped(stopped.clone());
-        async move {
-            let log = |result: &Result<_, _>| match result {
-                Ok(kayra_catalog::Report { attempts }) => {
-                    for attempt in attempts {
-                        match &attempt.failure {
-                            None => {
-                                tracing::info!(namespace = %attempt.namespace, api = %attempt.api, sync_id = %attempt.sync_id, "reconciled")
-                            }
-                            Some(failure) => {
-                                tracing::warn!(namespace = %attempt.namespace, api = %attempt.api, %failure, "reconciling failed")
-                            }
-                        }
-                    }
-                }
-                Err(error) => tracing::warn!(%error, "a reconciliation pass failed"),
-            };
-            reconciler.run(period, log, stopped).await;
-        }
-    });
+    let stop_reconciling = CancellationToken::new();
+    let reconciling = tokio::spawn(reconciler.run(stop_reconciling.clone()));
     let serving = tokio::spawn(kayra_example_embed_catalog::serve(
         listener,
         kayra_example_embed_catalog::router(catalog),
@@ -108,6 +91,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ));
     tokio::signal::ctrl_c().await?;
     let _ = stop.send(true);
+    stop_reconciling.cancel();
     serving.await??;
     reconciling.await?;
     Ok(())

@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use axum::extract::Path;
 use kayra_catalog::ports::FixedNamespaces;
+use kayra_catalog::reconciler::{Events, SubscriptionEvent};
 use kayra_catalog::steps::{Mode, ReconcilerConfig, Step};
-use kayra_catalog::{Catalog, RandomIds, Report, Scope, SystemClock};
-use kayra_example_embed_catalog::reconciler::{Http, Reconciler};
+use kayra_catalog::{Catalog, RandomIds, Scope, SystemClock};
+use kayra_example_embed_catalog::reconciler::reconciler;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 const DOCUMENT: &str = r#"{"openapi": "3.1.0", "paths": {"/apis/compute.example.com/v1/namespaces/{namespace}/machines": {"get": {}}}}"#;
 
@@ -105,17 +107,11 @@ async fn a_team_serves_and_reconciles_its_own_catalog() {
         gateway_url: Some(gateway),
         mode: [("notify".to_owned(), Mode { steps: vec![step] })].into(),
     };
-    let reconciler = Reconciler { catalog: catalog.clone(), config, http: Http::new().unwrap() };
-    let (reported, mut passes) = mpsc::unbounded_channel::<Report>();
-    let reconciling = tokio::spawn({
-        let stopped = until_stopped(stopped);
-        async move {
-            let report = move |result: &Result<Report, _>| {
-                let _ = reported.send(result.as_ref().expect("a pass over a working store succeeds").clone());
-            };
-            reconciler.run(Duration::from_secs(3600), report, stopped).await;
-        }
-    });
+    let (reported, mut events) = mpsc::unbounded_channel::<SubscriptionEvent>();
+    let reconciler =
+        reconciler(catalog.clone(), config, Arc::new(Forward(reported)), Duration::from_secs(3600)).unwrap();
+    let stop_reconciling = CancellationToken::new();
+    let reconciling = tokio::spawn(reconciler.run(stop_reconciling.clone()));
 
     let compute =
         json!({"name": "compute.example.com", "short_name": "compute", "owner": "sre-a", "mode": "notify"});
@@ -159,14 +155,10 @@ async fn a_team_serves_and_reconciles_its_own_catalog() {
         Some(format!(r#"sre {{"sync_id": "{build}"}}"#).as_str()),
         "the canary"
     );
-    // The pass that notified sre records it before it reports.
+    // The pass that notified sre records it before it tells its Event.
     tokio::time::timeout(PATIENCE, async {
-        while let Some(report) = passes.recv().await {
-            if report
-                .attempts
-                .iter()
-                .any(|a| a.namespace == "sre" && a.sync_id == build && a.failure.is_none())
-            {
+        while let Some(event) = events.recv().await {
+            if event.namespace == "sre" && event.reason == "Synced" && event.message.ends_with(&build) {
                 return;
             }
         }
@@ -182,6 +174,7 @@ async fn a_team_serves_and_reconciles_its_own_catalog() {
     );
 
     let _ = stop.send(true);
+    stop_reconciling.cancel();
     serving.await.unwrap().unwrap();
     reconciling.await.unwrap();
     drop(catalog);
@@ -194,4 +187,14 @@ async fn a_team_serves_and_reconciles_its_own_catalog() {
     );
     assert_eq!(registration.object.sync_id, build);
     assert_eq!(subscription.object.status.current_sync_id, build);
+}
+
+/// The reconciler's Events, handed to the test.
+struct Forward(mpsc::UnboundedSender<SubscriptionEvent>);
+
+#[async_trait::async_trait]
+impl Events for Forward {
+    async fn record(&self, event: &SubscriptionEvent) {
+        let _ = self.0.send(event.clone());
+    }
 }
