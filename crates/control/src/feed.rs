@@ -19,6 +19,38 @@ pub fn own_key(object: &Object) -> Vec<Key> {
     vec![Key::object(Some(meta_str(object, "namespace")), meta_str(object, "name"))]
 }
 
+/// The key of the object's controlling owner of Kind `kind` (its `ownerReferences` entry with
+/// `controller: true`), in the object's namespace: how a child's change reaches its parent's loop.
+pub fn controller_owner(kind: &'static str) -> Mapper {
+    Arc::new(move |object: &Object| {
+        let namespace = meta_str(object, "namespace");
+        let owners = object.get("metadata").and_then(|metadata| metadata.get("ownerReferences"));
+        owners
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|owner| owner["controller"] == true && owner["kind"] == kind)
+            .filter_map(|owner| owner["name"].as_str())
+            .map(|name| Key::object(Some(namespace), name))
+            .collect()
+    })
+}
+
+/// The key of the cluster-scoped object whose name a string field of the object holds (a JSON
+/// pointer such as `/spec/placement/nodeName`): how an Application's change reaches its node's loop.
+pub fn named_by(pointer: &'static str) -> Mapper {
+    Arc::new(move |object: &Object| {
+        let value = serde_json::Value::Object(object.clone());
+        value
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .filter(|name| !name.is_empty())
+            .map(Key::new)
+            .into_iter()
+            .collect()
+    })
+}
+
 /// One resource, listed and watched as `client`.
 pub struct ResourceFeed {
     client: Client,
@@ -106,5 +138,39 @@ impl Changes for ResourceChanges {
             WatchEvent::Added(_) | WatchEvent::Modified(_) => Change::Put { item, revision },
             WatchEvent::Deleted(_) => Change::Delete { item, revision },
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn object(value: Value) -> Object {
+        match value {
+            Value::Object(object) => object,
+            _ => unreachable!("the tests pass objects"),
+        }
+    }
+
+    #[test]
+    fn changes_map_to_the_object_its_controlling_owner_or_the_object_a_field_names() {
+        let child = object(json!({
+            "metadata": {"namespace": "demo", "name": "web-0", "ownerReferences": [
+                {"kind": "ApplicationSet", "name": "web", "controller": true},
+                {"kind": "ApplicationSet", "name": "not-controlling"},
+                {"kind": "Other", "name": "x", "controller": true},
+            ]},
+            "spec": {"placement": {"nodeName": "node-1"}},
+        }));
+        assert_eq!(own_key(&child), vec![Key::new("demo/web-0")]);
+        assert_eq!(controller_owner("ApplicationSet")(&child), vec![Key::new("demo/web")]);
+        assert_eq!(named_by("/spec/placement/nodeName")(&child), vec![Key::new("node-1")]);
+        let orphan = object(
+            json!({"metadata": {"namespace": "demo", "name": "alone"}, "spec": {"placement": {"nodeName": ""}}}),
+        );
+        assert!(controller_owner("ApplicationSet")(&orphan).is_empty());
+        assert!(named_by("/spec/placement/nodeName")(&orphan).is_empty(), "an empty field names nothing");
     }
 }

@@ -277,6 +277,18 @@ impl Queue {
         }
     }
 
+    /// Takes a key if one waits, for tests that drive a queue by hand.
+    #[cfg(test)]
+    pub(crate) fn try_take_for_tests(&self) -> Option<(Key, usize)> {
+        self.try_take()
+    }
+
+    /// Finishes a taken key successfully, for tests that drive a queue by hand.
+    #[cfg(test)]
+    pub(crate) fn finish_for_tests(&self, key: &Key) {
+        self.lock().finish(key, Outcome::Done(Action::AwaitChange), Instant::now(), &Backoff::default());
+    }
+
     fn try_take(&self) -> Option<(Key, usize)> {
         let mut state = self.lock();
         state.take().map(|key| (key, state.depth()))

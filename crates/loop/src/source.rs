@@ -380,3 +380,6 @@ impl Changes for StoreChanges {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests;
