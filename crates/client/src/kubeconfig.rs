@@ -153,9 +153,12 @@ impl Kubeconfig {
         serde_saphyr::from_str(text).map_err(|error| error.to_string())
     }
 
-    /// The kubeconfig as YAML.
+    /// The kubeconfig as YAML, each value on its own line as kubectl writes it (no folded
+    /// block scalars: tools that read a kubeconfig line by line find the whole value).
     pub fn to_yaml(&self) -> String {
-        serde_saphyr::to_string(self).expect("a kubeconfig serialises")
+        let mut options = serde_saphyr::SerializerOptions::default();
+        options.prefer_block_scalars = false;
+        serde_saphyr::to_string_with_options(self, options).expect("a kubeconfig serialises")
     }
 
     /// The current context (or the first), its cluster, and its user if it names one.
@@ -201,6 +204,15 @@ mod tests {
         ] {
             assert!(yaml.contains(line), "{line} missing from:\n{yaml}");
         }
+        let long = "x".repeat(2000);
+        let wide = Kubeconfig::with_client_certificate("kayra", "https://h:1", &long, "admin", &long, &long)
+            .to_yaml();
+        let line = wide.lines().find(|line| line.trim_start().starts_with("client-key-data: ")).unwrap();
+        assert_eq!(
+            line.trim_start(),
+            format!("client-key-data: {}", STANDARD.encode(&long)),
+            "one line, as kubectl writes it"
+        );
         let read = Kubeconfig::parse(&yaml).unwrap();
         assert_eq!(read, written);
         let (cluster, user) = read.current().unwrap();
