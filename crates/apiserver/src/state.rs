@@ -52,11 +52,6 @@ impl ApiState {
         self.control.resource(kind)
     }
 
-    /// The registry resource serving a Kind, for callers outside the HTTP surface.
-    pub fn resource_for(&self, kind: &KindInfo) -> &Resource {
-        self.resource(kind)
-    }
-
     /// Serves `registry` at `/metrics`.
     pub fn with_metrics(mut self, registry: Arc<prometheus_client::registry::Registry>) -> ApiState {
         self.metrics = Some(registry);
@@ -67,11 +62,6 @@ impl ApiState {
     pub fn with_catalog(mut self, catalog: Arc<kayra_catalog::Catalog>) -> ApiState {
         self.catalog = Some(catalog);
         self
-    }
-
-    /// The API catalog this state serves, if any.
-    pub fn catalog(&self) -> Option<Arc<kayra_catalog::Catalog>> {
-        self.catalog.clone()
     }
 
     /// Audits every mutating request to `log`.
