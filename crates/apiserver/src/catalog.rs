@@ -74,7 +74,7 @@ pub(crate) async fn serve(
     let api_version = catalog.api_version();
     let name = path.name.as_deref();
     match (path.plural, path.namespace.as_deref(), name, path.subresource.as_deref(), verb) {
-        (plural, namespace, None, None, "list") if watching(query)? => {
+        (plural, namespace, None, None, "list") if crate::handlers::watching(query)? => {
             let shared = state.catalog.clone().expect("the catalog is served");
             watch(shared, kind, plural, namespace, query, output).await
         }
@@ -198,14 +198,6 @@ pub(crate) async fn served_elsewhere(state: &ApiState, path: &str) -> Option<Api
 }
 
 /// Whether a list is a watch: `watch` in any of Go's boolean spellings.
-fn watching(query: &HashMap<String, String>) -> Result<bool, ApiError> {
-    match query.get("watch").map(String::as_str) {
-        None | Some("") | Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
-        Some(other) => Err(ApiError::BadRequest(format!("watch: {other:?} is not a boolean"))),
-    }
-}
-
 fn in_namespace(item: &Value, namespace: Option<&str>) -> bool {
     namespace.is_none_or(|namespace| {
         item.pointer("/metadata/namespace").and_then(Value::as_str) == Some(namespace)
@@ -334,17 +326,7 @@ fn verb(
     path: &CatalogPath,
     query: &HashMap<String, String>,
 ) -> Result<&'static str, ApiError> {
-    let verb = match (method, path.name.is_some()) {
-        (&Method::GET, false) if watching(query)? => "watch",
-        (&Method::GET, false) => "list",
-        (&Method::GET, true) => "get",
-        (&Method::POST, false) => "create",
-        (&Method::PUT, true) => "update",
-        (&Method::PATCH, true) => "patch",
-        (&Method::DELETE, true) => "delete",
-        (&Method::DELETE, false) => "deletecollection",
-        _ => return Err(ApiError::MethodNotAllowed),
-    };
+    let verb = crate::handlers::verb(method, path.name.is_some(), query)?;
     let served = match path.subresource.as_deref() {
         None => kind.verbs,
         Some(sub) => kind.subresource(sub).map_or(&[][..], |sub| sub.verbs),
@@ -368,18 +350,7 @@ fn authorize(state: &ApiState, identity: &Identity, verb: &str, path: &CatalogPa
     if state.allows(identity, &action) {
         return Ok(());
     }
-    let subject = match &path.name {
-        Some(name) => format!("{}.{group} \"{name}\" is forbidden", path.plural),
-        None => format!("{}.{group} is forbidden", path.plural),
-    };
-    let scope = match &path.namespace {
-        Some(namespace) => format!(" in the namespace \"{namespace}\""),
-        None => " at the cluster scope".to_owned(),
-    };
-    Err(ApiError::Forbidden(format!(
-        "{subject}: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{group}\"{scope}",
-        identity.user
-    )))
+    Err(ApiError::Forbidden(action.refusal(&identity.user)))
 }
 
 /// A stored document, byte for byte.

@@ -59,10 +59,7 @@ pub(crate) async fn serve(
         name: None,
     };
     if !state.allows(caller, &may_check) {
-        return Err(ApiError::Forbidden(format!(
-            "check.{group} is forbidden: User \"{}\" cannot create resource \"check\" in API group \"{group}\" at the cluster scope",
-            caller.user
-        )));
+        return Err(ApiError::Forbidden(may_check.refusal(&caller.user)));
     }
     let check: Check = serde_json::from_slice(body)
         .map_err(|error| ApiError::BadRequest(format!("the check is not valid: {error}")))?;

@@ -56,7 +56,7 @@ pub(crate) async fn serve(
                 .verbs
         }
     };
-    let verb = verb(method, &path, query)?;
+    let verb = verb(method, path.name.is_some(), query)?;
     // A Kind and each of its subresources serve the verbs discovery advertises for them
     // (namespaces are not deleted as a collection, views are read-only, reviews are created,
     // a status is read, replaced and patched); the rest are not allowed.
@@ -402,16 +402,19 @@ struct Projection {
     fields: FieldSelector,
 }
 
-/// The Kubernetes verb of a request.
-fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'static str, ApiError> {
-    let watching = match query.get("watch").map(String::as_str) {
-        None | Some("") => false,
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => true,
-        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => false,
-        Some(other) => return Err(ApiError::BadRequest(format!("watch: {other:?} is not a boolean"))),
-    };
-    let verb = match (method, path.name.is_some()) {
-        (&Method::GET, false) if watching => "watch",
+/// Whether a list asks to watch: `watch` takes every spelling of a Go boolean.
+pub(crate) fn watching(query: &Query) -> Result<bool, ApiError> {
+    match query.get("watch").map(String::as_str) {
+        None | Some("" | "0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!("watch: {other:?} is not a boolean"))),
+    }
+}
+
+/// The Kubernetes verb of a request on a collection, or on one object when `named`.
+pub(crate) fn verb(method: &Method, named: bool, query: &Query) -> Result<&'static str, ApiError> {
+    Ok(match (method, named) {
+        (&Method::GET, false) if watching(query)? => "watch",
         (&Method::GET, false) => "list",
         (&Method::GET, true) => "get",
         (&Method::POST, false) => "create",
@@ -420,8 +423,7 @@ fn verb(method: &Method, path: &ResourcePath<'_>, query: &Query) -> Result<&'sta
         (&Method::DELETE, true) => "delete",
         (&Method::DELETE, false) => "deletecollection",
         _ => return Err(ApiError::MethodNotAllowed),
-    };
-    Ok(verb)
+    })
 }
 
 /// The RBAC decision for a resource request; a refusal names what was refused, as Kubernetes
@@ -491,24 +493,7 @@ fn authorize(
     if state.allows(identity, &action) {
         return Ok(());
     }
-    let qualified = if kind.group.is_empty() {
-        kind.plural.to_owned()
-    } else {
-        format!("{}.{}", kind.plural, kind.group)
-    };
-    let subject = match &path.name {
-        Some(name) => format!("{qualified} \"{name}\" is forbidden"),
-        None => format!("{qualified} is forbidden"),
-    };
-    let scope = match &path.namespace {
-        Some(namespace) => format!(" in the namespace \"{namespace}\""),
-        None if kind.namespaced => String::new(),
-        None => " at the cluster scope".to_owned(),
-    };
-    Err(ApiError::Forbidden(format!(
-        "{subject}: User \"{}\" cannot {verb} resource \"{resource}\" in API group \"{}\"{scope}",
-        identity.user, kind.group
-    )))
+    Err(ApiError::Forbidden(action.refusal(&identity.user)))
 }
 
 /// Names an Invalid error by `Kind.group`, as Kubernetes does.

@@ -207,11 +207,7 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
         let action =
             kayra_authz::Action::NonResource { verb: "get".to_owned(), path: parts.uri.path().to_owned() };
         if !state.allows(&identity, &action) {
-            return Err(ApiError::Forbidden(format!(
-                "forbidden: User \"{}\" cannot get path \"{}\"",
-                identity.user,
-                parts.uri.path()
-            )));
+            return Err(ApiError::Forbidden(action.refusal(&identity.user)));
         }
     }
     let read_only = |response: Response| -> Result<Response, ApiError> {
@@ -438,10 +434,7 @@ fn impersonate(
             name: Some(name.clone()),
         };
         if !state.allows(caller, &action) {
-            return Err(ApiError::Forbidden(format!(
-                "{resource} \"{name}\" is forbidden: User \"{}\" cannot impersonate resource \"{resource}\" in API group \"{api}\" at the cluster scope",
-                caller.user
-            )));
+            return Err(ApiError::Forbidden(action.refusal(&caller.user)));
         }
     }
     Ok(Some(Identity::new(user, uids.into_iter().next().unwrap_or_default(), groups)))

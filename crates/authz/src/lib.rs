@@ -54,6 +54,35 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// Why `user` may not do this, in Kubernetes' words: `applications.fleet.example.com "web"
+    /// is forbidden: User "alice" cannot get resource "applications" in API group
+    /// "fleet.example.com" in the namespace "demo"`, or `forbidden: User "alice" cannot get
+    /// path "/metrics"`. Every refusal of an action says it this way.
+    pub fn refusal(&self, user: &str) -> String {
+        match self {
+            Action::NonResource { verb, path } => {
+                format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\"")
+            }
+            Action::Resource { verb, api, resource, namespace, name } => {
+                let plural = resource.split('/').next().unwrap_or(resource);
+                let qualified = if api.is_empty() { plural.to_owned() } else { format!("{plural}.{api}") };
+                let subject = match name {
+                    Some(name) => format!("{qualified} \"{name}\" is forbidden"),
+                    None => format!("{qualified} is forbidden"),
+                };
+                let scope = match namespace {
+                    Some(namespace) => format!("in the namespace \"{namespace}\""),
+                    None => "at the cluster scope".to_owned(),
+                };
+                format!(
+                    "{subject}: User \"{user}\" cannot {verb} resource \"{resource}\" in API group \"{api}\" {scope}"
+                )
+            }
+        }
+    }
+}
+
 /// The compiled RBAC state: roles by name, bindings by scope and subject, and the namespaces
 /// that exist. A decision looks up the caller's user and groups; it never scans bindings.
 #[derive(Debug, Clone, Default)]

@@ -361,3 +361,37 @@ fn held_rules_cover_single_permissions_and_wildcards_only_by_wildcards() {
         )
     );
 }
+
+#[test]
+fn refusals_are_worded_as_kubernetes_words_them() {
+    let resource = |verb: &str, api: &str, resource: &str, namespace: Option<&str>, name: Option<&str>| {
+        Action::Resource {
+            verb: verb.to_owned(),
+            api: api.to_owned(),
+            resource: resource.to_owned(),
+            namespace: namespace.map(str::to_owned),
+            name: name.map(str::to_owned),
+        }
+    };
+    let cases = [
+        (
+            resource("get", "fleet.example.com", "applications", Some("demo"), Some("web")),
+            "applications.fleet.example.com \"web\" is forbidden: User \"alice\" cannot get resource \"applications\" in API group \"fleet.example.com\" in the namespace \"demo\"",
+        ),
+        (
+            resource("list", "fleet.example.com", "applications", None, None),
+            "applications.fleet.example.com is forbidden: User \"alice\" cannot list resource \"applications\" in API group \"fleet.example.com\" at the cluster scope",
+        ),
+        (
+            resource("update", "", "nodes/status", None, Some("n1")),
+            "nodes \"n1\" is forbidden: User \"alice\" cannot update resource \"nodes/status\" in API group \"\" at the cluster scope",
+        ),
+        (
+            Action::NonResource { verb: "get".to_owned(), path: "/metrics".to_owned() },
+            "forbidden: User \"alice\" cannot get path \"/metrics\"",
+        ),
+    ];
+    for (action, expected) in cases {
+        assert_eq!(action.refusal("alice"), expected);
+    }
+}

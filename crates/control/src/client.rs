@@ -59,21 +59,14 @@ impl Client {
         let action = Action::Resource {
             verb: verb.to_owned(),
             api: resource.group.clone(),
-            resource: plural.clone(),
+            resource: plural,
             namespace: namespace.filter(|_| resource.namespaced).map(str::to_owned),
             name: name.map(str::to_owned),
         };
         if self.control.allows(&self.identity, &action) {
             return Ok(());
         }
-        let scope = match namespace.filter(|_| resource.namespaced) {
-            Some(namespace) => format!(" in the namespace \"{namespace}\""),
-            None => " at the cluster scope".to_owned(),
-        };
-        Err(RegistryError::Forbidden(format!(
-            "User \"{}\" cannot {verb} resource \"{plural}\" in API group \"{}\"{scope}",
-            self.identity.user, resource.group
-        )))
+        Err(RegistryError::Forbidden(action.refusal(&self.identity.user)))
     }
 
     fn write_options(&self, part: Part) -> WriteOptions {

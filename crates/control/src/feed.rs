@@ -40,15 +40,20 @@ pub fn controller_owner(kind: &'static str) -> Mapper {
 /// pointer such as `/spec/placement/nodeName`): how an Application's change reaches its node's loop.
 pub fn named_by(pointer: &'static str) -> Mapper {
     Arc::new(move |object: &Object| {
-        let value = serde_json::Value::Object(object.clone());
-        value
-            .pointer(pointer)
+        field(object, pointer)
             .and_then(serde_json::Value::as_str)
             .filter(|name| !name.is_empty())
             .map(Key::new)
             .into_iter()
             .collect()
     })
+}
+
+/// The value at a JSON pointer of plain segments (`/spec/placement/nodeName`), read in place.
+fn field<'a>(object: &'a Object, pointer: &str) -> Option<&'a serde_json::Value> {
+    let mut segments = pointer.trim_start_matches('/').split('/');
+    let first = object.get(segments.next()?)?;
+    segments.try_fold(first, |value, segment| value.get(segment))
 }
 
 /// One resource, listed and watched as `client`.

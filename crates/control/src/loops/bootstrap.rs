@@ -243,3 +243,6 @@ impl Reconciler for BootstrapReconciler {
         Ok(Action::AwaitChange)
     }
 }
+
+#[cfg(test)]
+mod tests;
