@@ -188,15 +188,18 @@ impl kayra_registry::Admission for CallerAdmission {
         request: &AdmissionRequest<'_>,
         object: &mut Object,
         old: Option<&Object>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<bool, Refusal> {
         if self.chain.mutating.is_empty() {
-            return Ok(());
+            return Ok(false);
         }
         let current = object.clone();
-        if let Cow::Owned(changed) = self.chain.mutate(&self.write(request, &current, old))? {
-            *object = changed;
+        match self.chain.mutate(&self.write(request, &current, old))? {
+            Cow::Owned(changed) => {
+                *object = changed;
+                Ok(true)
+            }
+            Cow::Borrowed(_) => Ok(false),
         }
-        Ok(())
     }
 
     fn validate(

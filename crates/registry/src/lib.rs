@@ -144,14 +144,14 @@ pub enum Refusal {
 /// result), subresource writes and delete (with the object as it stands), dry run or not. A
 /// refusal writes nothing.
 pub trait Admission: Send + Sync {
-    /// Changes `object` before it is validated (the mutating plugins). `old` is what it
-    /// replaces, on update.
+    /// Changes `object` before it is validated (the mutating plugins); answers whether it
+    /// changed it. `old` is what it replaces, on update.
     fn mutate(
         &self,
         request: &AdmissionRequest<'_>,
         object: &mut Object,
         old: Option<&Object>,
-    ) -> Result<(), Refusal>;
+    ) -> Result<bool, Refusal>;
 
     /// Decides on `object` as it would be stored (on delete, as it stands) and on `old`, what
     /// it replaces (on delete, the same object).
@@ -187,8 +187,8 @@ impl WriteOptions {
         operation: Operation,
         object: &mut Object,
         old: Option<&Object>,
-    ) -> Result<(), RegistryError> {
-        let Some(admission) = &self.admission else { return Ok(()) };
+    ) -> Result<bool, RegistryError> {
+        let Some(admission) = &self.admission else { return Ok(false) };
         let request = admission_request(resource, operation, self.part, self.dry_run);
         admission.mutate(&request, object, old).map_err(|refusal| refused(resource, object, refusal))
     }
@@ -408,8 +408,7 @@ impl Registry {
             object.remove("status");
         }
         resource.strategy.default(&mut object);
-        if options.admission.is_some() {
-            options.mutate(resource, Operation::Create, &mut object, None)?;
+        if options.mutate(resource, Operation::Create, &mut object, None)? {
             // A mutating plugin changes only what the writer could: identity stays the server's.
             stamp(&mut object);
         }
@@ -705,8 +704,7 @@ impl Registry {
             }
             carry_over(resource, &old, &mut object, options.part);
             resource.strategy.default(&mut object);
-            options.mutate(resource, Operation::Update, &mut object, Some(&old))?;
-            if options.admission.is_some() {
+            if options.mutate(resource, Operation::Update, &mut object, Some(&old))? {
                 // A mutating plugin changes only what the writer could: identity, history and
                 // the part not written stay as stored.
                 carry_over(resource, &old, &mut object, options.part);

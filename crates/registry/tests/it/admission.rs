@@ -46,7 +46,7 @@ impl Admission for Recorder {
         _request: &AdmissionRequest<'_>,
         object: &mut Object,
         _old: Option<&Object>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<bool, Refusal> {
         if self.mutate {
             let metadata = object.get_mut("metadata").and_then(|m| m.as_object_mut()).expect("metadata");
             metadata.insert("labels".into(), json!({"admitted": "yes"}));
@@ -55,7 +55,7 @@ impl Admission for Recorder {
                 spec.insert("tier".into(), json!("gold"));
             }
         }
-        Ok(())
+        Ok(self.mutate)
     }
 
     fn validate(
