@@ -96,7 +96,7 @@ impl Chain {
         Chain::default()
             .with_validating(Arc::new(rbac_escalation::RbacEscalation::new(domain, permissions.clone())))
             .with_validating(Arc::new(workload_references::WorkloadReferences::new(domain, permissions)))
-            .with_validating(Arc::new(node_restriction::NodeRestriction))
+            .with_validating(Arc::new(node_restriction::NodeRestriction::new(domain)))
     }
 
     /// This chain with `plugin` after its other mutating plugins.

@@ -1,15 +1,49 @@
 //! Node restriction: a node identity (`system:node:<name>` in `system:nodes`) writes and deletes
 //! only the Node of its own name, and never sets its spec or labels (what scheduling reads):
-//! none on create, the stored ones on update. Other callers are not this plugin's concern.
+//! none on create, the stored ones on update. Of Applications it writes only the status of
+//! those bound to it. Other callers are not this plugin's concern.
 
-use kayra_registry::{Operation, Refusal};
+use kayra_registry::{Operation, Part, Refusal};
 use serde_json::{Map, Value};
 
 use crate::{Validating, Write};
 
-/// The node restriction, for core `nodes` (and their subresources).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NodeRestriction;
+/// The node restriction, for core `nodes` and `fleet.<domain>` `applications` (and their
+/// subresources).
+#[derive(Debug, Clone, Default)]
+pub struct NodeRestriction {
+    fleet: String,
+}
+
+impl NodeRestriction {
+    /// The restriction for a deployment whose workloads live in `fleet.<domain>`.
+    pub fn new(domain: &str) -> NodeRestriction {
+        NodeRestriction { fleet: format!("fleet.{domain}") }
+    }
+
+    /// A node writes the status of the Applications bound to it, and nothing else of them.
+    fn application(&self, own: &str, write: &Write<'_>) -> Result<(), Refusal> {
+        let bound = |object: Option<&Map<String, Value>>| {
+            object
+                .and_then(|object| object.get("spec"))
+                .and_then(|spec| spec.pointer("/placement/nodeName"))
+                .and_then(Value::as_str)
+                == Some(own)
+        };
+        let name = write.name;
+        if write.operation != Operation::Update || write.part != Part::Status {
+            return Err(Refusal::Forbidden(format!(
+                "node \"{own}\" may only write the status of applications bound to it, not application \"{name}\" itself"
+            )));
+        }
+        if !bound(write.old) || !bound(Some(write.object)) {
+            return Err(Refusal::Forbidden(format!(
+                "node \"{own}\" may not write the status of application \"{name}\", which is not bound to it"
+            )));
+        }
+        Ok(())
+    }
+}
 
 impl Validating for NodeRestriction {
     fn name(&self) -> &'static str {
@@ -17,10 +51,13 @@ impl Validating for NodeRestriction {
     }
 
     fn validate(&self, write: &Write<'_>) -> Result<(), Refusal> {
+        let Some(own) = write.caller.node_name() else { return Ok(()) };
+        if write.api == self.fleet && write.resource == "applications" {
+            return self.application(own, write);
+        }
         if !write.api.is_empty() || write.resource != "nodes" {
             return Ok(());
         }
-        let Some(own) = write.caller.node_name() else { return Ok(()) };
         if own != write.name {
             return Err(Refusal::Forbidden(format!(
                 "node \"{own}\" may not write node \"{}\", only its own Node object",

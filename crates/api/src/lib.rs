@@ -13,6 +13,7 @@ pub mod codec;
 pub mod kinds;
 pub mod quantity;
 pub mod scheme;
+pub mod session;
 pub mod table;
 pub mod validation;
 pub mod view;

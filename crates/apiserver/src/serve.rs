@@ -20,11 +20,8 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-use kayra_authn::{Identity, identity_from_certificate};
-
-/// The client certificate's identity, put in the request by the TLS accept loop.
-#[derive(Debug, Clone)]
-pub struct PeerIdentity(pub Identity);
+pub use kayra_authn::PeerIdentity;
+use kayra_authn::identity_from_certificate;
 
 /// Limits of one listener.
 #[derive(Debug, Clone)]

@@ -33,6 +33,11 @@ impl Identity {
     }
 }
 
+/// The identity of a verified client certificate, put into each request of the TLS connection
+/// that presented it by the listener's accept loop (the REST API and the node session read it).
+#[derive(Debug, Clone)]
+pub struct PeerIdentity(pub Identity);
+
 /// The identity in a verified client certificate: CN is the user, each O a group.
 pub fn identity_from_certificate(der: &[u8]) -> Option<Identity> {
     let (_, certificate) = x509_parser::parse_x509_certificate(der).ok()?;

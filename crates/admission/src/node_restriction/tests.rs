@@ -32,7 +32,7 @@ fn check(case: Case, expect: Result<(), &str>, why: &str) {
         old: old.as_ref(),
         ..write(&writer, "nodes", None, case.node, &object)
     };
-    let decision = NodeRestriction.validate(&write);
+    let decision = NodeRestriction::new("example.com").validate(&write);
     match (expect, decision) {
         (Ok(()), Ok(())) => {}
         (Err(text), Err(Refusal::Forbidden(message))) => {
@@ -89,4 +89,80 @@ fn a_node_writes_only_its_own_node() {
     for (case, expect, why) in cases {
         check(case, expect, why);
     }
+}
+
+/// One write by node n1 to Application `web`: how, the new object and the stored one.
+fn application_write(
+    operation: Operation,
+    part: Part,
+    object: Value,
+    old: Option<Value>,
+) -> Result<(), Refusal> {
+    let writer = caller("system:node:n1", &[NODES]);
+    let object = object_of(object);
+    let old = old.map(object_of);
+    let write = crate::Write {
+        operation,
+        part,
+        api: "fleet.example.com",
+        old: old.as_ref(),
+        ..write(&writer, "applications", Some("demo"), "web", &object)
+    };
+    NodeRestriction::new("example.com").validate(&write)
+}
+
+fn object_of(value: Value) -> kayra_registry::Object {
+    object(value)
+}
+
+#[test]
+fn a_node_writes_only_the_status_of_applications_bound_to_it() {
+    let on = |node: &str| json!({"spec": {"placement": {"nodeName": node}}, "status": {"phase": "Running"}});
+    let refused = |outcome: Result<(), Refusal>, text: &str, why: &str| match outcome {
+        Err(Refusal::Forbidden(message)) => {
+            assert!(message.contains(text), "{why}: {message} lacks {text:?}")
+        }
+        other => panic!("{why}: expected a refusal, got {other:?}"),
+    };
+    assert_eq!(
+        application_write(Operation::Update, Part::Status, on("n1"), Some(on("n1"))),
+        Ok(()),
+        "its own"
+    );
+    refused(
+        application_write(Operation::Update, Part::Status, on("n2"), Some(on("n2"))),
+        "not bound to it",
+        "another node's",
+    );
+    refused(
+        application_write(Operation::Update, Part::Status, on("n1"), Some(json!({"spec": {}}))),
+        "not bound to it",
+        "an unplaced one",
+    );
+    refused(
+        application_write(Operation::Update, Part::Main, on("n1"), Some(on("n1"))),
+        "only write the status",
+        "its spec",
+    );
+    refused(
+        application_write(Operation::Create, Part::Main, on("n1"), None),
+        "only write the status",
+        "a new one",
+    );
+    refused(
+        application_write(Operation::Delete, Part::Main, on("n1"), Some(on("n1"))),
+        "only write the status",
+        "a deletion",
+    );
+    let other_user = user("alice");
+    let object = object_of(on("n2"));
+    let write = crate::Write {
+        api: "fleet.example.com",
+        ..write(&other_user, "applications", Some("demo"), "web", &object)
+    };
+    assert_eq!(
+        NodeRestriction::new("example.com").validate(&write),
+        Ok(()),
+        "not a node: not this plugin's concern"
+    );
 }

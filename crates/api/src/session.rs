@@ -1,0 +1,190 @@
+//! The node session's messages as the domain sees them: what a node reports and what the
+//! controller sends it. `proto/node.proto` is their wire form and documents the contract; the
+//! gRPC adapter translates between the two, so neither the controller's node server nor the
+//! agent sees a wire type.
+
+use std::collections::BTreeMap;
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::kinds::Condition;
+use crate::kinds::application::ApplicationStatus;
+
+/// What a node sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeMessage {
+    /// The node's own status; also its heartbeat.
+    Status(NodeReport),
+    /// One Application's status.
+    Application(ApplicationReport),
+    /// Bytes of a requested log.
+    LogChunk(LogChunk),
+    /// Resource use of an Application or of the node.
+    Usage(UsageSample),
+    /// Something that happened to an Application.
+    Event(NodeEvent),
+}
+
+/// What the controller sends a node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ControllerMessage {
+    /// Everything the node should run.
+    Desired(DesiredState),
+    /// Start streaming a log.
+    LogRequest(LogRequest),
+    /// Stop streaming log `id`.
+    LogCancel(u64),
+    /// The reader of log `id` took `bytes` more.
+    LogCredit {
+        /// The stream.
+        id: u64,
+        /// How many more bytes may be sent.
+        bytes: u64,
+    },
+}
+
+/// The node's own view of itself: core v1 `Node.status` less the heartbeat.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeReport {
+    /// Resources of the host (`cpu`, `memory`, `pods`), as quantities.
+    pub capacity: BTreeMap<String, String>,
+    /// What the node offers to Applications.
+    pub allocatable: BTreeMap<String, String>,
+    /// `(type, address)` pairs: `InternalIP`, `ExternalIP`, `Hostname`.
+    pub addresses: Vec<(String, String)>,
+    /// Facts about the host and the agent.
+    pub info: NodeInfo,
+    /// Conditions the node judges itself (the controller owns `Ready`'s heartbeat).
+    pub conditions: Vec<Condition>,
+}
+
+/// Facts about the host and the agent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeInfo {
+    /// `linux`.
+    pub operating_system: String,
+    /// `amd64`, `arm64`, ...
+    pub architecture: String,
+    /// The distribution's name, such as `Debian GNU/Linux 12 (bookworm)`.
+    pub os_image: String,
+    /// The kernel's release.
+    pub kernel_version: String,
+    /// The agent's version, shown as `kubeletVersion`.
+    pub agent_version: String,
+    /// `/etc/machine-id`, when the host has one.
+    pub machine_id: String,
+    /// The kernel's boot id.
+    pub boot_id: String,
+}
+
+/// One Application's status, replacing the stored one whole.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ApplicationReport {
+    /// The Application's namespace.
+    pub namespace: String,
+    /// The Application's name.
+    pub name: String,
+    /// The uid of the object the node was given; a report for another uid is stale.
+    pub uid: String,
+    /// The status.
+    pub status: ApplicationStatus,
+}
+
+/// Bytes of a log stream.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogChunk {
+    /// The stream, as the request numbered it.
+    pub id: u64,
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// The stream ended.
+    pub eof: bool,
+    /// The stream ended with this error.
+    pub error: Option<String>,
+}
+
+/// Resource use sampled on a node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageSample {
+    /// The Application's namespace, empty for the whole node.
+    pub namespace: String,
+    /// The Application's name, empty for the whole node.
+    pub name: String,
+    /// The Application's uid.
+    pub uid: String,
+    /// CPU time used so far, in microseconds.
+    pub cpu_usage_usec: u64,
+    /// Memory in use.
+    pub memory_bytes: u64,
+    /// The most memory used.
+    pub memory_peak_bytes: u64,
+    /// Processes and threads.
+    pub pids: u64,
+    /// Out-of-memory kills so far.
+    pub oom_kills: u64,
+    /// The node's total memory (node samples only).
+    pub memory_total_bytes: u64,
+    /// When it was sampled (RFC 3339).
+    pub timestamp: String,
+}
+
+/// Something that happened to an Application on a node.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeEvent {
+    /// The Application's namespace.
+    pub namespace: String,
+    /// The Application's name.
+    pub name: String,
+    /// The Application's uid.
+    pub uid: String,
+    /// kubelet's reasons: `Started`, `BackOff`, `Killing`, `Unhealthy`, `Failed`, ...
+    pub reason: String,
+    /// What happened.
+    pub message: String,
+    /// `Normal` or `Warning`.
+    pub type_: String,
+}
+
+/// One API object as it travels in a desired state: shared, since the same Secret may go to
+/// many nodes.
+pub type Document = Arc<Map<String, Value>>;
+
+/// Everything one node should run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DesiredState {
+    /// The Applications bound to the node, as API objects.
+    pub applications: Vec<Document>,
+    /// Exactly the Secrets they reference, as API objects.
+    pub secrets: Vec<Document>,
+    /// A digest of the state's identity: equal signatures, equal states.
+    pub signature: String,
+}
+
+/// A request for an Application's log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LogRequest {
+    /// Numbers the stream within the session.
+    pub id: u64,
+    /// The Application's namespace.
+    pub namespace: String,
+    /// The Application's name.
+    pub name: String,
+    /// The Application's uid.
+    pub uid: String,
+    /// Keep following new output, across restarts.
+    pub follow: bool,
+    /// Only the last lines.
+    pub tail_lines: Option<i64>,
+    /// Only lines newer than this.
+    pub since_seconds: Option<i64>,
+    /// Prefix lines with their time.
+    pub timestamps: bool,
+    /// The previous run's log.
+    pub previous: bool,
+    /// Stop after this many bytes.
+    pub limit_bytes: Option<i64>,
+    /// Bytes the node may send before waiting for credit.
+    pub window: u64,
+}

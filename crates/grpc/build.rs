@@ -1,0 +1,12 @@
+//! Compiles `proto/node.proto` with protox, so no system `protoc` is needed.
+
+fn main() {
+    let proto = "../../proto/node.proto";
+    println!("cargo:rerun-if-changed={proto}");
+    let descriptors = protox::compile([proto], ["../../proto"]).expect("proto/node.proto compiles");
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(descriptors)
+        .expect("the node session's Rust code generates");
+}

@@ -1,0 +1,348 @@
+//! Translation between the wire messages and the domain's session messages. A wire message
+//! that does not decode (an object that is not JSON, an empty body) is an error naming what was
+//! wrong.
+
+use std::sync::Arc;
+
+use kayra_api::kinds::Condition;
+use kayra_api::kinds::application::ApplicationStatus;
+use kayra_api::session::{
+    ApplicationReport, ControllerMessage, DesiredState, Document, LogChunk, LogRequest, NodeEvent, NodeInfo,
+    NodeMessage, NodeReport, UsageSample,
+};
+use serde_json::Value;
+
+use crate::wire;
+use crate::wire::controller_message::Body as Down;
+use crate::wire::node_message::Body as Up;
+
+fn text(value: &str) -> Option<String> {
+    (!value.is_empty()).then(|| value.to_owned())
+}
+
+fn condition_to_wire(condition: &Condition) -> wire::Condition {
+    wire::Condition {
+        r#type: condition.type_.clone(),
+        status: condition.status.clone(),
+        reason: condition.reason.clone().unwrap_or_default(),
+        message: condition.message.clone().unwrap_or_default(),
+        last_transition_time: condition.last_transition_time.clone().unwrap_or_default(),
+    }
+}
+
+fn condition_from_wire(condition: wire::Condition) -> Condition {
+    Condition {
+        type_: condition.r#type,
+        status: condition.status,
+        reason: text(&condition.reason),
+        message: text(&condition.message),
+        last_transition_time: text(&condition.last_transition_time),
+        observed_generation: None,
+    }
+}
+
+/// A node message in its wire form.
+pub(crate) fn node_message_to_wire(message: NodeMessage) -> wire::NodeMessage {
+    let body = match message {
+        NodeMessage::Status(report) => Up::Status(wire::NodeStatus {
+            capacity: report.capacity.into_iter().collect(),
+            allocatable: report.allocatable.into_iter().collect(),
+            addresses: report
+                .addresses
+                .into_iter()
+                .map(|(r#type, address)| wire::NodeAddress { r#type, address })
+                .collect(),
+            info: Some(wire::NodeInfo {
+                operating_system: report.info.operating_system,
+                architecture: report.info.architecture,
+                os_image: report.info.os_image,
+                kernel_version: report.info.kernel_version,
+                agent_version: report.info.agent_version,
+                machine_id: report.info.machine_id,
+                boot_id: report.info.boot_id,
+            }),
+            conditions: report.conditions.iter().map(condition_to_wire).collect(),
+        }),
+        NodeMessage::Application(report) => {
+            let status = report.status;
+            Up::Application(wire::ApplicationStatus {
+                namespace: report.namespace,
+                name: report.name,
+                uid: report.uid,
+                phase: status.phase.unwrap_or_default(),
+                message: status.message.unwrap_or_default(),
+                observed_generation: status.observed_generation.unwrap_or_default(),
+                conditions: status.conditions.iter().map(condition_to_wire).collect(),
+                started_at: status.started_at.unwrap_or_default(),
+                finished_at: status.finished_at.unwrap_or_default(),
+                exit_code: status.exit_code.and_then(|code| i32::try_from(code).ok()),
+                restarts: status.restarts.unwrap_or_default(),
+                attempts: status.attempts.unwrap_or_default(),
+                address: status.address.unwrap_or_default(),
+            })
+        }
+        NodeMessage::LogChunk(chunk) => Up::LogChunk(wire::LogChunk {
+            id: chunk.id,
+            data: chunk.data,
+            eof: chunk.eof,
+            error: chunk.error.unwrap_or_default(),
+        }),
+        NodeMessage::Usage(sample) => Up::Usage(wire::UsageSample {
+            namespace: sample.namespace,
+            name: sample.name,
+            uid: sample.uid,
+            cpu_usage_usec: sample.cpu_usage_usec,
+            memory_bytes: sample.memory_bytes,
+            memory_peak_bytes: sample.memory_peak_bytes,
+            pids: sample.pids,
+            oom_kills: sample.oom_kills,
+            timestamp: sample.timestamp,
+            memory_total_bytes: sample.memory_total_bytes,
+        }),
+        NodeMessage::Event(event) => Up::Event(wire::NodeEvent {
+            namespace: event.namespace,
+            name: event.name,
+            uid: event.uid,
+            reason: event.reason,
+            message: event.message,
+            r#type: event.type_,
+        }),
+    };
+    wire::NodeMessage { body: Some(body) }
+}
+
+/// A node message from its wire form.
+pub(crate) fn node_message_from_wire(message: wire::NodeMessage) -> Result<NodeMessage, String> {
+    Ok(match message.body.ok_or("a node message with no body")? {
+        Up::Status(status) => {
+            let info = status.info.unwrap_or_default();
+            NodeMessage::Status(NodeReport {
+                capacity: status.capacity.into_iter().collect(),
+                allocatable: status.allocatable.into_iter().collect(),
+                addresses: status.addresses.into_iter().map(|a| (a.r#type, a.address)).collect(),
+                info: NodeInfo {
+                    operating_system: info.operating_system,
+                    architecture: info.architecture,
+                    os_image: info.os_image,
+                    kernel_version: info.kernel_version,
+                    agent_version: info.agent_version,
+                    machine_id: info.machine_id,
+                    boot_id: info.boot_id,
+                },
+                conditions: status.conditions.into_iter().map(condition_from_wire).collect(),
+            })
+        }
+        Up::Application(status) => NodeMessage::Application(ApplicationReport {
+            namespace: status.namespace,
+            name: status.name,
+            uid: status.uid,
+            status: ApplicationStatus {
+                phase: text(&status.phase),
+                message: text(&status.message),
+                observed_generation: (status.observed_generation != 0).then_some(status.observed_generation),
+                conditions: status.conditions.into_iter().map(condition_from_wire).collect(),
+                started_at: text(&status.started_at),
+                finished_at: text(&status.finished_at),
+                exit_code: status.exit_code.map(i64::from),
+                restarts: Some(status.restarts),
+                attempts: Some(status.attempts),
+                address: text(&status.address),
+            },
+        }),
+        Up::LogChunk(chunk) => NodeMessage::LogChunk(LogChunk {
+            id: chunk.id,
+            data: chunk.data,
+            eof: chunk.eof,
+            error: text(&chunk.error),
+        }),
+        Up::Usage(sample) => NodeMessage::Usage(UsageSample {
+            namespace: sample.namespace,
+            name: sample.name,
+            uid: sample.uid,
+            cpu_usage_usec: sample.cpu_usage_usec,
+            memory_bytes: sample.memory_bytes,
+            memory_peak_bytes: sample.memory_peak_bytes,
+            pids: sample.pids,
+            oom_kills: sample.oom_kills,
+            memory_total_bytes: sample.memory_total_bytes,
+            timestamp: sample.timestamp,
+        }),
+        Up::Event(event) => NodeMessage::Event(NodeEvent {
+            namespace: event.namespace,
+            name: event.name,
+            uid: event.uid,
+            reason: event.reason,
+            message: event.message,
+            type_: event.r#type,
+        }),
+    })
+}
+
+fn encode(documents: &[Document]) -> Vec<Vec<u8>> {
+    documents
+        .iter()
+        .map(|document| serde_json::to_vec(&**document).expect("JSON objects serialise"))
+        .collect()
+}
+
+fn decode(documents: Vec<Vec<u8>>, what: &str) -> Result<Vec<Document>, String> {
+    documents
+        .into_iter()
+        .map(|bytes| match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(object)) => Ok(Arc::new(object)),
+            Ok(_) => Err(format!("a desired {what} is not a JSON object")),
+            Err(error) => Err(format!("a desired {what} is not JSON: {error}")),
+        })
+        .collect()
+}
+
+/// A controller message in its wire form.
+pub(crate) fn controller_message_to_wire(message: ControllerMessage) -> wire::ControllerMessage {
+    let body = match message {
+        ControllerMessage::Desired(desired) => Down::Desired(wire::DesiredState {
+            applications: encode(&desired.applications),
+            secrets: encode(&desired.secrets),
+            signature: desired.signature,
+        }),
+        ControllerMessage::LogRequest(request) => Down::LogRequest(wire::LogRequest {
+            id: request.id,
+            namespace: request.namespace,
+            name: request.name,
+            uid: request.uid,
+            follow: request.follow,
+            tail_lines: request.tail_lines,
+            since_seconds: request.since_seconds,
+            timestamps: request.timestamps,
+            previous: request.previous,
+            limit_bytes: request.limit_bytes,
+            window: request.window,
+        }),
+        ControllerMessage::LogCancel(id) => Down::LogCancel(wire::LogCancel { id }),
+        ControllerMessage::LogCredit { id, bytes } => Down::LogCredit(wire::LogCredit { id, bytes }),
+    };
+    wire::ControllerMessage { body: Some(body) }
+}
+
+/// A controller message from its wire form.
+pub(crate) fn controller_message_from_wire(
+    message: wire::ControllerMessage,
+) -> Result<ControllerMessage, String> {
+    Ok(match message.body.ok_or("a controller message with no body")? {
+        Down::Desired(desired) => ControllerMessage::Desired(DesiredState {
+            applications: decode(desired.applications, "application")?,
+            secrets: decode(desired.secrets, "secret")?,
+            signature: desired.signature,
+        }),
+        Down::LogRequest(request) => ControllerMessage::LogRequest(LogRequest {
+            id: request.id,
+            namespace: request.namespace,
+            name: request.name,
+            uid: request.uid,
+            follow: request.follow,
+            tail_lines: request.tail_lines,
+            since_seconds: request.since_seconds,
+            timestamps: request.timestamps,
+            previous: request.previous,
+            limit_bytes: request.limit_bytes,
+            window: request.window,
+        }),
+        Down::LogCancel(cancel) => ControllerMessage::LogCancel(cancel.id),
+        Down::LogCredit(credit) => ControllerMessage::LogCredit { id: credit.id, bytes: credit.bytes },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object(value: Value) -> Document {
+        match value {
+            Value::Object(object) => Arc::new(object),
+            _ => unreachable!("the tests pass objects"),
+        }
+    }
+
+    #[test]
+    fn every_message_survives_the_wire() {
+        let up = vec![
+            NodeMessage::Status(NodeReport {
+                capacity: [("cpu".to_owned(), "2".to_owned())].into(),
+                allocatable: [("memory".to_owned(), "1Gi".to_owned())].into(),
+                addresses: vec![("InternalIP".into(), "10.0.0.1".into())],
+                info: NodeInfo {
+                    operating_system: "linux".into(),
+                    agent_version: "v0.1.0".into(),
+                    ..NodeInfo::default()
+                },
+                conditions: vec![Condition {
+                    type_: "DiskPressure".into(),
+                    status: "False".into(),
+                    ..Condition::default()
+                }],
+            }),
+            NodeMessage::Application(ApplicationReport {
+                namespace: "demo".into(),
+                name: "web".into(),
+                uid: "u1".into(),
+                status: ApplicationStatus {
+                    phase: Some("Failed".into()),
+                    exit_code: Some(137),
+                    restarts: Some(2),
+                    attempts: Some(3),
+                    observed_generation: Some(4),
+                    finished_at: Some("2026-01-01T00:00:00Z".into()),
+                    ..ApplicationStatus::default()
+                },
+            }),
+            NodeMessage::LogChunk(LogChunk { id: 7, data: b"hello\n".to_vec(), eof: true, error: None }),
+            NodeMessage::Usage(UsageSample { name: "web".into(), memory_bytes: 5, ..UsageSample::default() }),
+            NodeMessage::Event(NodeEvent {
+                reason: "Started".into(),
+                type_: "Normal".into(),
+                ..NodeEvent::default()
+            }),
+        ];
+        for message in up {
+            assert_eq!(node_message_from_wire(node_message_to_wire(message.clone())), Ok(message));
+        }
+        let down = vec![
+            ControllerMessage::Desired(DesiredState {
+                applications: vec![object(json!({"metadata": {"name": "web"}}))],
+                secrets: vec![object(json!({"data": {"k": "dg=="}}))],
+                signature: "abc".into(),
+            }),
+            ControllerMessage::LogRequest(LogRequest {
+                id: 3,
+                tail_lines: Some(10),
+                follow: true,
+                window: 9,
+                ..LogRequest::default()
+            }),
+            ControllerMessage::LogCancel(3),
+            ControllerMessage::LogCredit { id: 3, bytes: 100 },
+        ];
+        for message in down {
+            assert_eq!(
+                controller_message_from_wire(controller_message_to_wire(message.clone())),
+                Ok(message)
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_messages_are_named() {
+        assert!(node_message_from_wire(wire::NodeMessage { body: None }).is_err());
+        let desired = wire::ControllerMessage {
+            body: Some(Down::Desired(wire::DesiredState {
+                applications: vec![b"[1]".to_vec()],
+                ..Default::default()
+            })),
+        };
+        assert_eq!(
+            controller_message_from_wire(desired),
+            Err("a desired application is not a JSON object".into())
+        );
+    }
+}

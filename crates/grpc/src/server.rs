@@ -1,0 +1,96 @@
+//! The controller's side: the `NodeService` served on the API port. The caller's identity is
+//! the verified client certificate the TLS listener put into the request; the node server
+//! decides whether it may hold a session.
+
+use std::pin::Pin;
+
+use kayra_authn::PeerIdentity;
+use kayra_nodeserver::{NodeServer, Refused};
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::convert::{controller_message_to_wire, node_message_from_wire};
+use crate::wire;
+use crate::wire::node_service_server::NodeServiceServer;
+
+/// How many messages wait to be sent to one node before the session waits for it.
+const OUTBOUND: usize = 16;
+
+/// The node service over a [`NodeServer`].
+#[derive(Debug, Clone)]
+pub struct NodeService {
+    server: NodeServer,
+}
+
+/// The tower service to route `application/grpc` requests under
+/// [`SERVICE_PATH`](crate::SERVICE_PATH) to.
+pub fn service(server: NodeServer) -> NodeServiceServer<NodeService> {
+    NodeServiceServer::new(NodeService { server })
+}
+
+fn refusal(refused: Refused) -> Status {
+    match refused {
+        Refused::NotANode(_) | Refused::BadName(_) => Status::permission_denied(refused.to_string()),
+        Refused::AlreadyConnected(_) => Status::already_exists(refused.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl wire::node_service_server::NodeService for NodeService {
+    type SessionStream =
+        Pin<Box<dyn Stream<Item = Result<wire::ControllerMessage, Status>> + Send + 'static>>;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<wire::NodeMessage>>,
+    ) -> Result<Response<Self::SessionStream>, Status> {
+        let Some(PeerIdentity(identity)) = request.extensions().get::<PeerIdentity>().cloned() else {
+            return Err(Status::unauthenticated(
+                "a node session needs a client certificate signed by the cluster CA",
+            ));
+        };
+        let mut session = self.server.open(&identity).map_err(refusal)?;
+        let node = session.node().to_owned();
+        tracing::info!(node, "a node session opened");
+        let mut inbound = request.into_inner();
+        let (outbound, stream) = mpsc::channel(OUTBOUND);
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    received = inbound.message() => match received {
+                        Ok(Some(message)) => {
+                            let outcome = match node_message_from_wire(message) {
+                                Ok(message) => session.receive(message).await,
+                                Err(error) => Err(error),
+                            };
+                            if let Err(error) = outcome {
+                                tracing::warn!(node, %error, "a message from the node was not taken");
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(error) => {
+                            tracing::debug!(node, %error, "the node's stream failed");
+                            break;
+                        }
+                    },
+                    next = session.next() => match next {
+                        Some(message) => {
+                            if outbound.send(Ok(controller_message_to_wire(message))).await.is_err() {
+                                break;
+                            }
+                        }
+                        None => {
+                            let _ = outbound.send(Err(Status::aborted("a newer session of this node took over"))).await;
+                            break;
+                        }
+                    },
+                }
+            }
+            drop(session);
+            tracing::info!(node, "a node session closed");
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(stream))))
+    }
+}

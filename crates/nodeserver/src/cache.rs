@@ -1,0 +1,474 @@
+//! What the node server knows of the store: every Application, Secret and Node, indexed by the
+//! node each concerns, kept current by list-and-watch feeds on the loop runtime. Each feed maps
+//! a change to the nodes whose desired state it may alter, so the push loop recomputes exactly
+//! those.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kayra_api::session::{DesiredState, Document};
+use kayra_control::client::Client;
+use kayra_loop::Key;
+use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, Listed};
+use kayra_registry::{
+    ListOptions, Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
+};
+use serde_json::Value;
+
+/// The collections the cache holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Collection {
+    Applications,
+    Secrets,
+    Nodes,
+}
+
+/// Every Application, Secret and Node, indexed by node.
+#[derive(Debug, Default)]
+pub(crate) struct Cache {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    applications: HashMap<String, Placed>,
+    by_node: HashMap<String, BTreeSet<String>>,
+    secrets: HashMap<String, Document>,
+    /// For each Secret (`namespace/name`), the nodes whose Applications reference it, with how
+    /// many of them do.
+    users: HashMap<String, HashMap<String, usize>>,
+    nodes: HashMap<String, Document>,
+    synced: BTreeSet<&'static str>,
+}
+
+/// An Application with what the index needs of it.
+#[derive(Debug)]
+struct Placed {
+    object: Document,
+    node: Option<String>,
+    secrets: BTreeSet<String>,
+}
+
+impl Cache {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().expect("the cache's lock is never held across a panic")
+    }
+
+    /// Whether every collection has been listed at least once: before that, a desired state
+    /// could miss Applications a node runs, and pushing it would stop them.
+    pub(crate) fn synced(&self) -> bool {
+        self.state().synced.len() == 3
+    }
+
+    /// Whether the Node object `name` exists.
+    pub(crate) fn node(&self, name: &str) -> Option<Document> {
+        self.state().nodes.get(name).cloned()
+    }
+
+    /// The Application `namespace/name`, if cached.
+    pub(crate) fn application(&self, namespace: &str, name: &str) -> Option<Document> {
+        self.state().applications.get(&format!("{namespace}/{name}")).map(|placed| placed.object.clone())
+    }
+
+    /// Replaces a whole collection with a fresh list; answers the nodes each item concerns.
+    pub(crate) fn replace(&self, collection: Collection, objects: Vec<Document>) -> Vec<Item> {
+        let mut state = self.state();
+        let stale: Vec<String> = match collection {
+            Collection::Applications => state.applications.keys().cloned().collect(),
+            Collection::Secrets => state.secrets.keys().cloned().collect(),
+            Collection::Nodes => state.nodes.keys().cloned().collect(),
+        };
+        for id in stale {
+            state.remove(collection, &id);
+        }
+        let items = objects.into_iter().map(|object| state.put(collection, object)).collect();
+        state.synced.insert(collection.name());
+        items
+    }
+
+    /// Records a change; answers the nodes it concerns.
+    pub(crate) fn apply(&self, collection: Collection, event: &WatchEvent) -> Item {
+        let object: Document = Arc::new(event.object().clone());
+        let mut state = self.state();
+        match event {
+            WatchEvent::Added(_) | WatchEvent::Modified(_) => state.put(collection, object),
+            WatchEvent::Deleted(_) => {
+                let id = id_of(&object);
+                let keys = state.keys(collection, &id);
+                state.remove(collection, &id);
+                Item { id, keys }
+            }
+        }
+    }
+
+    /// What node `node` should run now: its Applications and exactly the Secrets they
+    /// reference, with the signature of that state.
+    pub(crate) fn desired(&self, node: &str) -> DesiredState {
+        let state = self.state();
+        let mut applications = Vec::new();
+        let mut wanted = BTreeSet::new();
+        for id in state.by_node.get(node).into_iter().flatten() {
+            if let Some(placed) = state.applications.get(id) {
+                applications.push(placed.object.clone());
+                wanted.extend(placed.secrets.iter().cloned());
+            }
+        }
+        let secrets: Vec<Document> = wanted.iter().filter_map(|id| state.secrets.get(id).cloned()).collect();
+        let signature = signature(&applications, &secrets);
+        DesiredState { applications, secrets, signature }
+    }
+}
+
+impl Collection {
+    fn name(self) -> &'static str {
+        match self {
+            Collection::Applications => "applications",
+            Collection::Secrets => "secrets",
+            Collection::Nodes => "nodes",
+        }
+    }
+}
+
+impl State {
+    fn put(&mut self, collection: Collection, object: Document) -> Item {
+        let id = id_of(&object);
+        match collection {
+            Collection::Applications => {
+                self.remove(collection, &id);
+                let node = bound_node(&object);
+                let secrets = referenced_secrets(&object);
+                if let Some(node) = &node {
+                    self.by_node.entry(node.clone()).or_default().insert(id.clone());
+                    for secret in &secrets {
+                        *self.users.entry(secret.clone()).or_default().entry(node.clone()).or_default() += 1;
+                    }
+                }
+                self.applications.insert(id.clone(), Placed { object, node, secrets });
+            }
+            Collection::Secrets => {
+                self.secrets.insert(id.clone(), object);
+            }
+            Collection::Nodes => {
+                self.nodes.insert(meta_str(&object, "name").to_owned(), object);
+            }
+        }
+        let keys = self.keys(collection, &id);
+        Item { id, keys }
+    }
+
+    fn remove(&mut self, collection: Collection, id: &str) {
+        match collection {
+            Collection::Applications => {
+                let Some(placed) = self.applications.remove(id) else { return };
+                let Some(node) = placed.node else { return };
+                if let Some(ids) = self.by_node.get_mut(&node) {
+                    ids.remove(id);
+                    if ids.is_empty() {
+                        self.by_node.remove(&node);
+                    }
+                }
+                for secret in placed.secrets {
+                    let Some(users) = self.users.get_mut(&secret) else { continue };
+                    if let Some(count) = users.get_mut(&node) {
+                        *count -= 1;
+                        if *count == 0 {
+                            users.remove(&node);
+                        }
+                    }
+                    if users.is_empty() {
+                        self.users.remove(&secret);
+                    }
+                }
+            }
+            Collection::Secrets => {
+                self.secrets.remove(id);
+            }
+            Collection::Nodes => {
+                self.nodes.remove(id.trim_start_matches('/'));
+            }
+        }
+    }
+
+    /// The nodes an item of `collection` concerns, as loop keys.
+    fn keys(&self, collection: Collection, id: &str) -> Vec<Key> {
+        match collection {
+            Collection::Applications => self
+                .applications
+                .get(id)
+                .and_then(|placed| placed.node.as_deref())
+                .map(|node| vec![Key::new(node)])
+                .unwrap_or_default(),
+            Collection::Secrets => {
+                let mut nodes: Vec<Key> =
+                    self.users.get(id).into_iter().flat_map(|users| users.keys()).map(Key::new).collect();
+                nodes.sort();
+                nodes
+            }
+            Collection::Nodes => vec![Key::new(id.trim_start_matches('/'))],
+        }
+    }
+}
+
+/// `namespace/name` (`/name` for cluster-scoped objects), the id feeds know items by.
+fn id_of(object: &Object) -> String {
+    format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name"))
+}
+
+/// The node an Application is bound to.
+pub(crate) fn bound_node(object: &Object) -> Option<String> {
+    object
+        .get("spec")
+        .and_then(|spec| spec.pointer("/placement/nodeName"))
+        .and_then(Value::as_str)
+        .filter(|node| !node.is_empty())
+        .map(str::to_owned)
+}
+
+/// The Secrets (`namespace/name`) an Application's environment names.
+fn referenced_secrets(object: &Object) -> BTreeSet<String> {
+    let namespace = meta_str(object, "namespace");
+    let env = object.get("spec").and_then(|spec| spec.get("env")).and_then(Value::as_array);
+    env.into_iter()
+        .flatten()
+        .filter_map(|var| var.pointer("/secretRef/name").and_then(Value::as_str))
+        .filter(|name| !name.is_empty())
+        .map(|name| format!("{namespace}/{name}"))
+        .collect()
+}
+
+/// A digest over what a desired state contains: each object's identity, uid and version of
+/// what the node acts on (an Application's generation and whether it is being deleted, a
+/// Secret's resourceVersion, as Secrets have no generation). A status-only change leaves it
+/// as it was; a deletion or a re-creation under the same name changes it.
+pub(crate) fn signature(applications: &[Document], secrets: &[Document]) -> String {
+    let mut parts = BTreeMap::new();
+    for application in applications {
+        let generation =
+            application.get("metadata").and_then(|m| m.get("generation")).and_then(Value::as_i64);
+        let deleting = !meta_str(application, "deletionTimestamp").is_empty();
+        parts.insert(
+            format!("a {}", id_of(application)),
+            format!("{} {} {deleting}", meta_str(application, "uid"), generation.unwrap_or_default()),
+        );
+    }
+    for secret in secrets {
+        parts.insert(
+            format!("s {}", id_of(secret)),
+            format!("{} {}", meta_str(secret, "uid"), meta_str(secret, "resourceVersion")),
+        );
+    }
+    let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+    for (id, version) in &parts {
+        digest.update(id.as_bytes());
+        digest.update(b"\0");
+        digest.update(version.as_bytes());
+        digest.update(b"\n");
+    }
+    digest.finish().as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// One collection, listed and watched as `client`, feeding the cache and mapping each change to
+/// the nodes it concerns.
+pub(crate) struct CacheFeed {
+    pub(crate) client: Client,
+    pub(crate) resource: Resource,
+    pub(crate) collection: Collection,
+    pub(crate) cache: Arc<Cache>,
+}
+
+fn feed_error(error: RegistryError) -> FeedError {
+    match error {
+        RegistryError::Expired { .. } => FeedError::Expired,
+        other => FeedError::Failed(other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl Feed for CacheFeed {
+    async fn list(&self) -> Result<Listed, FeedError> {
+        let mut revision = 0;
+        let mut objects = Vec::new();
+        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
+        loop {
+            let page = self.client.list(&self.resource, None, &options).await.map_err(feed_error)?;
+            if revision == 0 {
+                revision = page.resource_version.parse().unwrap_or_default();
+            }
+            objects.extend(page.items.into_iter().map(Arc::new));
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => break,
+            }
+        }
+        Ok(Listed { revision, items: self.cache.replace(self.collection, objects) })
+    }
+
+    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
+        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
+        let stream = self.client.watch(&self.resource, &options).await.map_err(feed_error)?;
+        Ok(Box::new(CacheChanges { stream, collection: self.collection, cache: self.cache.clone() }))
+    }
+}
+
+struct CacheChanges {
+    stream: WatchStream,
+    collection: Collection,
+    cache: Arc<Cache>,
+}
+
+#[async_trait::async_trait]
+impl Changes for CacheChanges {
+    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
+        let event = match self.stream.next().await {
+            Ok(event) => event,
+            Err(error) => return Some(Err(feed_error(error))),
+        };
+        let revision = self.stream.revision();
+        let item = self.cache.apply(self.collection, &event);
+        Some(Ok(match event {
+            WatchEvent::Added(_) | WatchEvent::Modified(_) => Change::Put { item, revision },
+            WatchEvent::Deleted(_) => Change::Delete { item, revision },
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn document(value: Value) -> Document {
+        match value {
+            Value::Object(object) => Arc::new(object),
+            _ => unreachable!("the tests pass objects"),
+        }
+    }
+
+    fn application(name: &str, node: &str, uid: &str, generation: i64, secrets: &[&str]) -> Document {
+        let env: Vec<Value> = secrets
+            .iter()
+            .map(|secret| json!({"name": "X", "secretRef": {"name": secret, "key": "k"}}))
+            .collect();
+        document(json!({
+            "metadata": {"namespace": "demo", "name": name, "uid": uid, "generation": generation},
+            "spec": {"command": ["/bin/true"], "env": env, "placement": {"nodeName": node}},
+        }))
+    }
+
+    fn secret(name: &str, version: &str) -> Document {
+        document(
+            json!({"metadata": {"namespace": "demo", "name": name, "uid": format!("u-{name}"), "resourceVersion": version}}),
+        )
+    }
+
+    fn keys(item: &Item) -> Vec<&str> {
+        item.keys.iter().map(Key::as_str).collect()
+    }
+
+    #[test]
+    fn a_node_gets_its_applications_and_exactly_the_secrets_they_reference() {
+        let cache = Cache::default();
+        cache.replace(
+            Collection::Applications,
+            vec![
+                application("web", "n1", "u1", 1, &["db"]),
+                application("api", "n2", "u2", 1, &["token"]),
+                application("loose", "", "u3", 1, &["other"]),
+            ],
+        );
+        cache.replace(
+            Collection::Secrets,
+            vec![secret("db", "5"), secret("token", "6"), secret("other", "7")],
+        );
+        let desired = cache.desired("n1");
+        let names: Vec<&str> = desired.applications.iter().map(|a| meta_str(a, "name")).collect();
+        let secrets: Vec<&str> = desired.secrets.iter().map(|s| meta_str(s, "name")).collect();
+        assert_eq!((names, secrets), (vec!["web"], vec!["db"]));
+        assert!(cache.desired("n3").applications.is_empty());
+    }
+
+    #[test]
+    fn a_secret_change_concerns_every_node_whose_applications_reference_it() {
+        let cache = Cache::default();
+        let items = cache.replace(
+            Collection::Applications,
+            vec![
+                application("a", "n1", "u1", 1, &["shared"]),
+                application("b", "n2", "u2", 1, &["shared"]),
+                application("c", "n2", "u3", 1, &["shared"]),
+                application("d", "n3", "u4", 1, &[]),
+            ],
+        );
+        assert_eq!(
+            items.iter().map(keys).collect::<Vec<_>>(),
+            vec![vec!["n1"], vec!["n2"], vec!["n2"], vec!["n3"]]
+        );
+        let item = cache
+            .apply(Collection::Secrets, &WatchEvent::Modified(Arc::new((*secret("shared", "9")).clone())));
+        assert_eq!(keys(&item), vec!["n1", "n2"]);
+        // One of n2's two users goes: n2 still uses the Secret; then the other goes too.
+        cache.apply(
+            Collection::Applications,
+            &WatchEvent::Deleted(Arc::new((*application("b", "n2", "u2", 1, &["shared"])).clone())),
+        );
+        assert_eq!(
+            keys(&cache.apply(
+                Collection::Secrets,
+                &WatchEvent::Modified(Arc::new((*secret("shared", "10")).clone()))
+            )),
+            vec!["n1", "n2"]
+        );
+        cache.apply(
+            Collection::Applications,
+            &WatchEvent::Modified(Arc::new((*application("c", "n2", "u3", 2, &[])).clone())),
+        );
+        assert_eq!(
+            keys(&cache.apply(
+                Collection::Secrets,
+                &WatchEvent::Modified(Arc::new((*secret("shared", "11")).clone()))
+            )),
+            vec!["n1"]
+        );
+    }
+
+    #[test]
+    fn the_signature_ignores_status_and_sees_generation_deletion_and_recreation() {
+        let web = application("web", "n1", "u1", 1, &[]);
+        let base = signature(&[web.clone()], &[]);
+        let mut with_status = (*web).clone();
+        with_status.insert("status".into(), json!({"phase": "Running"}));
+        with_status["metadata"]["resourceVersion"] = json!("99");
+        assert_eq!(signature(&[Arc::new(with_status)], &[]), base);
+        assert_ne!(signature(&[application("web", "n1", "u1", 2, &[])], &[]), base, "a new generation");
+        assert_ne!(
+            signature(&[application("web", "n1", "u9", 1, &[])], &[]),
+            base,
+            "re-created under the same name"
+        );
+        assert_ne!(signature(&[], &[]), base, "deleted");
+        let mut deleting = (*web).clone();
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_ne!(signature(&[Arc::new(deleting)], &[]), base, "being deleted");
+        assert_ne!(
+            signature(&[web.clone()], &[secret("s", "1")]),
+            signature(&[web], &[secret("s", "2")]),
+            "secret data"
+        );
+    }
+
+    #[test]
+    fn a_relist_forgets_what_is_gone() {
+        let cache = Cache::default();
+        cache.replace(Collection::Applications, vec![application("a", "n1", "u1", 1, &["s"])]);
+        cache.replace(Collection::Nodes, vec![document(json!({"metadata": {"name": "n1"}}))]);
+        assert!(!cache.synced());
+        cache.replace(Collection::Secrets, vec![]);
+        assert!(cache.synced());
+        assert!(cache.node("n1").is_some());
+        cache.replace(Collection::Applications, vec![]);
+        cache.replace(Collection::Nodes, vec![]);
+        assert!(cache.desired("n1").applications.is_empty());
+        assert!(cache.node("n1").is_none());
+    }
+}

@@ -1,0 +1,240 @@
+//! The controller's side of the node session (`proto/node.proto` documents the contract).
+//!
+//! A [`NodeServer`] holds one [`Session`] per connected node, opened only for a node identity
+//! (`system:node:<name>` in `system:nodes`) and confined to that node: it pushes the node's
+//! desired state (its Applications and exactly the Secrets they reference) whenever that
+//! changes and on a periodic resync, writes what the node reports through the application layer
+//! under the node's own identity, and relays log streams. Two loops run beside the sessions:
+//! [`NodeServer::push_loop`] (every replica, for the sessions it holds) and
+//! [`NodeServer::liveness_loop`] (elected: marks silent nodes `Ready=Unknown`).
+//!
+//! The transport is a port: the gRPC adapter opens sessions, feeds them what the node sends
+//! and forwards what [`Session::next`] yields.
+
+mod cache;
+mod liveness;
+mod logs;
+mod push;
+mod session;
+mod status;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kayra_authn::Identity;
+use kayra_control::client::Client;
+use kayra_control::events::Recorder;
+use kayra_control::{Control, controller_identity};
+use kayra_registry::{RegistryError, Resource};
+
+pub use logs::{LogError, LogStream};
+pub use session::Session;
+
+use crate::cache::Cache;
+use crate::push::Trigger;
+use crate::session::Live;
+
+/// How the node server behaves.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// How long a node may be silent before it is `Ready=Unknown` and its session may be taken
+    /// over (kubelet's node-monitor-grace-period; default 40 s).
+    pub ready_timeout: Duration,
+    /// How often every node's desired state is pushed even when unchanged (default 5 min).
+    pub resync: Duration,
+    /// How stale a stored heartbeat may get before an unchanged status is written again
+    /// (default a quarter of the ready timeout).
+    pub heartbeat_write: Duration,
+    /// How many log bytes a node may send ahead of the reader (default 256 KiB).
+    pub log_window: u64,
+    /// The most log streams in flight across the server (default 256).
+    pub max_log_streams: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let ready_timeout = Duration::from_secs(40);
+        Config {
+            ready_timeout,
+            resync: Duration::from_secs(300),
+            heartbeat_write: ready_timeout / 4,
+            log_window: 256 * 1024,
+            max_log_streams: 256,
+        }
+    }
+}
+
+/// Why a session was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// The caller is not a node (`system:node:<name>` in `system:nodes`).
+    NotANode(String),
+    /// The node's name is not a valid node name.
+    BadName(String),
+    /// The node already holds a live session.
+    AlreadyConnected(String),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::NotANode(user) => {
+                write!(
+                    f,
+                    "\"{user}\" is not a node: a session needs a certificate for system:node:<name> in system:nodes"
+                )
+            }
+            Refused::BadName(name) => write!(f, "\"{name}\" is not a valid node name"),
+            Refused::AlreadyConnected(node) => {
+                write!(f, "node \"{node}\" already holds a live session; a silent one may be taken over")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// The controller's side of every node session.
+#[derive(Clone)]
+pub struct NodeServer {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for NodeServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeServer").field("sessions", &self.inner.sessions().len()).finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    control: Arc<Control>,
+    config: Config,
+    cache: Arc<Cache>,
+    sessions: Mutex<HashMap<String, Arc<Live>>>,
+    trigger: Trigger,
+    next_epoch: AtomicU64,
+    /// Reads what a node may not read itself (its Applications, the Secrets they reference).
+    reader: Client,
+    recorder: Recorder,
+    nodes: Resource,
+    applications: Resource,
+    secrets: Resource,
+    log_streams: Arc<tokio::sync::Semaphore>,
+    started: Instant,
+}
+
+impl Inner {
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Arc<Live>>> {
+        self.sessions.lock().expect("the session table's lock is never held across a panic")
+    }
+
+    /// Milliseconds since the server started: the clock sessions' silence is measured by.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn client_for(&self, identity: Identity) -> Client {
+        self.control.client(identity)
+    }
+}
+
+impl NodeServer {
+    /// A node server over the application layer.
+    pub fn new(control: Arc<Control>, config: Config) -> Result<NodeServer, RegistryError> {
+        let reader = control.client(controller_identity("nodeserver"));
+        let nodes = reader.resource("", "nodes")?;
+        let applications = application_resource(&control)?;
+        let secrets = reader.resource(&applications.group, "secrets")?;
+        let recorder = Recorder::new(reader.clone(), "kayra-nodeserver");
+        Ok(NodeServer {
+            inner: Arc::new(Inner {
+                log_streams: Arc::new(tokio::sync::Semaphore::new(config.max_log_streams)),
+                control,
+                config,
+                cache: Arc::new(Cache::default()),
+                sessions: Mutex::default(),
+                trigger: Trigger::default(),
+                next_epoch: AtomicU64::new(1),
+                reader,
+                recorder,
+                nodes,
+                applications,
+                secrets,
+                started: Instant::now(),
+            }),
+        })
+    }
+
+    /// Opens the session of the node `identity` names. Refused for anything but a node
+    /// identity, and while the node holds another session that is not silent; a silent one is
+    /// ended and replaced.
+    pub fn open(&self, identity: &Identity) -> Result<Session, Refused> {
+        let caller = kayra_control::caller(identity);
+        let Some(node) = caller.node_name() else { return Err(Refused::NotANode(identity.user.clone())) };
+        if !kayra_api::validation::is_dns_subdomain(node) {
+            return Err(Refused::BadName(node.to_owned()));
+        }
+        let inner = &self.inner;
+        let now = inner.now_ms();
+        let silent_after = u64::try_from(inner.config.ready_timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut sessions = inner.sessions();
+        if let Some(existing) = sessions.get(node) {
+            if now.saturating_sub(existing.last_seen()) <= silent_after {
+                return Err(Refused::AlreadyConnected(node.to_owned()));
+            }
+            tracing::info!(node, "a silent session is taken over by a new one");
+            existing.end();
+        }
+        let epoch = inner.next_epoch.fetch_add(1, Ordering::Relaxed);
+        let (live, session) = session::open(inner.clone(), node.to_owned(), identity.clone(), epoch, now);
+        sessions.insert(node.to_owned(), live);
+        Ok(session)
+    }
+
+    /// How many sessions this server holds.
+    pub fn sessions(&self) -> usize {
+        self.inner.sessions().len()
+    }
+
+    /// Streams the log of Application `namespace/name` from the node it is bound to.
+    pub async fn logs(
+        &self,
+        namespace: &str,
+        name: &str,
+        request: LogOptions,
+    ) -> Result<LogStream, LogError> {
+        logs::open(&self.inner, namespace, name, request).await
+    }
+}
+
+/// What a log request asks for (the session numbers it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Keep following new output.
+    pub follow: bool,
+    /// Only the last lines.
+    pub tail_lines: Option<i64>,
+    /// Only lines newer than this many seconds.
+    pub since_seconds: Option<i64>,
+    /// Prefix lines with their time.
+    pub timestamps: bool,
+    /// The previous run's log.
+    pub previous: bool,
+    /// Stop after this many bytes.
+    pub limit_bytes: Option<i64>,
+}
+
+fn application_resource(control: &Control) -> Result<Resource, RegistryError> {
+    control
+        .scheme()
+        .kinds()
+        .iter()
+        .find(|kind| kind.kind == "Application")
+        .map(|kind| control.resource(kind).clone())
+        .ok_or_else(|| RegistryError::BadRequest("the scheme serves no Applications".into()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,192 @@
+//! Logs relayed from nodes: a reader asks for an Application's log, the request goes to the
+//! node holding it over the session, and the node's chunks come back. Flow control is by
+//! credit: the node sends at most a window of bytes ahead of what the reader has taken, so a
+//! slow reader slows the node instead of losing lines or growing buffers. Dropping the stream
+//! cancels it on the node.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use kayra_api::session::{ControllerMessage, LogChunk, LogRequest};
+use kayra_registry::{RegistryError, meta_str};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+
+use crate::session::Live;
+use crate::{Inner, LogOptions};
+
+/// Why a log cannot be streamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LogError {
+    /// No such Application.
+    NotFound(String),
+    /// The Application is not on a node yet, so it has no log.
+    NotPlaced(String),
+    /// The Application's node holds no session with this controller.
+    NodeUnavailable(String),
+    /// Too many log streams are in flight.
+    TooMany,
+    /// Reading the Application failed.
+    Failed(String),
+}
+
+impl std::fmt::Display for LogError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogError::NotFound(message)
+            | LogError::NotPlaced(message)
+            | LogError::NodeUnavailable(message)
+            | LogError::Failed(message) => f.write_str(message),
+            LogError::TooMany => f.write_str("too many log streams are in flight; try again shortly"),
+        }
+    }
+}
+
+impl std::error::Error for LogError {}
+
+/// Where a node's chunks for one stream go.
+pub(crate) struct Sink {
+    chunks: mpsc::UnboundedSender<Result<Vec<u8>, String>>,
+    /// Bytes sent by the node and not yet taken by the reader.
+    outstanding: u64,
+    window: u64,
+}
+
+/// One Application's log as it arrives from its node.
+pub struct LogStream {
+    id: u64,
+    live: Arc<Live>,
+    chunks: mpsc::UnboundedReceiver<Result<Vec<u8>, String>>,
+    finished: bool,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl std::fmt::Debug for LogStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogStream")
+            .field("id", &self.id)
+            .field("node", &self.live.node)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogStream {
+    /// The next bytes; `None` at the end; an error ends the stream (the node went away, or
+    /// could not read the log).
+    pub async fn next(&mut self) -> Option<Result<Vec<u8>, String>> {
+        if self.finished {
+            return None;
+        }
+        match self.chunks.recv().await {
+            Some(Ok(data)) => {
+                let taken = data.len() as u64;
+                if let Some(sink) = self.live.logs().get_mut(&self.id) {
+                    sink.outstanding = sink.outstanding.saturating_sub(taken);
+                }
+                let _ = self.live.control.send(ControllerMessage::LogCredit { id: self.id, bytes: taken });
+                Some(Ok(data))
+            }
+            Some(Err(error)) => {
+                self.finished = true;
+                Some(Err(error))
+            }
+            None => {
+                self.finished = true;
+                None
+            }
+        }
+    }
+}
+
+impl Drop for LogStream {
+    fn drop(&mut self) {
+        let was_open = self.live.logs().remove(&self.id).is_some();
+        if was_open {
+            let _ = self.live.control.send(ControllerMessage::LogCancel(self.id));
+        }
+    }
+}
+
+pub(crate) async fn open(
+    inner: &Arc<Inner>,
+    namespace: &str,
+    name: &str,
+    options: LogOptions,
+) -> Result<LogStream, LogError> {
+    let application = match inner.reader.get(&inner.applications, Some(namespace), name).await {
+        Ok(application) => application,
+        Err(RegistryError::NotFound { .. }) => {
+            return Err(LogError::NotFound(format!(
+                "application \"{name}\" not found in namespace \"{namespace}\""
+            )));
+        }
+        Err(error) => return Err(LogError::Failed(error.to_string())),
+    };
+    let Some(node) = crate::cache::bound_node(&application) else {
+        return Err(LogError::NotPlaced(format!(
+            "application \"{name}\" is not placed on a node yet, so it has no log"
+        )));
+    };
+    let Some(live) = inner.sessions().get(&node).cloned() else {
+        return Err(LogError::NodeUnavailable(format!(
+            "node \"{node}\", where application \"{name}\" runs, holds no session with this controller"
+        )));
+    };
+    let permit = inner.log_streams.clone().try_acquire_owned().map_err(|_| LogError::TooMany)?;
+    let id = live.next_log.fetch_add(1, Ordering::Relaxed);
+    let window = inner.config.log_window;
+    let (chunks, receiver) = mpsc::unbounded_channel();
+    live.logs().insert(id, Sink { chunks, outstanding: 0, window });
+    let request = LogRequest {
+        id,
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        uid: meta_str(&application, "uid").to_owned(),
+        follow: options.follow,
+        tail_lines: options.tail_lines,
+        since_seconds: options.since_seconds,
+        timestamps: options.timestamps,
+        previous: options.previous,
+        limit_bytes: options.limit_bytes,
+        window,
+    };
+    let stream = LogStream { id, live: live.clone(), chunks: receiver, finished: false, _permit: permit };
+    if live.control.send(ControllerMessage::LogRequest(request)).is_err() {
+        return Err(LogError::NodeUnavailable(format!("node \"{node}\" disconnected")));
+    }
+    Ok(stream)
+}
+
+/// Routes a chunk from the node to its stream. A node that sends beyond its window, or for a
+/// stream that is gone, has the stream cancelled.
+pub(crate) fn deliver(live: &Live, chunk: LogChunk) {
+    let mut logs = live.logs();
+    let Some(sink) = logs.get_mut(&chunk.id) else {
+        drop(logs);
+        let _ = live.control.send(ControllerMessage::LogCancel(chunk.id));
+        return;
+    };
+    if !chunk.data.is_empty() {
+        sink.outstanding += chunk.data.len() as u64;
+        if sink.outstanding > sink.window {
+            let _ = sink.chunks.send(Err("the node sent more log than the reader allowed".into()));
+            logs.remove(&chunk.id);
+            drop(logs);
+            let _ = live.control.send(ControllerMessage::LogCancel(chunk.id));
+            return;
+        }
+        let _ = sink.chunks.send(Ok(chunk.data));
+    }
+    if let Some(error) = chunk.error {
+        let _ = sink.chunks.send(Err(error));
+        logs.remove(&chunk.id);
+    } else if chunk.eof {
+        logs.remove(&chunk.id);
+    }
+}
+
+/// Ends every stream of a closed session with `reason`.
+pub(crate) fn fail_all(live: &Live, reason: &str) {
+    for (_, sink) in live.logs().drain() {
+        let _ = sink.chunks.send(Err(reason.to_owned()));
+    }
+}

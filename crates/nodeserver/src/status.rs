@@ -1,0 +1,263 @@
+//! Writing what a node reports: its own Node's status and its Applications' statuses, through
+//! the status subresource under the node's own identity, so the application layer's
+//! authorization and node restriction apply as they would to the node's REST requests.
+
+use std::time::Instant;
+
+use kayra_api::kinds::Condition;
+use kayra_api::session::{ApplicationReport, NodeReport};
+use kayra_control::events::{Involved, Severity};
+use kayra_registry::{Object, RegistryError, meta_str};
+use serde_json::{Value, json};
+
+use crate::Inner;
+use crate::session::Live;
+
+/// The last node status written in a session: what it said (less the heartbeat) and when.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    content: Value,
+    at: Instant,
+}
+
+/// How many times a status write is retried after a conflict with a concurrent writer.
+const CONFLICT_RETRIES: usize = 3;
+
+pub(crate) fn now() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// The node's status as reported, less what the controller stamps.
+fn reported_status(report: &NodeReport) -> Value {
+    let addresses: Vec<Value> =
+        report.addresses.iter().map(|(type_, address)| json!({"type": type_, "address": address})).collect();
+    let info = &report.info;
+    json!({
+        "capacity": report.capacity,
+        "allocatable": report.allocatable,
+        "addresses": addresses,
+        "nodeInfo": {
+            "operatingSystem": info.operating_system,
+            "architecture": info.architecture,
+            "osImage": info.os_image,
+            "kernelVersion": info.kernel_version,
+            "kubeletVersion": info.agent_version,
+            "kubeProxyVersion": "",
+            "containerRuntimeVersion": "",
+            "machineID": info.machine_id,
+            "systemUUID": "",
+            "bootID": info.boot_id,
+        },
+        "conditions": report.conditions.iter().filter(|c| c.type_ != "Ready").collect::<Vec<_>>(),
+    })
+}
+
+/// The Ready condition for a node heard from now, keeping when it last turned true.
+fn ready_condition(stored: Option<&Value>, now: &str) -> Value {
+    let since = stored
+        .filter(|ready| ready.get("status").and_then(Value::as_str) == Some("True"))
+        .and_then(|ready| ready.get("lastTransitionTime"))
+        .and_then(Value::as_str)
+        .unwrap_or(now);
+    json!({
+        "type": "Ready", "status": "True", "reason": "KayraAgentReady",
+        "message": "kayra-agent is posting ready status",
+        "lastHeartbeatTime": now, "lastTransitionTime": since,
+    })
+}
+
+/// Writes node `live.node`'s status from `report`, stamping the heartbeat with the controller's
+/// clock. An unchanged status is written only when the stored heartbeat grows stale. A missing
+/// Node is created, cordoned: a node that registers itself (or whose Node was deleted) gets no
+/// work until an operator uncordons it.
+pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -> Result<(), String> {
+    let content = reported_status(&report);
+    {
+        let written = live.written.lock().expect("the status record's lock is never held across a panic");
+        if let Some(written) = written.as_ref()
+            && written.content == content
+            && written.at.elapsed() < inner.config.heartbeat_write
+        {
+            return Ok(());
+        }
+    }
+    let client = inner.client_for(live.identity.clone());
+    let node = live.node.as_str();
+    let mut attempt = 0;
+    loop {
+        let mut object = match inner.reader.get(&inner.nodes, None, node).await {
+            Ok(object) => object,
+            Err(RegistryError::NotFound { .. }) => register(inner, node, &report).await?,
+            Err(error) => return Err(error.to_string()),
+        };
+        let now = now();
+        let stored_ready = object
+            .get("status")
+            .and_then(|status| status.get("conditions"))
+            .and_then(Value::as_array)
+            .and_then(|conditions| {
+                conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+            })
+            .cloned();
+        let mut status = content.clone();
+        if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+            conditions.insert(0, ready_condition(stored_ready.as_ref(), &now));
+            for condition in conditions.iter_mut().skip(1) {
+                condition["lastHeartbeatTime"] = json!(now);
+            }
+        }
+        object.insert("status".into(), status);
+        match client.update_status(&inner.nodes, None, node, &object).await {
+            Ok(_) => break,
+            Err(RegistryError::Conflict { .. }) if attempt < CONFLICT_RETRIES => attempt += 1,
+            Err(error) => return Err(format!("writing node {node}'s status: {error}")),
+        }
+    }
+    *live.written.lock().expect("the status record's lock is never held across a panic") =
+        Some(Written { content, at: Instant::now() });
+    Ok(())
+}
+
+/// Creates the Node of a node that reports without one, cordoned, labelled as kubelet labels
+/// its Node.
+async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Object, String> {
+    let node_object = json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": node, "labels": {
+            "kubernetes.io/hostname": node,
+            "kubernetes.io/os": report.info.operating_system,
+            "kubernetes.io/arch": report.info.architecture,
+        }},
+        "spec": {"unschedulable": true},
+    });
+    let created = match inner.reader.create(&inner.nodes, None, node_object).await {
+        Ok(created) => created,
+        Err(RegistryError::AlreadyExists { .. }) => {
+            return inner.reader.get(&inner.nodes, None, node).await.map_err(|error| error.to_string());
+        }
+        Err(error) => return Err(format!("registering node {node}: {error}")),
+    };
+    tracing::info!(node, "a node registered itself; its Node starts cordoned");
+    let involved = Involved {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        namespace: String::new(),
+        name: node.into(),
+    };
+    let message = format!("Node {node} registered itself and is cordoned until an operator uncordons it");
+    if let Err(error) = inner.recorder.record(&involved, Severity::Normal, "RegisteredNode", &message).await {
+        tracing::debug!(%error, node, "the registration event was not recorded");
+    }
+    Ok(created)
+}
+
+/// Writes one Application's status as its node reported it. Only an Application bound to the
+/// session's node, with the uid the node was given, is written; the `Scheduled` condition stays
+/// the scheduler's.
+pub(crate) async fn write_application(
+    inner: &Inner,
+    live: &Live,
+    report: ApplicationReport,
+) -> Result<(), String> {
+    let client = inner.client_for(live.identity.clone());
+    let (namespace, name) = (report.namespace.as_str(), report.name.as_str());
+    let mut attempt = 0;
+    loop {
+        let mut object = match inner.reader.get(&inner.applications, Some(namespace), name).await {
+            Ok(object) => object,
+            Err(RegistryError::NotFound { .. }) => return Ok(()),
+            Err(error) => return Err(error.to_string()),
+        };
+        if crate::cache::bound_node(&object).as_deref() != Some(live.node.as_str()) {
+            return Err(format!(
+                "application {namespace}/{name} is not bound to node {}; its status is not the node's to write",
+                live.node
+            ));
+        }
+        if meta_str(&object, "uid") != report.uid {
+            return Ok(());
+        }
+        let status = merged_status(&object, &report);
+        if object.get("status") == Some(&status) {
+            return Ok(());
+        }
+        object.insert("status".into(), status);
+        match client.update_status(&inner.applications, Some(namespace), name, &object).await {
+            Ok(_) => return Ok(()),
+            Err(RegistryError::Conflict { .. }) if attempt < CONFLICT_RETRIES => attempt += 1,
+            Err(error) => return Err(format!("writing application {namespace}/{name}'s status: {error}")),
+        }
+    }
+}
+
+/// The status to store: the node's report whole, with the stored `Scheduled` condition kept.
+fn merged_status(object: &Object, report: &ApplicationReport) -> Value {
+    let mut status = report.status.clone();
+    status.conditions.retain(|condition| condition.type_ != "Scheduled");
+    let scheduled: Option<Condition> = object
+        .get("status")
+        .and_then(|status| status.get("conditions"))
+        .and_then(Value::as_array)
+        .and_then(|conditions| {
+            conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled"))
+        })
+        .and_then(|condition| serde_json::from_value(condition.clone()).ok());
+    if let Some(scheduled) = scheduled {
+        status.conditions.insert(0, scheduled);
+    }
+    serde_json::to_value(status).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use kayra_api::kinds::application::ApplicationStatus;
+
+    use super::*;
+
+    #[test]
+    fn the_scheduled_condition_stays_and_the_rest_is_the_nodes() {
+        let object: Object = serde_json::from_value(json!({
+            "metadata": {"name": "web"},
+            "status": {"phase": "Pending", "conditions": [
+                {"type": "Scheduled", "status": "True", "reason": "Bound"},
+                {"type": "Ready", "status": "False"},
+            ]},
+        }))
+        .expect("an object");
+        let report = ApplicationReport {
+            status: ApplicationStatus {
+                phase: Some("Running".into()),
+                conditions: vec![
+                    Condition { type_: "Ready".into(), status: "True".into(), ..Condition::default() },
+                    Condition { type_: "Scheduled".into(), status: "False".into(), ..Condition::default() },
+                ],
+                ..ApplicationStatus::default()
+            },
+            ..ApplicationReport::default()
+        };
+        let status = merged_status(&object, &report);
+        assert_eq!(status["phase"], "Running");
+        assert_eq!(
+            status["conditions"][0],
+            json!({"type": "Scheduled", "status": "True", "reason": "Bound"})
+        );
+        assert_eq!(status["conditions"][1]["type"], "Ready");
+        assert_eq!(status["conditions"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn ready_keeps_its_transition_time_while_it_stays_true() {
+        let stored = json!({"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        assert_eq!(
+            ready_condition(Some(&stored), "2026-02-02T00:00:00Z")["lastTransitionTime"],
+            "2026-01-01T00:00:00Z"
+        );
+        let unknown =
+            json!({"type": "Ready", "status": "Unknown", "lastTransitionTime": "2026-01-01T00:00:00Z"});
+        let ready = ready_condition(Some(&unknown), "2026-02-02T00:00:00Z");
+        assert_eq!(
+            (ready["lastTransitionTime"].as_str(), ready["lastHeartbeatTime"].as_str()),
+            (Some("2026-02-02T00:00:00Z"), Some("2026-02-02T00:00:00Z"))
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! Tests of the node server over an in-memory application layer.
