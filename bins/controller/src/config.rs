@@ -36,6 +36,8 @@ pub struct Config {
     /// The catalog's reconciler: `gateway_url`, and the `mode`s registrations name, each a
     /// list of HTTP `steps`.
     pub reconciler: kayra_catalog::steps::ReconcilerConfig,
+    /// How long a node may be silent before it is `Ready=Unknown` (seconds; default 40).
+    pub node_ready_timeout_seconds: u64,
 }
 
 /// Which store keeps the state.
@@ -81,6 +83,7 @@ impl Default for Config {
             platform: String::new(),
             region: String::new(),
             reconciler: kayra_catalog::steps::ReconcilerConfig::default(),
+            node_ready_timeout_seconds: 40,
         }
     }
 }
@@ -108,6 +111,9 @@ impl Config {
     pub fn validate(&self) -> Result<(), String> {
         if !kayra_api::validation::is_dns_subdomain(&self.domain) {
             return Err(format!("domain {:?} is not a DNS subdomain", self.domain));
+        }
+        if self.node_ready_timeout_seconds == 0 {
+            return Err("nodeReadyTimeoutSeconds must be at least 1".to_owned());
         }
         if self.store == StoreKind::Etcd && self.etcd.endpoints.is_empty() {
             return Err("store: etcd needs etcd.endpoints".to_owned());

@@ -158,6 +158,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 pub struct Controller {
     state: Arc<ApiState>,
     catalog: Arc<kayra_catalog::Catalog>,
+    nodes: kayra_nodeserver::NodeServer,
     metrics: kayra_loop::metrics::Metrics,
 }
 
@@ -229,11 +230,19 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
     }
     let mut metrics_registry = prometheus_client::registry::Registry::default();
     let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
+    let ready_timeout = Duration::from_secs(config.node_ready_timeout_seconds);
+    let node_config = kayra_nodeserver::Config {
+        ready_timeout,
+        heartbeat_write: ready_timeout / 4,
+        ..kayra_nodeserver::Config::default()
+    };
+    let nodes = kayra_nodeserver::NodeServer::new(control.clone(), node_config)?;
     let state = ApiState::new(control, tokens, config.listen.to_string())
         .with_audit_log(audit)
         .with_catalog(catalog.clone())
+        .with_nodes(nodes.clone())
         .with_metrics(Arc::new(metrics_registry));
-    Ok(Controller { state: Arc::new(state), catalog, metrics })
+    Ok(Controller { state: Arc::new(state), catalog, nodes, metrics })
 }
 
 /// How long a stopping controller waits for its loops' in-flight reconciles.
@@ -272,6 +281,8 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
             Arc::new(bridges::CoreEvents(events)),
         )
         .into_loop(candidate.clone()),
+        controller.nodes.push_loop(),
+        controller.nodes.liveness_loop().elected(election("node-liveness")),
     ];
     Ok(loops.into_iter().map(|lp| lp.metrics(&controller.metrics).drain_deadline(LOOP_DRAIN)).collect())
 }
@@ -297,6 +308,12 @@ pub async fn run(
     let loops = loops(config, &controller)?;
     let state = controller.state;
     let app = kayra_apiserver::router(state.clone());
+    // The node session shares the TLS listener; plain HTTP carries no client certificates.
+    let https_app = kayra_apiserver::with_grpc(
+        app.clone(),
+        kayra_grpc::SERVICE_PATH,
+        kayra_grpc::server::service(controller.nodes.clone()),
+    );
     let (stop, _) = tokio::sync::watch::channel(false);
     let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
         let mut receiver = stop.subscribe();
@@ -313,7 +330,7 @@ pub async fn run(
     servers.spawn(kayra_apiserver::serve(
         https,
         Some(tls),
-        app.clone(),
+        https_app,
         ServeOptions::default(),
         stopped(&stop),
     ));

@@ -36,6 +36,9 @@ pub struct Subresource {
 /// The status subresource: read, replaced and patched.
 pub const STATUS: Subresource = Subresource { name: "status", verbs: &["get", "patch", "update"] };
 
+/// The `log` subresource: the output of an Application's process, streamed from its node.
+pub const LOG: Subresource = Subresource { name: "log", verbs: &["get"] };
+
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
     /// Decodes the object into its shape, fills defaults, and answers it as JSON again with
@@ -635,7 +638,7 @@ impl Scheme {
                 short_names: &["po"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &[],
+                subresources: &[LOG],
                 field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
                 columns: &[
                     Column {
@@ -712,7 +715,7 @@ impl Scheme {
                 short_names: &["app", "apps"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &[STATUS],
+                subresources: &[STATUS, LOG],
                 field_labels: &["spec.placement.nodeName", "spec.serviceName", "status.phase"],
                 columns: &[
                     Column {

@@ -29,6 +29,10 @@ pub enum ApiError {
     Conflict(String),
     /// What the registry answered.
     Registry(RegistryError),
+    /// Too many requests of this kind are in flight; try again later.
+    TooManyRequests(String),
+    /// What the request needs is not reachable now (a node's session).
+    Unavailable(String),
     /// A server fault; logged, never shown.
     Internal(String),
 }
@@ -89,6 +93,12 @@ impl ApiError {
                 None,
             ),
             ApiError::Conflict(message) => (StatusCode::CONFLICT, "Conflict", message.clone(), None),
+            ApiError::TooManyRequests(message) => {
+                (StatusCode::TOO_MANY_REQUESTS, "TooManyRequests", message.clone(), Some(json!({"retryAfterSeconds": 1})))
+            }
+            ApiError::Unavailable(message) => {
+                (StatusCode::SERVICE_UNAVAILABLE, "ServiceUnavailable", message.clone(), None)
+            }
             ApiError::Internal(detail) => {
                 tracing::error!(%detail, "internal error");
                 (StatusCode::INTERNAL_SERVER_ERROR, "InternalError", "Internal error occurred".to_owned(), None)

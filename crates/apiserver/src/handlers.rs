@@ -73,6 +73,9 @@ pub(crate) async fn serve(
             NamespaceView::Denied => return Err(denied),
         },
     };
+    if path.subresource.as_deref() == Some("log") {
+        return crate::logs::serve(&state, &path, query).await;
+    }
     if kind.review {
         return review(&state, identity, kind, verb, headers, &body);
     }

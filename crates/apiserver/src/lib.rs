@@ -14,6 +14,7 @@ mod check;
 mod discovery;
 mod error;
 mod handlers;
+mod logs;
 mod media;
 mod openapi;
 mod protobuf;
@@ -68,6 +69,22 @@ pub const MAX_BODY: usize = 3 * 1024 * 1024;
 pub fn router(state: Arc<ApiState>) -> Router {
     recover::install_panic_hook();
     Router::new().fallback(dispatch).with_state(state)
+}
+
+/// `api` with gRPC requests to the service at `prefix` (`/<package>.<Service>`) routed to
+/// `service`: the node session shares the API's TLS listener. The service authenticates its
+/// callers itself, from the verified client certificate the listener puts in each request.
+pub fn with_grpc<S>(api: Router, prefix: &str, service: S) -> Router
+where
+    S: tower::Service<axum::extract::Request, Error = std::convert::Infallible>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+    S::Response: axum::response::IntoResponse,
+    S::Future: Send + 'static,
+{
+    api.route_service(&format!("{prefix}/{{*method}}"), service)
 }
 
 /// The outermost layer of every request: echoes or mints `Audit-Id`, then authenticates and

@@ -22,6 +22,7 @@ pub struct ApiState {
     pub(crate) audit: Option<Arc<crate::audit::AuditLog>>,
     pub(crate) catalog: Option<Arc<kayra_catalog::Catalog>>,
     pub(crate) metrics: Option<Arc<prometheus_client::registry::Registry>>,
+    pub(crate) nodes: Option<kayra_nodeserver::NodeServer>,
 }
 
 impl ApiState {
@@ -39,6 +40,7 @@ impl ApiState {
             audit: None,
             catalog: None,
             metrics: None,
+            nodes: None,
         }
     }
 
@@ -55,6 +57,12 @@ impl ApiState {
     /// Serves `registry` at `/metrics`.
     pub fn with_metrics(mut self, registry: Arc<prometheus_client::registry::Registry>) -> ApiState {
         self.metrics = Some(registry);
+        self
+    }
+
+    /// Streams Applications' logs from their nodes' sessions held by `nodes`.
+    pub fn with_nodes(mut self, nodes: kayra_nodeserver::NodeServer) -> ApiState {
+        self.nodes = Some(nodes);
         self
     }
 

@@ -79,6 +79,10 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
             json!([
                 {"apis": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
                 {"apis": [fleet], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
+                // Node restriction confines these to the Applications bound to the node; a node
+                // reads no Application, and no Secret, over the API: its session brings them.
+                {"apis": [fleet], "resources": ["applications/status"], "verbs": ["update", "patch"]},
+                {"apis": [""], "resources": ["events"], "verbs": ["create", "patch"]},
             ]),
         ),
         role(

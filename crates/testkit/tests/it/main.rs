@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 mod catalog;
 mod check;
 mod metrics;
+mod nodes;
 mod rbac_table;
 mod security;
 mod surface;

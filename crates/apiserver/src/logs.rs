@@ -1,0 +1,148 @@
+//! `pods/<name>/log` and `applications/<name>/log`: an Application's output, streamed from the
+//! node it runs on over that node's session (`kubectl logs [-f] [--tail] [--since]
+//! [--timestamps] [--previous]`). The response body pulls from the node as the client reads,
+//! so a slow reader slows the node; a client that goes away cancels the stream on the node.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use kayra_nodeserver::{LogError, LogOptions};
+
+use crate::error::ApiError;
+use crate::routes::ResourcePath;
+use crate::state::ApiState;
+
+type Query = std::collections::HashMap<String, String>;
+
+/// The one container a pod view has.
+const CONTAINER: &str = "app";
+
+fn flag(query: &Query, name: &str) -> Result<bool, ApiError> {
+    match query.get(name).map(String::as_str) {
+        None | Some("false") => Ok(false),
+        Some("true" | "") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!("{name} must be true or false, not {other:?}"))),
+    }
+}
+
+fn number(query: &Query, name: &str) -> Result<Option<i64>, ApiError> {
+    query
+        .get(name)
+        .map(|value| {
+            value.parse::<i64>().ok().filter(|n| *n >= 0 || name == "tailLines").ok_or_else(|| {
+                ApiError::BadRequest(format!("{name} must be a non-negative number, not {value:?}"))
+            })
+        })
+        .transpose()
+}
+
+/// What the query asks of the log, as Kubernetes' `PodLogOptions` spells it.
+pub(crate) fn options(query: &Query, now: jiff::Timestamp) -> Result<LogOptions, ApiError> {
+    if let Some(container) = query.get("container").filter(|c| !c.is_empty() && *c != CONTAINER) {
+        return Err(ApiError::BadRequest(format!(
+            "container {container} is not valid for this pod: its one container is \"{CONTAINER}\""
+        )));
+    }
+    let since_seconds = number(query, "sinceSeconds")?;
+    let since_time = match query.get("sinceTime") {
+        None => None,
+        Some(time) => {
+            let time: jiff::Timestamp = time.parse().map_err(|_| {
+                ApiError::BadRequest(format!("sinceTime must be an RFC 3339 time, not {time:?}"))
+            })?;
+            Some(now.duration_since(time).as_secs().max(0))
+        }
+    };
+    if since_seconds.is_some() && since_time.is_some() {
+        return Err(ApiError::BadRequest("at most one of sinceSeconds or sinceTime may be given".into()));
+    }
+    let tail_lines = number(query, "tailLines")?.filter(|lines| *lines >= 0);
+    Ok(LogOptions {
+        follow: flag(query, "follow")?,
+        tail_lines,
+        since_seconds: since_seconds.or(since_time),
+        timestamps: flag(query, "timestamps")?,
+        previous: flag(query, "previous")?,
+        limit_bytes: number(query, "limitBytes")?,
+    })
+}
+
+/// Serves one log request; the caller has been authorized for the `log` subresource.
+pub(crate) async fn serve(
+    state: &Arc<ApiState>,
+    path: &ResourcePath<'_>,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    let options = options(query, jiff::Timestamp::now())?;
+    let nodes = state.nodes.as_ref().ok_or_else(|| {
+        ApiError::Unavailable("this server holds no node sessions, so it serves no logs".into())
+    })?;
+    let namespace = path.namespace.as_deref().unwrap_or_default();
+    let name = path.name.as_deref().unwrap_or_default();
+    let stream = nodes.logs(namespace, name, options).await.map_err(|error| match error {
+        LogError::NotFound(_) => ApiError::NotFound(format!("{} \"{name}\" not found", path.kind.plural)),
+        LogError::NotPlaced(message) => ApiError::BadRequest(message),
+        LogError::NodeUnavailable(message) => ApiError::Unavailable(message),
+        LogError::TooMany => ApiError::TooManyRequests(error.to_string()),
+        LogError::Failed(message) => ApiError::Internal(message),
+    })?;
+    let body = futures_util::stream::unfold(stream, |mut stream| async move {
+        match stream.next().await {
+            Some(Ok(data)) => Some((Ok::<Bytes, std::io::Error>(Bytes::from(data)), stream)),
+            Some(Err(error)) => {
+                tracing::debug!(%error, "a log stream ended early");
+                None
+            }
+            None => None,
+        }
+    });
+    let mut response = Response::new(Body::from_stream(body));
+    *response.status_mut() = StatusCode::OK;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> Query {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn the_query_reads_as_kubernetes_pod_log_options() {
+        let now: jiff::Timestamp = "2026-01-01T00:10:00Z".parse().expect("a time");
+        let asked = options(
+            &query(&[("follow", "true"), ("tailLines", "10"), ("timestamps", "true"), ("container", "app")]),
+            now,
+        )
+        .expect("valid");
+        assert_eq!(
+            asked,
+            LogOptions { follow: true, tail_lines: Some(10), timestamps: true, ..LogOptions::default() }
+        );
+        let since = options(&query(&[("sinceTime", "2026-01-01T00:09:00Z"), ("previous", "true")]), now)
+            .expect("valid");
+        assert_eq!((since.since_seconds, since.previous), (Some(60), true));
+        assert_eq!(
+            options(&query(&[("tailLines", "-1")]), now).expect("valid").tail_lines,
+            None,
+            "-1 means all"
+        );
+        for bad in [
+            query(&[("container", "sidecar")]),
+            query(&[("follow", "maybe")]),
+            query(&[("sinceSeconds", "-5")]),
+            query(&[("sinceSeconds", "5"), ("sinceTime", "2026-01-01T00:09:00Z")]),
+            query(&[("limitBytes", "lots")]),
+        ] {
+            assert!(matches!(options(&bad, now), Err(ApiError::BadRequest(_))), "{bad:?}");
+        }
+    }
+}

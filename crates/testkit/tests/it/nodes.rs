@@ -1,0 +1,260 @@
+//! The node session over real gRPC and mutual TLS on the API port, with a simulated agent:
+//! who may hold a session, what a node is sent, what it may write, freezing, logs.
+
+use std::time::Duration;
+
+use kayra_api::session::{
+    ApplicationReport, ControllerMessage, DesiredState, LogChunk, NodeInfo, NodeMessage, NodeReport,
+};
+use kayra_grpc::client::{Connection, Credentials, connect};
+use kayra_pki::{Ca, Usage};
+use kayra_registry::meta_str;
+use kayra_testkit::{Store, TestServer};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const FLEET: &str = "/apis/fleet.example.com/v1/namespaces/default";
+
+fn credentials(server: &TestServer, user: &str, group: &str) -> Credentials {
+    let ca_pem = String::from_utf8(server.pki_file("ca.crt")).expect("UTF-8");
+    let ca_key = String::from_utf8(server.pki_file("ca.key")).expect("UTF-8");
+    let ca = Ca::from_pem(&ca_pem, &ca_key).expect("the cluster CA");
+    let issued = ca.issue(Usage::Client, user, Some(group), &[]).expect("a client certificate");
+    Credentials { server: server.url(), ca_pem, cert_pem: issued.cert_pem, key_pem: issued.key_pem }
+}
+
+fn node_credentials(server: &TestServer, node: &str) -> Credentials {
+    credentials(server, &format!("system:node:{node}"), "system:nodes")
+}
+
+fn report() -> NodeReport {
+    NodeReport {
+        capacity: [("cpu".to_owned(), "2".to_owned()), ("memory".to_owned(), "4Gi".to_owned())].into(),
+        allocatable: [("cpu".to_owned(), "2".to_owned()), ("memory".to_owned(), "4Gi".to_owned())].into(),
+        addresses: vec![("InternalIP".into(), "10.0.0.7".into())],
+        info: NodeInfo {
+            operating_system: "linux".into(),
+            architecture: "amd64".into(),
+            agent_version: "v0.1.0".into(),
+            ..NodeInfo::default()
+        },
+        conditions: Vec::new(),
+    }
+}
+
+/// The next desired state the controller sends, skipping nothing else (none is expected).
+async fn next_desired(connection: &mut Connection) -> DesiredState {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), connection.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("the session stays open")
+            .expect("the controller keeps the session");
+        if let ControllerMessage::Desired(desired) = message {
+            return desired;
+        }
+    }
+}
+
+fn names(documents: &[kayra_api::session::Document]) -> Vec<String> {
+    let mut names: Vec<String> = documents.iter().map(|d| meta_str(d, "name").to_owned()).collect();
+    names.sort();
+    names
+}
+
+async fn admin_json(
+    server: &TestServer,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut request = server.admin().request(method, format!("{}{path}", server.url()));
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("the server answers");
+    let code = response.status();
+    (code, response.json().await.unwrap_or(Value::Null))
+}
+
+fn application(name: &str, node: &str, secret: Option<&str>) -> Value {
+    let env: Vec<Value> =
+        secret.iter().map(|s| json!({"name": "TOKEN", "secretRef": {"name": s, "key": "token"}})).collect();
+    json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": name},
+           "spec": {"command": ["/bin/sleep", "1000"], "env": env, "placement": {"nodeName": node}}})
+}
+
+fn secret(name: &str) -> Value {
+    json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": name}, "stringData": {"token": "s3cr3t"}})
+}
+
+#[tokio::test]
+async fn a_node_session_is_confined_to_its_node() {
+    let server = TestServer::start(Store::Memory).await;
+    // Only a node identity holds a session.
+    let admin = credentials(&server, "admin", "system:masters");
+    let refused = connect(&admin).await.expect_err("an admin is not a node");
+    assert!(refused.to_string().contains("is not a node"), "{refused}");
+
+    let mut n1 = connect(&node_credentials(&server, "n1")).await.expect("node n1 connects");
+    n1.sender().send(NodeMessage::Status(report())).await.expect("sent");
+    // The first status registers the Node, cordoned, Ready with the controller's heartbeat.
+    let first = next_desired(&mut n1).await;
+    assert!(first.applications.is_empty() && first.secrets.is_empty());
+    let (code, node) = admin_json(&server, reqwest::Method::GET, "/api/v1/nodes/n1", None).await;
+    assert_eq!(code, StatusCode::OK, "{node}");
+    assert_eq!(node["spec"]["unschedulable"], true, "a self-registered node starts cordoned");
+    assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], "v0.1.0");
+    assert_eq!(node["status"]["capacity"]["memory"], "4Gi");
+    let ready = &node["status"]["conditions"][0];
+    assert_eq!((ready["type"].as_str(), ready["status"].as_str()), (Some("Ready"), Some("True")));
+    assert!(ready["lastHeartbeatTime"].is_string());
+
+    // A second session for a live node is refused.
+    let second = connect(&node_credentials(&server, "n1")).await.expect_err("n1 is connected already");
+    assert!(second.to_string().contains("already holds a live session"), "{second}");
+
+    // n1 is sent exactly its own Applications and the Secrets they reference.
+    for body in [secret("db"), secret("other")] {
+        let (code, answer) =
+            admin_json(&server, reqwest::Method::POST, &format!("{FLEET}/secrets"), Some(body)).await;
+        assert_eq!(code, StatusCode::CREATED, "{answer}");
+    }
+    for body in [application("web", "n1", Some("db")), application("api", "n2", Some("other"))] {
+        let (code, answer) =
+            admin_json(&server, reqwest::Method::POST, &format!("{FLEET}/applications"), Some(body)).await;
+        assert_eq!(code, StatusCode::CREATED, "{answer}");
+    }
+    let desired = loop {
+        let desired = next_desired(&mut n1).await;
+        if !desired.applications.is_empty() && !desired.secrets.is_empty() {
+            break desired;
+        }
+    };
+    assert_eq!(
+        (names(&desired.applications), names(&desired.secrets)),
+        (vec!["web".to_owned()], vec!["db".to_owned()])
+    );
+    let web_uid = meta_str(&desired.applications[0], "uid").to_owned();
+
+    // Its status for its own Application is written; for another node's it is not.
+    let (_, api) =
+        admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/api"), None).await;
+    let sender = n1.sender();
+    for (name, uid) in
+        [("web", web_uid.as_str()), ("api", api["metadata"]["uid"].as_str().unwrap_or_default())]
+    {
+        let status = kayra_api::kinds::application::ApplicationStatus {
+            phase: Some("Running".into()),
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        let report =
+            ApplicationReport { namespace: "default".into(), name: name.into(), uid: uid.into(), status };
+        sender.send(NodeMessage::Application(report)).await.expect("sent");
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, web) =
+            admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/web"), None).await;
+        if web["status"]["phase"] == "Running" {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "web's status was not written: {web}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, api) =
+        admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/api"), None).await;
+    assert_ne!(api["status"]["phase"], "Running", "n1 wrote n2's application's status: {api}");
+
+    // A status-only change is not pushed again; a spec change is.
+    let patch = server
+        .admin()
+        .patch(format!("{}{FLEET}/applications/web", server.url()))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(r#"{"spec":{"args":["2000"]}}"#)
+        .send()
+        .await
+        .expect("patched");
+    assert_eq!(patch.status(), StatusCode::OK);
+    let changed = next_desired(&mut n1).await;
+    assert_eq!(changed.applications[0]["metadata"]["generation"], 2);
+    assert_ne!(changed.signature, desired.signature);
+}
+
+#[tokio::test]
+async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
+    let server = TestServer::start(Store::Memory).await;
+    let mut n1 = connect(&node_credentials(&server, "n1")).await.expect("node n1 connects");
+    let sender = n1.sender();
+    sender.send(NodeMessage::Status(report())).await.expect("sent");
+    next_desired(&mut n1).await;
+    let (code, answer) = admin_json(
+        &server,
+        reqwest::Method::POST,
+        &format!("{FLEET}/applications"),
+        Some(application("web", "n1", None)),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    assert_eq!(next_desired(&mut n1).await.applications.len(), 1);
+
+    // `kubectl logs web`: the request reaches the node, its chunks come back.
+    let url = format!("{}/api/v1/namespaces/default/pods/web/log?tailLines=5&timestamps=true", server.url());
+    let reader = tokio::spawn({
+        let client = server.admin();
+        async move {
+            let response = client.get(url).send().await.expect("the server answers");
+            (response.status(), response.text().await.unwrap_or_default())
+        }
+    });
+    let request = loop {
+        match tokio::time::timeout(Duration::from_secs(10), n1.next())
+            .await
+            .expect("a request")
+            .expect("open")
+        {
+            Some(ControllerMessage::LogRequest(request)) => break request,
+            Some(_) => continue,
+            None => panic!("the session closed"),
+        }
+    };
+    assert_eq!((request.name.as_str(), request.tail_lines, request.timestamps), ("web", Some(5), true));
+    assert!(request.window > 0);
+    for (data, eof) in [(&b"hello\n"[..], false), (&b"world\n"[..], true)] {
+        let chunk = LogChunk { id: request.id, data: data.to_vec(), eof, error: None };
+        sender.send(NodeMessage::LogChunk(chunk)).await.expect("sent");
+    }
+    let (code, text) = reader.await.expect("the reader finishes");
+    assert_eq!((code, text.as_str()), (StatusCode::OK, "hello\nworld\n"));
+
+    // A log of an Application that does not exist is a 404 naming pods.
+    let missing = server
+        .admin()
+        .get(format!("{}/api/v1/namespaces/default/pods/nope/log", server.url()))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+
+    // Deleting the Node freezes the node: nothing is pushed, so nothing it runs is torn down.
+    let (code, _) = admin_json(&server, reqwest::Method::DELETE, "/api/v1/nodes/n1", None).await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, _) =
+        admin_json(&server, reqwest::Method::DELETE, &format!("{FLEET}/applications/web"), None).await;
+    assert_eq!(code, StatusCode::OK);
+    let frozen = tokio::time::timeout(Duration::from_millis(1500), next_desired(&mut n1)).await;
+    assert!(frozen.is_err(), "a frozen node was pushed {:?}", frozen.map(|d| d.applications.len()));
+    // Its next status re-creates the Node, cordoned, and pushing resumes.
+    sender
+        .send(NodeMessage::Status(NodeReport {
+            capacity: [("cpu".to_owned(), "4".to_owned())].into(),
+            ..report()
+        }))
+        .await
+        .expect("sent");
+    let resumed = next_desired(&mut n1).await;
+    assert!(resumed.applications.is_empty(), "the deleted application is gone from the node's state");
+    let (code, node) = admin_json(&server, reqwest::Method::GET, "/api/v1/nodes/n1", None).await;
+    assert_eq!((code, node["spec"]["unschedulable"].as_bool()), (StatusCode::OK, Some(true)));
+}
