@@ -282,6 +282,7 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
         )
         .into_loop(candidate.clone()),
         controller.nodes.push_loop(),
+        kayra_scheduler::Placer::new(client("scheduler"))?.into_loop().elected(election("scheduler")),
         controller.nodes.liveness_loop().elected(election("node-liveness")),
     ];
     Ok(loops.into_iter().map(|lp| lp.metrics(&controller.metrics).drain_deadline(LOOP_DRAIN)).collect())
