@@ -341,7 +341,10 @@ pub async fn run(
         }
         servers.spawn(kayra_apiserver::serve(http, None, app, ServeOptions::default(), stopped(&stop)));
     }
+    let nodes = controller.nodes.clone();
     shutdown.await;
+    // Node sessions never end by themselves: end them so the servers can drain.
+    nodes.shutdown();
     let _ = stop.send(true);
     while servers.join_next().await.is_some() {}
     stop_loops.cancel();

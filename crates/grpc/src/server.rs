@@ -34,6 +34,7 @@ fn refusal(refused: Refused) -> Status {
     match refused {
         Refused::NotANode(_) | Refused::BadName(_) => Status::permission_denied(refused.to_string()),
         Refused::AlreadyConnected(_) => Status::already_exists(refused.to_string()),
+        Refused::ShuttingDown => Status::unavailable(refused.to_string()),
     }
 }
 
@@ -82,7 +83,7 @@ impl wire::node_service_server::NodeService for NodeService {
                             }
                         }
                         None => {
-                            let _ = outbound.send(Err(Status::aborted("a newer session of this node took over"))).await;
+                            let _ = outbound.send(Err(Status::aborted("the session was ended by the controller: a newer session of the node took over, or the controller is stopping"))).await;
                             break;
                         }
                     },

@@ -75,6 +75,8 @@ pub enum Refused {
     BadName(String),
     /// The node already holds a live session.
     AlreadyConnected(String),
+    /// The server is shutting down.
+    ShuttingDown,
 }
 
 impl std::fmt::Display for Refused {
@@ -90,6 +92,7 @@ impl std::fmt::Display for Refused {
             Refused::AlreadyConnected(node) => {
                 write!(f, "node \"{node}\" already holds a live session; a silent one may be taken over")
             }
+            Refused::ShuttingDown => f.write_str("the controller is shutting down; connect again shortly"),
         }
     }
 }
@@ -122,6 +125,7 @@ pub(crate) struct Inner {
     applications: Resource,
     secrets: Resource,
     log_streams: Arc<tokio::sync::Semaphore>,
+    closing: std::sync::atomic::AtomicBool,
     started: Instant,
 }
 
@@ -162,6 +166,7 @@ impl NodeServer {
                 nodes,
                 applications,
                 secrets,
+                closing: std::sync::atomic::AtomicBool::new(false),
                 started: Instant::now(),
             }),
         })
@@ -180,6 +185,9 @@ impl NodeServer {
         let now = inner.now_ms();
         let silent_after = u64::try_from(inner.config.ready_timeout.as_millis()).unwrap_or(u64::MAX);
         let mut sessions = inner.sessions();
+        if inner.closing.load(Ordering::Acquire) {
+            return Err(Refused::ShuttingDown);
+        }
         if let Some(existing) = sessions.get(node) {
             if now.saturating_sub(existing.last_seen()) <= silent_after {
                 return Err(Refused::AlreadyConnected(node.to_owned()));
@@ -191,6 +199,16 @@ impl NodeServer {
         let (live, session) = session::open(inner.clone(), node.to_owned(), identity.clone(), epoch, now);
         sessions.insert(node.to_owned(), live);
         Ok(session)
+    }
+
+    /// Ends every session and refuses new ones: the controller is stopping. Nodes reconnect
+    /// (to another replica, or to this one when it is back) and keep running meanwhile.
+    pub fn shutdown(&self) {
+        let sessions = self.inner.sessions();
+        self.inner.closing.store(true, Ordering::Release);
+        for live in sessions.values() {
+            live.end();
+        }
     }
 
     /// How many sessions this server holds.
