@@ -346,10 +346,13 @@ async fn watches_stream_events_and_end_when_asked() {
 #[tokio::test]
 async fn state_survives_a_restart_on_sled() {
     let mut server = TestServer::start(Store::Sled).await;
+    // Pinned, so that no placement writes its status between the create and the restart.
+    let mut kept = app("kept");
+    kept["spec"]["placement"] = json!({"nodeName": "n1"});
     let created: Value = server
         .admin()
         .post(format!("{}{APPS}", server.url()))
-        .json(&app("kept"))
+        .json(&kept)
         .send()
         .await
         .unwrap()
