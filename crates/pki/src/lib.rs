@@ -189,6 +189,21 @@ pub fn ca_cert_hash_der(der: &[u8]) -> Result<String, PkiError> {
     Ok(format!("sha256:{}", digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
+/// When the first certificate in `cert_pem` starts and stops being valid.
+pub fn certificate_validity(
+    cert_pem: &str,
+) -> Result<(std::time::SystemTime, std::time::SystemTime), PkiError> {
+    let unreadable = |reason: String| PkiError::Unreadable { what: "the certificate", reason };
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).map_err(|e| unreadable(e.to_string()))?;
+    let cert = pem.parse_x509().map_err(|e| unreadable(e.to_string()))?;
+    let at = |seconds: i64| {
+        let since = std::time::Duration::from_secs(seconds.unsigned_abs());
+        if seconds >= 0 { std::time::UNIX_EPOCH + since } else { std::time::UNIX_EPOCH - since }
+    };
+    Ok((at(cert.validity().not_before.timestamp()), at(cert.validity().not_after.timestamp())))
+}
+
 /// A positive random serial number, so that no two certificates the CA signs share one.
 fn random_serial() -> rcgen::SerialNumber {
     use ring::rand::SecureRandom;
@@ -355,6 +370,9 @@ mod tests {
         assert_eq!(cert.subject().iter_common_name().next().unwrap().as_str().unwrap(), "system:node:a");
         let lifetime = cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
         assert_eq!(lifetime, 3600 + 300);
+        let (from, to) = certificate_validity(&pem).unwrap();
+        assert_eq!(to.duration_since(from).unwrap(), std::time::Duration::from_secs(3900));
+        assert!(certificate_validity("garbage").is_err());
         let eku = cert.extended_key_usage().unwrap().unwrap().value;
         assert!(eku.client_auth && !eku.server_auth);
         // The certificate carries the request's key.
