@@ -77,3 +77,31 @@ impl NamespaceContent for Subscriptions {
         Ok(())
     }
 }
+
+/// The node certificate signer's CA: the cluster's, read from the data directory.
+pub(crate) struct CaSigner(pub(crate) kayra_pki::Ca);
+
+impl kayra_nodecsr::ports::Signer for CaSigner {
+    fn read_request(&self, request_pem: &str) -> Result<kayra_nodecsr::ports::RequestedSubject, String> {
+        let read = kayra_pki::read_certificate_request(request_pem).map_err(|error| error.to_string())?;
+        Ok(kayra_nodecsr::ports::RequestedSubject {
+            common_name: read.subject.common_name,
+            organizations: read.subject.organizations,
+        })
+    }
+
+    fn sign_client(
+        &self,
+        request_pem: &str,
+        subject: &kayra_nodecsr::ports::RequestedSubject,
+        ttl: std::time::Duration,
+    ) -> Result<String, String> {
+        let subject = kayra_pki::Subject {
+            common_name: subject.common_name.clone(),
+            organizations: subject.organizations.clone(),
+        };
+        self.0
+            .sign_request(request_pem, &subject, kayra_pki::Usage::Client, ttl)
+            .map_err(|error| error.to_string())
+    }
+}

@@ -24,6 +24,7 @@ use kayra_control::loops::namespaces::{FinalizerReconciler, NamespaceContent};
 use kayra_control::loops::rbac::IndexReconciler;
 use kayra_loop::election::Election;
 use kayra_loop::runtime::Loop;
+use kayra_nodecsr::reconciler::NodeCsrReconciler;
 use kayra_pki::{Ca, Usage};
 use kayra_registry::{Registry, SystemClock};
 use kayra_store::Store;
@@ -88,6 +89,10 @@ pub fn init(config: &Config) -> anyhow::Result<Paths> {
         let listen_ip = config.listen.ip();
         if !listen_ip.is_unspecified() && !names.contains(&listen_ip.to_string()) {
             names.push(listen_ip.to_string());
+        }
+        // Listening everywhere, the host's own address is the one a join command names.
+        if let Some(host) = token::host_address().filter(|_| listen_ip.is_unspecified()) {
+            names.push(host.to_string());
         }
         names.extend(config.server_names.iter().cloned());
         let server = ca.issue(Usage::Server, "kayra-controller", None, &names)?;
@@ -267,12 +272,16 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
     let events = Recorder::new(client("catalog-reconciler"), "kayra-catalog-reconciler");
     let subscriptions: Arc<dyn NamespaceContent> =
         Arc::new(bridges::Subscriptions(controller.catalog.clone()));
+    let ca = read_ca(&config.data_dir)?;
     let loops = vec![
         IndexReconciler::new(client("rbac-index"))?.into_loop(),
         BootstrapReconciler::new(client("bootstrap-roles")).into_loop().elected(election("bootstrap-roles")),
         FinalizerReconciler::new(client("namespace-finalizer"), vec![subscriptions])?
             .into_loop()
             .elected(election("namespace-finalizer")),
+        NodeCsrReconciler::new(client("node-csr-signer"), Arc::new(bridges::CaSigner(ca)))?
+            .into_loop()
+            .elected(election("node-csr-signer")),
         kayra_catalog::reconciler::Reconciler::new(
             controller.catalog.clone(),
             config.reconciler.clone(),
@@ -286,6 +295,16 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
         controller.nodes.liveness_loop().elected(election("node-liveness")),
     ];
     Ok(loops.into_iter().map(|lp| lp.metrics(&controller.metrics).drain_deadline(LOOP_DRAIN)).collect())
+}
+
+/// The cluster's CA, certificate and key, as `init` wrote them.
+fn read_ca(data_dir: &Path) -> anyhow::Result<Ca> {
+    let dir = pki(data_dir);
+    let read = |name: &str| {
+        std::fs::read_to_string(dir.join(name))
+            .with_context(|| format!("cannot read {}; run `kayra-controller init`", dir.join(name).display()))
+    };
+    Ca::from_pem(&read("ca.crt")?, &read("ca.key")?).context("the cluster CA is unusable")
 }
 
 /// How long a crashed replica's loops keep the others waiting.
@@ -304,8 +323,15 @@ pub async fn run(
         std::fs::read(dir.join(name))
             .with_context(|| format!("cannot read {}; run `kayra-controller init`", dir.join(name).display()))
     };
-    let tls = kayra_apiserver::tls_config(&read("ca.crt")?, &read("server.crt")?, &read("server.key")?)
-        .map_err(anyhow::Error::msg)?;
+    // The serving chain ends with the CA, so that a joining node can pin the CA by the hash of
+    // its public key from the handshake alone (kubeadm's discovery-token-ca-cert-hash).
+    let ca = read("ca.crt")?;
+    let mut chain = read("server.crt")?;
+    if !chain.ends_with(b"\n") {
+        chain.push(b'\n');
+    }
+    chain.extend_from_slice(&ca);
+    let tls = kayra_apiserver::tls_config(&ca, &chain, &read("server.key")?).map_err(anyhow::Error::msg)?;
     let loops = loops(config, &controller)?;
     let state = controller.state;
     let app = kayra_apiserver::router(state.clone());

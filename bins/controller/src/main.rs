@@ -59,6 +59,12 @@ enum TokenCommand {
         /// Extra groups, each `system:bootstrappers:...`.
         #[arg(long, value_delimiter = ',')]
         groups: Vec<String>,
+        /// Print the `kayra-agent join` command a new host runs, instead of the bare token.
+        #[arg(long)]
+        print_join_command: bool,
+        /// The server the join command names (default: the address the controller listens on).
+        #[arg(long)]
+        server: Option<String>,
     },
 }
 
@@ -130,10 +136,25 @@ fn main() -> ExitCode {
         match cli.command {
             Some(Command::Init) => kayra_controller::init(&config).map(|paths| announce(&paths)),
             Some(Command::Serve) => serve(&config).await,
-            Some(Command::Token(TokenCommand::Create { ttl, description, groups })) => {
-                let ttl = kayra_controller::token::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
-                let token = kayra_controller::token::create(&config, ttl, &description, &groups).await?;
-                print_result(&token);
+            Some(Command::Token(TokenCommand::Create {
+                ttl,
+                description,
+                groups,
+                print_join_command,
+                server,
+            })) => {
+                use kayra_controller::token;
+                let ttl = token::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
+                // The pin is read first: a data directory without a CA mints no token.
+                let pin = if print_join_command { Some(token::ca_cert_hash(&config)?) } else { None };
+                let minted = token::create(&config, ttl, &description, &groups).await?;
+                match pin {
+                    Some(pin) => {
+                        let server = token::join_server(&config, server.as_deref());
+                        print_result(&token::join_command(&server, &minted, &pin));
+                    }
+                    None => print_result(&minted),
+                }
                 Ok(())
             }
             None => {

@@ -96,9 +96,84 @@ pub async fn create(
     Ok(token.to_string())
 }
 
+/// The server a joining node dials: `server` when given (a URL, or a host with or without a
+/// port), else the address the controller listens on, and when that is every address, one of
+/// the host's own that is not loopback (127.0.0.1 when it has none).
+pub fn join_server(config: &Config, server: Option<&str>) -> String {
+    let port = config.listen.port();
+    if let Some(server) = server {
+        let server = server.trim_end_matches('/');
+        if server.starts_with("https://") {
+            return server.to_owned();
+        }
+        let has_port = server.parse::<std::net::SocketAddr>().is_ok()
+            || (!server.contains(']') && server.matches(':').count() == 1);
+        return if has_port {
+            format!("https://{server}")
+        } else {
+            format!("https://{}:{port}", bracketed(server))
+        };
+    }
+    let ip = config.listen.ip();
+    let ip =
+        if ip.is_unspecified() { host_address().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()) } else { ip };
+    format!("https://{}:{port}", bracketed(&ip.to_string()))
+}
+
+/// An IPv6 address in brackets, as a URL needs it.
+fn bracketed(host: &str) -> String {
+    if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() }
+}
+
+/// The host's address on its default route, when it has one that is not loopback. Connecting a
+/// UDP socket sends nothing; it only asks the kernel which address it would send from.
+pub fn host_address() -> Option<std::net::IpAddr> {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    socket.connect("192.0.2.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// The line an operator pastes on a new host, as `kubeadm token create --print-join-command`
+/// prints it.
+pub fn join_command(server: &str, token: &str, ca_cert_hash: &str) -> String {
+    format!("kayra-agent join --server {server} --token {token} --ca-cert-hash {ca_cert_hash}")
+}
+
+/// The pin of the cluster's CA a joining node checks: `sha256:<hex>` of its public key.
+pub fn ca_cert_hash(config: &Config) -> anyhow::Result<String> {
+    let path = config.data_dir.join("pki").join("ca.crt");
+    let pem = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {} (run `kayra-controller init` first)", path.display()))?;
+    Ok(kayra_pki::ca_cert_hash(&pem)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_join_command_names_the_server_token_and_ca_pin() {
+        let listening = |listen: &str| Config { listen: listen.parse().unwrap(), ..Config::default() };
+        let config = listening("10.1.2.3:6443");
+        assert_eq!(join_server(&config, None), "https://10.1.2.3:6443");
+        assert_eq!(
+            join_server(&config, Some("https://kayra.example.com:443/")),
+            "https://kayra.example.com:443"
+        );
+        assert_eq!(join_server(&config, Some("kayra.example.com")), "https://kayra.example.com:6443");
+        assert_eq!(join_server(&config, Some("kayra.example.com:7443")), "https://kayra.example.com:7443");
+        assert_eq!(join_server(&config, Some("fd00::1")), "https://[fd00::1]:6443");
+        assert_eq!(join_server(&listening("[fd00::2]:6443"), None), "https://[fd00::2]:6443");
+        let everywhere = join_server(&listening("0.0.0.0:6443"), None);
+        let expected = host_address().map_or("127.0.0.1".to_owned(), |ip| bracketed(&ip.to_string()));
+        assert_eq!(everywhere, format!("https://{expected}:6443"));
+        assert!(!everywhere.contains("0.0.0.0"));
+        assert_eq!(
+            join_command("https://10.1.2.3:6443", "abcdef.0123456789abcdef", "sha256:00ff"),
+            "kayra-agent join --server https://10.1.2.3:6443 --token abcdef.0123456789abcdef --ca-cert-hash sha256:00ff"
+        );
+    }
 
     #[test]
     fn ttls_are_durations_within_a_week() {

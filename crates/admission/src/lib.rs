@@ -6,7 +6,8 @@
 //! Start at [`Chain::standard`], the plugins every Kayra server runs: [`rbac_escalation`] (an
 //! RBAC object grants only what its writer holds), [`workload_references`] (a workload names only
 //! Secrets and Services its writer may read) and [`node_restriction`] (a node writes only its own
-//! Node). [`Chain::for_caller`] binds a chain to one writer as the registry's
+//! Node) and [`certificate_requests`] (who asked for a certificate is stamped, and only the
+//! approval subresource decides). [`Chain::for_caller`] binds a chain to one writer as the registry's
 //! [`kayra_registry::Admission`] port. A plugin reads what it needs through [`ports`], never the
 //! store directly.
 //!
@@ -14,6 +15,7 @@
 //! object that names something it may not (each field named). This crate knows nothing of HTTP;
 //! the REST adapter maps refusals to 403 and 422 through the registry's errors.
 
+pub mod certificate_requests;
 pub mod node_restriction;
 pub mod ports;
 pub mod rbac_escalation;
@@ -94,9 +96,11 @@ impl Chain {
     /// workloads in `fleet.<domain>`.
     pub fn standard(domain: &str, permissions: Arc<dyn Permissions>) -> Chain {
         Chain::default()
+            .with_mutating(Arc::new(certificate_requests::CertificateRequests))
             .with_validating(Arc::new(rbac_escalation::RbacEscalation::new(domain, permissions.clone())))
             .with_validating(Arc::new(workload_references::WorkloadReferences::new(domain, permissions)))
             .with_validating(Arc::new(node_restriction::NodeRestriction::new(domain)))
+            .with_validating(Arc::new(certificate_requests::CertificateRequests))
     }
 
     /// This chain with `plugin` after its other mutating plugins.

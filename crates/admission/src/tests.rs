@@ -111,7 +111,16 @@ fn resource(group: &str, plural: &str, namespaced: bool) -> Resource {
 #[test]
 fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
     let chain = Chain::standard("example.com", Arc::new(rbac()));
-    assert_eq!(chain.plugin_names(), ["RBACEscalation", "WorkloadReferences", "NodeRestriction"]);
+    assert_eq!(
+        chain.plugin_names(),
+        [
+            "CertificateSigningRequest",
+            "RBACEscalation",
+            "WorkloadReferences",
+            "NodeRestriction",
+            "CertificateSigningRequest"
+        ]
+    );
     let roles = resource("authorization.example.com", "roles", true);
     let request =
         |operation, dry_run| AdmissionRequest { resource: &roles, operation, part: Part::Main, dry_run };
@@ -131,7 +140,7 @@ fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
     let root = chain.clone().for_caller(user("root"));
     assert_eq!(root.validate(&request(Operation::Create, false), &everything, None), Ok(()));
     let mut unchanged = everything.clone();
-    alice.mutate(&request(Operation::Create, false), &mut unchanged, None).expect("no mutating plugins");
+    alice.mutate(&request(Operation::Create, false), &mut unchanged, None).expect("no plugin changes a role");
     assert_eq!(unchanged, everything);
     let nodes = resource("", "nodes", false);
     let node = chain.for_caller(crate::fixture::caller("system:node:n1", &[kayra_authz::NODES]));

@@ -10,7 +10,6 @@ use crate::codec;
 use crate::kinds::Kind;
 use crate::kinds::application::Application;
 use crate::kinds::applicationset::ApplicationSet;
-use crate::kinds::csr::CertificateSigningRequest;
 use crate::kinds::rbac::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use crate::kinds::secret::Secret;
 use crate::kinds::service::Service;
@@ -38,6 +37,9 @@ pub const STATUS: Subresource = Subresource { name: "status", verbs: &["get", "p
 
 /// The `log` subresource: the output of an Application's process, streamed from its node.
 pub const LOG: Subresource = Subresource { name: "log", verbs: &["get"] };
+
+/// A certificate request's approval subresource: read, replaced and patched.
+pub const APPROVAL: Subresource = Subresource { name: "approval", verbs: &["get", "patch", "update"] };
 
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
@@ -402,11 +404,12 @@ impl KindInfo {
         self.subresources.iter().find(|sub| sub.name == name)
     }
 
-    /// The full table columns: `Name`, the Kind's own, `Age`.
+    /// The full table columns: `Name`, the Kind's own, `Age` (unless the Kind places it itself
+    /// or shows its own time).
     pub fn table_columns(&self) -> Vec<Column> {
         let mut columns = vec![NAME];
         columns.extend_from_slice(self.columns);
-        if !self.columns.iter().any(|column| column.name == "Last Seen") {
+        if !self.columns.iter().any(|column| matches!(column.name, "Last Seen" | "Age")) {
             columns.push(AGE);
         }
         columns
@@ -825,52 +828,6 @@ impl Scheme {
             KindInfo {
                 group: fleet.clone(),
                 version: "v1",
-                kind: "CertificateSigningRequest",
-                plural: "certificatesigningrequests",
-                singular: "certificatesigningrequest",
-                short_names: &["csr"],
-                categories: &[],
-                namespaced: false,
-                subresources: &[STATUS],
-                field_labels: &["spec.nodeName"],
-                columns: &[
-                    Column {
-                        name: "Node",
-                        type_: "string",
-                        format: "",
-                        description: "The node the certificate is for",
-                        priority: 0,
-                        cell: |o, _| Value::String(text(o, "spec.nodeName")),
-                    },
-                    Column {
-                        name: "Requestor",
-                        type_: "string",
-                        format: "",
-                        description: "Who asked",
-                        priority: 0,
-                        cell: |o, _| text_or_none(o, "spec.username"),
-                    },
-                    Column {
-                        name: "Condition",
-                        type_: "string",
-                        format: "",
-                        description: "Approved, Denied or Pending",
-                        priority: 0,
-                        cell: csr_condition,
-                    },
-                ],
-                verbs: ALL_VERBS,
-                builtin: false,
-                view_of: None,
-                create_keeps_status: false,
-                review: false,
-                catalog: false,
-                names: NameRule::Subdomain,
-                behaviour: typed::<CertificateSigningRequest>(),
-            },
-            KindInfo {
-                group: fleet.clone(),
-                version: "v1",
                 kind: "Service",
                 plural: "services",
                 singular: "service",
@@ -956,6 +913,66 @@ impl Scheme {
                 false,
                 typed::<ClusterRoleBinding>(),
             ),
+            KindInfo {
+                group: "certificates.k8s.io".to_owned(),
+                version: "v1",
+                kind: "CertificateSigningRequest",
+                plural: "certificatesigningrequests",
+                singular: "certificatesigningrequest",
+                short_names: &["csr"],
+                categories: &[],
+                namespaced: false,
+                // `approval` writes only the Approved and Denied conditions (kubectl
+                // certificate approve|deny); `status` is the signer's: the certificate and Failed.
+                subresources: &[APPROVAL, STATUS],
+                field_labels: &["spec.signerName"],
+                columns: &[
+                    AGE,
+                    Column {
+                        name: "SignerName",
+                        type_: "string",
+                        format: "",
+                        description: "The signer the request is for",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "spec.signerName")),
+                    },
+                    Column {
+                        name: "Requestor",
+                        type_: "string",
+                        format: "",
+                        description: "Who asked",
+                        priority: 0,
+                        cell: |o, _| Value::String(text(o, "spec.username")),
+                    },
+                    Column {
+                        name: "RequestedDuration",
+                        type_: "string",
+                        format: "",
+                        description: "How long the certificate is asked to be valid",
+                        priority: 0,
+                        cell: |o, _| match o.pointer("/spec/expirationSeconds").and_then(Value::as_i64) {
+                            Some(seconds) => Value::String(crate::table::human_duration(seconds)),
+                            None => Value::String("<none>".into()),
+                        },
+                    },
+                    Column {
+                        name: "Condition",
+                        type_: "string",
+                        format: "",
+                        description: "Approved, Denied, Failed or Pending, and Issued once signed",
+                        priority: 0,
+                        cell: csr_condition,
+                    },
+                ],
+                verbs: ALL_VERBS,
+                builtin: true,
+                view_of: None,
+                create_keeps_status: false,
+                review: false,
+                catalog: false,
+                names: NameRule::Subdomain,
+                behaviour: typed::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(),
+            },
             review(
                 "authorization.k8s.io",
                 "SelfSubjectAccessReview",

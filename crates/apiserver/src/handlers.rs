@@ -82,7 +82,11 @@ pub(crate) async fn serve(
     if let Some((source, project)) = kind.view_of {
         return view(&state, kind, source, project, verb, &path, query, headers).await;
     }
-    let part = if path.subresource.is_some() { Part::Status } else { Part::Main };
+    let part = match path.subresource.as_deref() {
+        None => Part::Main,
+        Some("approval") => Part::Approval,
+        Some(_) => Part::Status,
+    };
     let namespace = path.namespace.as_deref();
     let resource = state.resource(kind);
     let registry = &state.registry;

@@ -386,8 +386,9 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
     }
 
     for sub in kind.subresources {
-        // A status is the object again; the catalog's subresources answer shapes of their own.
-        let shape = if sub.name == "status" && !kind.catalog { &reference } else { &free_form };
+        // A status (or a certificate request's approval) is the object again; the catalog's
+        // subresources answer shapes of their own.
+        let shape = if !kind.catalog { &reference } else { &free_form };
         let has = |verb: &str| sub.verbs.contains(&verb);
         let mut operations = Map::new();
         if has("get") {

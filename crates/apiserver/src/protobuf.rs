@@ -1,6 +1,7 @@
 //! The Kubernetes protobuf envelope (`k8s\0` then a `runtime.Unknown`), decoded far enough for
-//! the request bodies kubectl's typed clients send: today `v1 Namespace` from
-//! `kubectl create namespace`. Replies are always JSON.
+//! the request bodies kubectl's typed clients send: `v1 Namespace` from `kubectl create
+//! namespace`, the reviews of `kubectl auth`, and the CertificateSigningRequest `kubectl
+//! certificate approve|deny` puts to its approval subresource. Replies are always JSON.
 
 use serde_json::{Map, Value, json};
 
@@ -27,6 +28,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     }
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "Namespace") => namespace(raw),
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => certificate_request(raw),
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => access_review(raw),
         ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => rules_review(raw),
         ("authentication.k8s.io/v1", "SelfSubjectReview") => {
@@ -54,6 +56,116 @@ fn namespace(raw: &[u8]) -> Result<Value, String> {
         }
     }
     Ok(object)
+}
+
+/// `CertificateSigningRequest`: metadata, spec and status (conditions and certificate).
+fn certificate_request(raw: &[u8]) -> Result<Value, String> {
+    use base64::Engine;
+    let base64 = |bytes: &[u8]| Value::String(base64::engine::general_purpose::STANDARD.encode(bytes));
+    let mut object = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest"});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(bytes)) => object["metadata"] = object_meta(bytes)?,
+            (2, Wire::Bytes(bytes)) => {
+                let mut spec = Map::new();
+                let (mut usages, mut groups) = (Vec::new(), Vec::new());
+                for inner in Fields::new(bytes) {
+                    match inner? {
+                        (1, Wire::Bytes(request)) => {
+                            spec.insert("request".into(), base64(request));
+                        }
+                        (2, Wire::Bytes(text)) => {
+                            spec.insert("username".into(), Value::String(utf8(text)?));
+                        }
+                        (3, Wire::Bytes(text)) => {
+                            spec.insert("uid".into(), Value::String(utf8(text)?));
+                        }
+                        (4, Wire::Bytes(text)) => groups.push(Value::String(utf8(text)?)),
+                        (5, Wire::Bytes(text)) => usages.push(Value::String(utf8(text)?)),
+                        (7, Wire::Bytes(text)) => {
+                            spec.insert("signerName".into(), Value::String(utf8(text)?));
+                        }
+                        (8, Wire::Varint(seconds)) => {
+                            spec.insert("expirationSeconds".into(), json!(seconds as i32));
+                        }
+                        _ => {}
+                    }
+                }
+                if !usages.is_empty() {
+                    spec.insert("usages".into(), Value::Array(usages));
+                }
+                if !groups.is_empty() {
+                    spec.insert("groups".into(), Value::Array(groups));
+                }
+                object["spec"] = Value::Object(spec);
+            }
+            (3, Wire::Bytes(bytes)) => {
+                let mut status = Map::new();
+                let mut conditions = Vec::new();
+                for inner in Fields::new(bytes) {
+                    match inner? {
+                        (1, Wire::Bytes(condition)) => conditions.push(csr_condition(condition)?),
+                        (2, Wire::Bytes(certificate)) if !certificate.is_empty() => {
+                            status.insert("certificate".into(), base64(certificate));
+                        }
+                        _ => {}
+                    }
+                }
+                if !conditions.is_empty() {
+                    status.insert("conditions".into(), Value::Array(conditions));
+                }
+                object["status"] = Value::Object(status);
+            }
+            _ => {}
+        }
+    }
+    Ok(object)
+}
+
+/// One condition of a certificate request: type, reason, message, times and status.
+fn csr_condition(raw: &[u8]) -> Result<Value, String> {
+    let mut condition = Map::new();
+    for field in Fields::new(raw) {
+        let (number, wire) = field?;
+        let name = match number {
+            1 => "type",
+            2 => "reason",
+            3 => "message",
+            4 => "lastUpdateTime",
+            5 => "lastTransitionTime",
+            6 => "status",
+            _ => continue,
+        };
+        match (number, wire) {
+            (4 | 5, Wire::Bytes(time)) => {
+                if let Some(time) = timestamp(time)? {
+                    condition.insert(name.into(), Value::String(time));
+                }
+            }
+            (_, Wire::Bytes(text)) => {
+                condition.insert(name.into(), Value::String(utf8(text)?));
+            }
+            _ => {}
+        }
+    }
+    Ok(Value::Object(condition))
+}
+
+/// A `meta.v1.Time` (seconds since the epoch, nanoseconds dropped) in RFC 3339; `None` for the
+/// zero time.
+fn timestamp(raw: &[u8]) -> Result<Option<String>, String> {
+    let mut seconds = 0i64;
+    for field in Fields::new(raw) {
+        if let (1, Wire::Varint(value)) = field? {
+            seconds = value as i64;
+        }
+    }
+    if seconds == 0 {
+        return Ok(None);
+    }
+    let time =
+        jiff::Timestamp::from_second(seconds).map_err(|_| "a protobuf time is out of range".to_owned())?;
+    Ok(Some(time.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()))
 }
 
 /// `SelfSubjectAccessReview`: its spec's resource or non-resource attributes.
@@ -122,6 +234,12 @@ fn object_meta(raw: &[u8]) -> Result<Value, String> {
             (3, Wire::Bytes(text)) => {
                 meta.insert("namespace".into(), Value::String(utf8(text)?));
             }
+            (5, Wire::Bytes(text)) => {
+                meta.insert("uid".into(), Value::String(utf8(text)?));
+            }
+            (6, Wire::Bytes(text)) => {
+                meta.insert("resourceVersion".into(), Value::String(utf8(text)?));
+            }
             (11, Wire::Bytes(entry)) => {
                 let (key, value) = map_entry(entry)?;
                 labels.insert(key, Value::String(value));
@@ -160,7 +278,7 @@ fn utf8(bytes: &[u8]) -> Result<String, String> {
 
 /// A field's payload.
 enum Wire<'a> {
-    Varint,
+    Varint(u64),
     Bytes(&'a [u8]),
     Fixed,
 }
@@ -208,7 +326,7 @@ impl<'a> Iterator for Fields<'a> {
         let field = (|| {
             let tag = self.varint()?;
             let wire = match tag & 7 {
-                0 => self.varint().map(|_| Wire::Varint)?,
+                0 => self.varint().map(Wire::Varint)?,
                 1 => self.take(8).map(|_| Wire::Fixed)?,
                 2 => {
                     let len = usize::try_from(self.varint()?).map_err(|_| "length too large")?;
@@ -273,6 +391,51 @@ mod tests {
         assert_eq!(
             review["spec"]["resourceAttributes"],
             json!({"namespace": "other", "verb": "list", "group": "fleet.example.com", "resource": "applications", "subresource": "status"})
+        );
+    }
+
+    #[test]
+    fn kubectl_certificate_approve_decodes() {
+        let type_meta =
+            [bytes_field(1, b"certificates.k8s.io/v1"), bytes_field(2, b"CertificateSigningRequest")]
+                .concat();
+        let meta = [bytes_field(1, b"jane"), bytes_field(6, b"42")].concat();
+        let spec = [
+            bytes_field(1, b"PEM"),
+            bytes_field(5, b"client auth"),
+            bytes_field(7, b"a.b/c"),
+            vec![8 << 3, 0x90, 0x1c],
+        ]
+        .concat();
+        // 2026-01-01T00:00:00Z is 1767225600 seconds.
+        let mut time = vec![1 << 3];
+        let mut seconds = 1_767_225_600u64;
+        while seconds >= 0x80 {
+            time.push((seconds as u8) | 0x80);
+            seconds >>= 7;
+        }
+        time.push(seconds as u8);
+        let condition = [
+            bytes_field(1, b"Approved"),
+            bytes_field(2, b"KubectlApprove"),
+            bytes_field(3, b"approved by kubectl"),
+            bytes_field(4, &time),
+            bytes_field(5, &[]),
+            bytes_field(6, b"True"),
+        ]
+        .concat();
+        let status = bytes_field(1, &condition);
+        let raw = [bytes_field(1, &meta), bytes_field(2, &spec), bytes_field(3, &status)].concat();
+        let body = [MAGIC.to_vec(), bytes_field(1, &type_meta), bytes_field(2, &raw)].concat();
+        let csr = decode(&body).unwrap();
+        assert_eq!(csr["metadata"], json!({"name": "jane", "resourceVersion": "42"}));
+        assert_eq!(
+            csr["spec"],
+            json!({"request": "UEVN", "usages": ["client auth"], "signerName": "a.b/c", "expirationSeconds": 3600})
+        );
+        assert_eq!(
+            csr["status"]["conditions"],
+            json!([{"type": "Approved", "reason": "KubectlApprove", "message": "approved by kubectl", "lastUpdateTime": "2026-01-01T00:00:00Z", "status": "True"}])
         );
     }
 

@@ -1,9 +1,11 @@
 //! A client for Kayra's API, configured from the kubeconfig kubectl reads (`$KUBECONFIG`, else
 //! `~/.kube/config`): the current context's server, its CA, and its client certificate or
 //! bearer token. Answers are JSON; a failure carries the server's `Status` message.
-//! [`gateway`] holds the catalog reconciler's adapters for reaching registered APIs.
+//! [`gateway`] holds the catalog reconciler's adapters for reaching registered APIs; [`join`]
+//! is how a node joins a cluster and keeps its certificate.
 
 pub mod gateway;
+pub mod join;
 pub mod kubeconfig;
 
 use std::path::{Path, PathBuf};

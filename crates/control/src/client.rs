@@ -184,6 +184,19 @@ impl Client {
             .await
     }
 
+    /// Replaces a certificate request's decision through its `approval` subresource: only
+    /// `status.conditions` is taken from `object`.
+    pub async fn update_approval(
+        &self,
+        resource: &Resource,
+        name: &str,
+        object: impl Serialize,
+    ) -> Result<Object, RegistryError> {
+        self.authorize("update", resource, Some("approval"), None, Some(name))?;
+        let body = encode(object)?;
+        self.control.registry().update(resource, None, name, body, self.write_options(Part::Approval)).await
+    }
+
     /// Patches an object.
     pub async fn patch(
         &self,

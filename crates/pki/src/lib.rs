@@ -21,6 +21,14 @@ pub enum PkiError {
         #[source]
         source: rcgen::Error,
     },
+    /// A certificate or request could not be read.
+    #[error("cannot read {what}: {reason}")]
+    Unreadable {
+        /// What was being read.
+        what: &'static str,
+        /// Why it could not be.
+        reason: String,
+    },
 }
 
 fn failed(action: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
@@ -130,6 +138,181 @@ impl Ca {
         let cert = params.signed_by(&key, &issuer).map_err(failed("sign the certificate"))?;
         Ok(Issued { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
     }
+
+    /// Signs the request in `csr_pem` as a certificate for `usage`, valid `ttl` from now (a
+    /// few minutes back-dated against clock skew), whose subject is `subject` whatever the
+    /// request asked: the signer decides who the certificate names. Only the request's public
+    /// key is taken from it.
+    pub fn sign_request(
+        &self,
+        csr_pem: &str,
+        subject: &Subject,
+        usage: Usage,
+        ttl: std::time::Duration,
+    ) -> Result<String, PkiError> {
+        let request = read_certificate_request(csr_pem)?;
+        let public_key = rcgen::SubjectPublicKeyInfo::from_der(&request.public_key_der)
+            .map_err(failed("read the request's public key"))?;
+        let ca_key = KeyPair::from_pem(&self.issued.key_pem).map_err(failed("read the CA key"))?;
+        let issuer = Issuer::from_ca_cert_pem(&self.issued.cert_pem, ca_key)
+            .map_err(failed("read the CA certificate"))?;
+        let mut params = CertificateParams::default();
+        params.distinguished_name = subject.distinguished_name();
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        params.extended_key_usages = vec![match usage {
+            Usage::Server => ExtendedKeyUsagePurpose::ServerAuth,
+            Usage::Client => ExtendedKeyUsagePurpose::ClientAuth,
+        }];
+        params.use_authority_key_identifier_extension = true;
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now - time::Duration::minutes(5);
+        params.not_after = now + time::Duration::try_from(ttl).unwrap_or(time::Duration::days(LEAF_DAYS));
+        params.serial_number = Some(random_serial());
+        Ok(params.signed_by(&public_key, &issuer).map_err(failed("sign the request"))?.pem())
+    }
+}
+
+/// Kubeadm's pin of a CA (`--discovery-token-ca-cert-hash`): `sha256:<hex>` over the DER
+/// SubjectPublicKeyInfo of the CA certificate in `ca_pem` (the first certificate there).
+pub fn ca_cert_hash(ca_pem: &str) -> Result<String, PkiError> {
+    let (_, pem) = x509_parser::pem::parse_x509_pem(ca_pem.as_bytes())
+        .map_err(|error| PkiError::Unreadable { what: "the CA certificate", reason: error.to_string() })?;
+    ca_cert_hash_der(&pem.contents)
+}
+
+/// [`ca_cert_hash`] of a DER certificate, as a TLS handshake presents it.
+pub fn ca_cert_hash_der(der: &[u8]) -> Result<String, PkiError> {
+    use x509_parser::prelude::FromDer;
+    let (_, cert) = x509_parser::certificate::X509Certificate::from_der(der)
+        .map_err(|error| PkiError::Unreadable { what: "a certificate", reason: error.to_string() })?;
+    let digest = ring::digest::digest(&ring::digest::SHA256, cert.tbs_certificate.subject_pki.raw);
+    Ok(format!("sha256:{}", digest.as_ref().iter().map(|b| format!("{b:02x}")).collect::<String>()))
+}
+
+/// When the first certificate in `cert_pem` starts and stops being valid.
+pub fn certificate_validity(
+    cert_pem: &str,
+) -> Result<(std::time::SystemTime, std::time::SystemTime), PkiError> {
+    let unreadable = |reason: String| PkiError::Unreadable { what: "the certificate", reason };
+    let (_, pem) =
+        x509_parser::pem::parse_x509_pem(cert_pem.as_bytes()).map_err(|e| unreadable(e.to_string()))?;
+    let cert = pem.parse_x509().map_err(|e| unreadable(e.to_string()))?;
+    let at = |seconds: i64| {
+        let since = std::time::Duration::from_secs(seconds.unsigned_abs());
+        if seconds >= 0 { std::time::UNIX_EPOCH + since } else { std::time::UNIX_EPOCH - since }
+    };
+    Ok((at(cert.validity().not_before.timestamp()), at(cert.validity().not_after.timestamp())))
+}
+
+/// A positive random serial number, so that no two certificates the CA signs share one.
+fn random_serial() -> rcgen::SerialNumber {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 16];
+    ring::rand::SystemRandom::new().fill(&mut bytes).expect("the system has randomness");
+    bytes[0] &= 0x7f;
+    rcgen::SerialNumber::from_slice(&bytes)
+}
+
+/// A new private key (ECDSA P-256, PKCS#8 PEM) for a certificate request.
+pub fn generate_key() -> Result<String, PkiError> {
+    Ok(KeyPair::generate().map_err(failed("generate a key"))?.serialize_pem())
+}
+
+/// A PEM PKCS#10 request, signed with `key_pem`, for a certificate whose subject is
+/// `subject`. It asks for no extensions: the signer decides the usages.
+pub fn certificate_request(key_pem: &str, subject: &Subject) -> Result<String, PkiError> {
+    let key = KeyPair::from_pem(key_pem).map_err(failed("read the key"))?;
+    let mut params = CertificateParams::default();
+    params.distinguished_name = subject.distinguished_name();
+    params
+        .serialize_request(&key)
+        .map_err(failed("make the request"))?
+        .pem()
+        .map_err(failed("encode the request"))
+}
+
+/// The subject of a certificate: CN the user, each O a group.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subject {
+    /// The common name.
+    pub common_name: String,
+    /// The organizations, in order.
+    pub organizations: Vec<String>,
+}
+
+impl Subject {
+    fn distinguished_name(&self) -> DistinguishedName {
+        let mut name = DistinguishedName::new();
+        name.push(DnType::CommonName, self.common_name.as_str());
+        for organization in &self.organizations {
+            name.push(DnType::OrganizationName, organization.as_str());
+        }
+        name
+    }
+}
+
+/// What a PKCS#10 request asks for, once its signature has been checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestedCertificate {
+    /// The requested subject.
+    pub subject: Subject,
+    /// Whether the request names subject alternative names (a client certificate has none).
+    pub has_alt_names: bool,
+    /// Whether the request asks to be a CA.
+    pub asks_for_ca: bool,
+    /// The requested key, as a DER SubjectPublicKeyInfo.
+    pub public_key_der: Vec<u8>,
+}
+
+/// Reads a PEM PKCS#10 request and checks its signature: what it asks for, or why it is
+/// unusable.
+pub fn read_certificate_request(csr_pem: &str) -> Result<RequestedCertificate, PkiError> {
+    use x509_parser::prelude::FromDer;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(csr_pem.as_bytes())
+        .map_err(|error| PkiError::Unreadable { what: "the request", reason: error.to_string() })?;
+    if pem.label != "CERTIFICATE REQUEST" && pem.label != "NEW CERTIFICATE REQUEST" {
+        return Err(PkiError::Unreadable {
+            what: "the request",
+            reason: format!("PEM block {:?} is not a CERTIFICATE REQUEST", pem.label),
+        });
+    }
+    let (_, request) = x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents)
+        .map_err(|error| PkiError::Unreadable { what: "the request", reason: error.to_string() })?;
+    request.verify_signature().map_err(|error| PkiError::Unreadable {
+        what: "the request",
+        reason: format!("its signature does not verify: {error}"),
+    })?;
+    let info = &request.certification_request_info;
+    let text = |attribute: &x509_parser::x509::AttributeTypeAndValue<'_>| {
+        attribute.as_str().map(str::to_owned).map_err(|error| PkiError::Unreadable {
+            what: "the request's subject",
+            reason: error.to_string(),
+        })
+    };
+    let common_name = match info.subject.iter_common_name().next() {
+        Some(attribute) => text(attribute)?,
+        None => String::new(),
+    };
+    let organizations = info.subject.iter_organization().map(text).collect::<Result<Vec<_>, _>>()?;
+    let mut has_alt_names = false;
+    let mut asks_for_ca = false;
+    for extension in request.requested_extensions().into_iter().flatten() {
+        match extension {
+            x509_parser::extensions::ParsedExtension::SubjectAlternativeName(names) => {
+                has_alt_names |= !names.general_names.is_empty();
+            }
+            x509_parser::extensions::ParsedExtension::BasicConstraints(constraints) => {
+                asks_for_ca |= constraints.ca;
+            }
+            _ => {}
+        }
+    }
+    Ok(RequestedCertificate {
+        subject: Subject { common_name, organizations },
+        has_alt_names,
+        asks_for_ca,
+        public_key_der: info.subject_pki.raw.to_vec(),
+    })
 }
 
 #[cfg(test)]
@@ -150,5 +333,95 @@ mod tests {
             reread.issue(Usage::Server, "kayra", None, &["127.0.0.1".into(), "localhost".into()]).unwrap();
         assert!(server.cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(Ca::from_pem("garbage", "garbage").is_err());
+    }
+
+    #[test]
+    fn the_ca_hash_is_kubeadms_sha256_of_the_public_key_info() {
+        let ca = Ca::generate("kayra").unwrap();
+        let hash = ca_cert_hash(ca.cert_pem()).unwrap();
+        assert!(hash.starts_with("sha256:") && hash.len() == 7 + 64, "{hash}");
+        // The hash is over the key, not the certificate: a CA re-issued over the same key pins
+        // the same, a different CA does not.
+        let (_, pem) = x509_parser::pem::parse_x509_pem(ca.cert_pem().as_bytes()).unwrap();
+        assert_eq!(ca_cert_hash_der(&pem.contents).unwrap(), hash);
+        assert_ne!(ca_cert_hash(Ca::generate("kayra").unwrap().cert_pem()).unwrap(), hash);
+        assert!(ca_cert_hash("not a certificate").is_err());
+    }
+
+    #[test]
+    fn a_request_is_signed_with_the_subject_the_signer_allows() {
+        let ca = Ca::generate("kayra").unwrap();
+        let key = generate_key().unwrap();
+        let asked =
+            Subject { common_name: "system:node:a".into(), organizations: vec!["system:masters".into()] };
+        let csr = certificate_request(&key, &asked).unwrap();
+        let read = read_certificate_request(&csr).unwrap();
+        assert_eq!(read.subject, asked);
+        assert!(!read.has_alt_names && !read.asks_for_ca);
+        let allowed =
+            Subject { common_name: "system:node:a".into(), organizations: vec!["system:nodes".into()] };
+        let ttl = std::time::Duration::from_secs(3600);
+        let pem = ca.sign_request(&csr, &allowed, Usage::Client, ttl).unwrap();
+        let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).unwrap();
+        let cert = block.parse_x509().unwrap();
+        let organizations: Vec<&str> =
+            cert.subject().iter_organization().map(|o| o.as_str().unwrap()).collect();
+        assert_eq!(organizations, ["system:nodes"]);
+        assert_eq!(cert.subject().iter_common_name().next().unwrap().as_str().unwrap(), "system:node:a");
+        let lifetime = cert.validity().not_after.timestamp() - cert.validity().not_before.timestamp();
+        assert_eq!(lifetime, 3600 + 300);
+        let (from, to) = certificate_validity(&pem).unwrap();
+        assert_eq!(to.duration_since(from).unwrap(), std::time::Duration::from_secs(3900));
+        assert!(certificate_validity("garbage").is_err());
+        let eku = cert.extended_key_usage().unwrap().unwrap().value;
+        assert!(eku.client_auth && !eku.server_auth);
+        // The certificate carries the request's key.
+        assert_eq!(cert.public_key().raw, read.public_key_der.as_slice());
+    }
+
+    #[test]
+    fn unreadable_requests_are_refused() {
+        assert!(read_certificate_request("garbage").is_err());
+        let ca = Ca::generate("kayra").unwrap();
+        assert!(read_certificate_request(ca.cert_pem()).is_err(), "a certificate is no request");
+        let key = generate_key().unwrap();
+        let csr =
+            certificate_request(&key, &Subject { common_name: "x".into(), organizations: vec![] }).unwrap();
+        // One flipped byte in the signed part breaks the signature.
+        let (_, block) = x509_parser::pem::parse_x509_pem(csr.as_bytes()).unwrap();
+        let mut der = block.contents.clone();
+        let at = der.len() / 2;
+        der[at] ^= 1;
+        let tampered = format!(
+            "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+            pem_body(&der)
+        );
+        assert!(read_certificate_request(&tampered).is_err());
+        assert!(
+            ca.sign_request(
+                &tampered,
+                &Subject::default(),
+                Usage::Client,
+                std::time::Duration::from_secs(600)
+            )
+            .is_err()
+        );
+    }
+
+    fn pem_body(der: &[u8]) -> String {
+        const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for chunk in der.chunks(3) {
+            let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
+            let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
     }
 }

@@ -80,6 +80,9 @@ pub enum Part {
     Main,
     /// The `/status` subresource: only `status`.
     Status,
+    /// The `/approval` subresource of a certificate request: only `status.conditions` (what is
+    /// decided there, and what may not be, is the Kind's and admission's to say).
+    Approval,
 }
 
 /// Options of a write.
@@ -1097,8 +1100,21 @@ fn apply_bounded(document: &mut Value, operations: &json_patch::Patch) -> Result
 }
 
 /// Copies onto a written object what the writer may not change: identity and history always,
-/// and `status` (on the object) or everything but `status` (on `/status`).
+/// and `status` (on the object), everything but `status` (on `/status`) or everything but
+/// `status.conditions` (on `/approval`).
 fn carry_over(resource: &Resource, old: &Object, object: &mut Object, part: Part) {
+    if part == Part::Approval {
+        let conditions = object.get("status").and_then(|status| status.get("conditions")).cloned();
+        *object = old.clone();
+        let status = object.entry("status").or_insert_with(|| Value::Object(Default::default()));
+        if let Some(status) = status.as_object_mut() {
+            match conditions {
+                Some(conditions) => status.insert("conditions".into(), conditions),
+                None => status.remove("conditions"),
+            };
+        }
+        return;
+    }
     if part == Part::Status {
         let status = object.remove("status");
         *object = old.clone();

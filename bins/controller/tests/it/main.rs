@@ -2,6 +2,7 @@
 //! contract, on the sled store and on a real etcd.
 
 mod bypass;
+mod csr;
 mod kubectl;
 mod logs;
 mod scopes;

@@ -1,112 +1,215 @@
-//! CertificateSigningRequest: a node asking for a client certificate.
+//! CertificateSigningRequest (`certificates.k8s.io/v1`) in its builtin Kubernetes shape: a
+//! client asking the cluster's CA for a certificate, approved or denied through the `approval`
+//! subresource and answered by a signer through `status`.
+//!
+//! What the shape alone decides lives here: a request that parses, a signer, known usages, a
+//! sensible duration, a spec that never changes, and a decision (Approved or Denied) that never
+//! flips. Who asked is stamped by admission, and which part of the status each subresource may
+//! write is admission's too (`kayra_admission::certificate_requests`).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestCondition};
 
-use super::{Condition, Kind, validate_conditions};
-use crate::validation::{FieldError, is_dns_subdomain};
+use super::Kind;
+use crate::validation::FieldError;
 
-/// CertificateSigningRequest asks the cluster CA to sign a node's key. Approval and signing
-/// are recorded in its status; the requester's identity is stamped on creation and immutable.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CertificateSigningRequest {
-    /// APIVersion defines the versioned schema of this representation of an object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_version: Option<String>,
-    /// Kind is a string value representing the REST resource this object represents.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kind: Option<String>,
-    /// Standard object's metadata.
-    #[serde(default)]
-    pub metadata: ObjectMeta,
-    /// The request.
-    #[serde(default)]
-    pub spec: CsrSpec,
-    /// Approval and the signed certificate.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status: Option<CsrStatus>,
+/// The signer of node client certificates, as kubelet asks for its own.
+pub const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+
+/// The signer of client certificates for the API, which a person approves.
+pub const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
+
+/// The shortest certificate a request may ask for, as Kubernetes allows.
+pub const MIN_EXPIRATION_SECONDS: i32 = 600;
+
+/// Every key usage Kubernetes knows.
+pub const USAGES: &[&str] = &[
+    "signing",
+    "digital signature",
+    "content commitment",
+    "key encipherment",
+    "key agreement",
+    "data encipherment",
+    "cert sign",
+    "crl sign",
+    "encipher only",
+    "decipher only",
+    "any",
+    "server auth",
+    "client auth",
+    "code signing",
+    "email protection",
+    "s/mime",
+    "ipsec end system",
+    "ipsec tunnel",
+    "ipsec user",
+    "timestamping",
+    "ocsp signing",
+    "microsoft sgc",
+    "netscape sgc",
+];
+
+/// The condition types that decide a request: once one is `True`, it stays.
+pub const DECISIONS: &[&str] = &["Approved", "Denied"];
+
+/// The condition types a request's status may carry.
+pub const CONDITION_TYPES: &[&str] = &["Approved", "Denied", "Failed"];
+
+/// The request's conditions, empty when it has none.
+pub fn conditions(csr: &CertificateSigningRequest) -> &[CertificateSigningRequestCondition] {
+    csr.status.as_ref().and_then(|status| status.conditions.as_deref()).unwrap_or_default()
 }
 
-/// CsrSpec is what is asked for and by whom.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CsrSpec {
-    /// A PEM-encoded PKCS#10 certificate request.
-    #[serde(default)]
-    pub request: String,
-    /// The node the certificate is for.
-    #[serde(default)]
-    pub node_name: String,
-    /// What the certificate may be used for, such as `client auth`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub usages: Vec<String>,
-    /// Who asked: stamped on creation, never changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub username: Option<String>,
-    /// The requester's groups: stamped on creation, never changed.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<String>,
+/// Whether the request carries condition `type_` with status `True`.
+pub fn has_condition(csr: &CertificateSigningRequest, type_: &str) -> bool {
+    conditions(csr).iter().any(|c| c.type_ == type_ && c.status == "True")
 }
 
-/// CsrStatus records approval and the certificate.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CsrStatus {
-    /// `Approved` or `Denied`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub conditions: Vec<Condition>,
-    /// The signed certificate, PEM-encoded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certificate: Option<String>,
+/// The signed certificate, when the signer has written one.
+pub fn certificate(csr: &CertificateSigningRequest) -> Option<&[u8]> {
+    csr.status
+        .as_ref()
+        .and_then(|status| status.certificate.as_ref())
+        .map(|c| c.0.as_slice())
+        .filter(|c| !c.is_empty())
 }
 
-const USAGES: &[&str] = &["client auth", "digital signature", "key encipherment", "server auth"];
+/// Why `request` (PEM bytes) is not a PKCS#10 certificate request, if it is not.
+pub fn request_problem(request: &[u8]) -> Option<String> {
+    use x509_parser::prelude::FromDer;
+    let (_, pem) = match x509_parser::pem::parse_x509_pem(request) {
+        Ok(parsed) => parsed,
+        Err(_) => return Some("PEM block type must be CERTIFICATE REQUEST".to_owned()),
+    };
+    if pem.label != "CERTIFICATE REQUEST" {
+        return Some("PEM block type must be CERTIFICATE REQUEST".to_owned());
+    }
+    match x509_parser::certification_request::X509CertificationRequest::from_der(&pem.contents) {
+        Ok(_) => None,
+        Err(error) => Some(format!("the request does not parse: {error}")),
+    }
+}
 
 impl Kind for CertificateSigningRequest {
     fn validate(&self, old: Option<&Self>) -> Vec<FieldError> {
         let mut errors = Vec::new();
         let spec = &self.spec;
-        if !spec.request.contains("-----BEGIN CERTIFICATE REQUEST-----") {
+        if spec.request.0.is_empty() {
+            errors.push(FieldError::required("spec.request"));
+        } else if let Some(problem) = request_problem(&spec.request.0) {
+            errors.push(FieldError::invalid("spec.request", "<request>", &problem));
+        }
+        if spec.signer_name.is_empty() {
+            errors.push(FieldError::required("spec.signerName"));
+        } else if !signer_name_is_valid(&spec.signer_name) {
             errors.push(FieldError::invalid(
-                "spec.request",
-                "<request>",
-                "must be a PEM-encoded PKCS#10 certificate request",
+                "spec.signerName",
+                format!("\"{}\"", spec.signer_name),
+                "must be a fully qualified domain and path of the form 'example.com/signer-name'",
             ));
         }
-        if !is_dns_subdomain(&spec.node_name) {
-            errors.push(FieldError::invalid(
-                "spec.nodeName",
-                format!("\"{}\"", spec.node_name),
-                "must be a DNS subdomain",
-            ));
+        let usages = spec.usages.as_deref().unwrap_or_default();
+        if usages.is_empty() {
+            errors.push(FieldError::required("spec.usages"));
         }
-        for (at, usage) in spec.usages.iter().enumerate() {
+        errors.extend(super::duplicates("spec.usages", usages.iter().map(String::as_str)));
+        for (at, usage) in usages.iter().enumerate() {
             if !USAGES.contains(&usage.as_str()) {
                 errors.push(FieldError::not_supported(format!("spec.usages[{at}]"), usage, USAGES));
             }
         }
-        if let Some(old) = old
-            && (old.spec.request != spec.request
-                || old.spec.username != spec.username
-                || old.spec.groups != spec.groups
-                || old.spec.node_name != spec.node_name)
-        {
-            errors.push(FieldError::forbidden("spec", "a certificate request is immutable once made"));
+        if let Some(seconds) = spec.expiration_seconds.filter(|s| *s < MIN_EXPIRATION_SECONDS) {
+            errors.push(FieldError::invalid(
+                "spec.expirationSeconds",
+                seconds,
+                &format!(
+                    "may not specify a duration less than {MIN_EXPIRATION_SECONDS} seconds (10 minutes)"
+                ),
+            ));
         }
-        if let Some(status) = &self.status {
-            errors.extend(validate_conditions("status.conditions", &status.conditions));
-            let decided: Vec<&str> =
-                status.conditions.iter().filter(|c| c.status == "True").map(|c| c.type_.as_str()).collect();
-            if decided.contains(&"Approved") && decided.contains(&"Denied") {
-                errors.push(FieldError::invalid(
-                    "status.conditions",
-                    "Approved and Denied",
-                    "a request is approved or denied, not both",
-                ));
+        errors.extend(validate_status(self));
+        if let Some(old) = old {
+            if old.spec != self.spec {
+                errors.push(FieldError::forbidden("spec", "field is immutable"));
             }
+            errors.extend(validate_status_change(old, self));
         }
         errors
     }
 }
+
+/// `<domain>/<path>`: a DNS subdomain, a slash, and a non-empty path.
+fn signer_name_is_valid(name: &str) -> bool {
+    match name.split_once('/') {
+        Some((domain, path)) => {
+            crate::validation::is_dns_subdomain(domain) && !path.is_empty() && name.len() <= 571
+        }
+        None => false,
+    }
+}
+
+fn validate_status(csr: &CertificateSigningRequest) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let conditions = conditions(csr);
+    for (at, condition) in conditions.iter().enumerate() {
+        let field = format!("status.conditions[{at}]");
+        if condition.type_.is_empty() {
+            errors.push(FieldError::required(format!("{field}.type")));
+        }
+        if !matches!(condition.status.as_str(), "True" | "False" | "Unknown") {
+            errors.push(FieldError::not_supported(
+                format!("{field}.status"),
+                &condition.status,
+                &["True", "False", "Unknown"],
+            ));
+        }
+        let repeated = conditions[..at].iter().any(|earlier| earlier.type_ == condition.type_);
+        if repeated && CONDITION_TYPES.contains(&condition.type_.as_str()) {
+            errors.push(FieldError::duplicate(format!("{field}.type"), &condition.type_));
+        }
+    }
+    if has_condition(csr, "Approved") && has_condition(csr, "Denied") {
+        errors.push(FieldError::invalid(
+            "status.conditions",
+            "Approved and Denied",
+            "Approved and Denied conditions are mutually exclusive",
+        ));
+    }
+    if let Some(certificate) = certificate(csr)
+        && !certificate.starts_with(b"-----BEGIN CERTIFICATE-----")
+    {
+        errors.push(FieldError::invalid(
+            "status.certificate",
+            "<certificate>",
+            "must be PEM-encoded certificates",
+        ));
+    }
+    errors
+}
+
+/// A decision, once made, stays made, and a certificate once issued stays issued.
+fn validate_status_change(
+    old: &CertificateSigningRequest,
+    new: &CertificateSigningRequest,
+) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for decision in DECISIONS.iter().chain(&["Failed"]) {
+        if has_condition(old, decision) && !has_condition(new, decision) {
+            errors.push(FieldError::forbidden(
+                "status.conditions",
+                &format!("updates may not remove a condition of type \"{decision}\""),
+            ));
+        }
+    }
+    if let Some(issued) = certificate(old)
+        && certificate(new) != Some(issued)
+    {
+        errors.push(FieldError::forbidden(
+            "status.certificate",
+            "updates may not modify existing certificate content",
+        ));
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests;

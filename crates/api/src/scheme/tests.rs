@@ -142,6 +142,7 @@ fn group_versions_put_core_first() {
             "/v1",
             "fleet.example.com/v1",
             "authorization.example.com/v1",
+            "certificates.k8s.io/v1",
             "authorization.k8s.io/v1",
             "authentication.k8s.io/v1",
             "catalog.example.com/v1"
@@ -171,18 +172,29 @@ fn application_sets_check_each_component_as_an_application() {
 }
 
 #[test]
-fn certificate_requests_are_immutable_and_decided_once() {
+fn certificate_requests_are_served_in_their_builtin_shape() {
     let scheme = scheme();
-    let csr = scheme.find("fleet.example.com", "v1", "certificatesigningrequests").unwrap();
-    assert!(!csr.namespaced);
-    let request = "-----BEGIN CERTIFICATE REQUEST-----\nMIIB\n-----END CERTIFICATE REQUEST-----\n";
-    let object = json!({"spec": {"request": request, "nodeName": "n1", "usages": ["client auth"], "username": "system:bootstrap:abc"}});
-    assert!(csr.behaviour.validate(&object, None).is_empty());
-    let mut changed = object.clone();
-    changed["spec"]["username"] = json!("someone-else");
-    assert_eq!(csr.behaviour.validate(&changed, Some(&object))[0].field, "spec");
-    let mut both = object.clone();
-    both["status"] =
-        json!({"conditions": [{"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]});
-    assert_eq!(csr.behaviour.validate(&both, Some(&object))[0].field, "status.conditions");
+    assert!(scheme.find("fleet.example.com", "v1", "certificatesigningrequests").is_none());
+    let csr = scheme.find("certificates.k8s.io", "v1", "certificatesigningrequests").unwrap();
+    assert!(!csr.namespaced && csr.builtin);
+    assert_eq!(csr.short_names, ["csr"]);
+    let subresources: Vec<&str> = csr.subresources.iter().map(|sub| sub.name).collect();
+    assert_eq!(subresources, ["approval", "status"]);
+    let columns: Vec<&str> = csr.table_columns().iter().map(|c| c.name).collect();
+    assert_eq!(columns, ["Name", "Age", "SignerName", "Requestor", "RequestedDuration", "Condition"]);
+    let row = |object: serde_json::Value| -> Vec<serde_json::Value> {
+        csr.table_columns().iter().map(|c| (c.cell)(&object, jiff::Timestamp::UNIX_EPOCH)).collect()
+    };
+    let cells = row(json!({
+        "metadata": {"name": "node-csr-x"},
+        "spec": {"signerName": "kubernetes.io/kube-apiserver-client-kubelet", "username": "system:bootstrap:abcdef", "expirationSeconds": 3600},
+        "status": {"conditions": [{"type": "Approved", "status": "True"}], "certificate": "eA=="}
+    }));
+    assert_eq!(cells[2], "kubernetes.io/kube-apiserver-client-kubelet");
+    assert_eq!(cells[3], "system:bootstrap:abcdef");
+    assert_eq!(cells[4], "60m");
+    assert_eq!(cells[5], "Approved,Issued");
+    let pending = row(json!({"metadata": {"name": "x"}, "spec": {"signerName": "a.b/c"}}));
+    assert_eq!(pending[4], "<none>");
+    assert_eq!(pending[5], "Pending");
 }

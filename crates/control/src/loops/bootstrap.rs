@@ -39,7 +39,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [""], "resources": ["namespaces", "namespaces/status", "nodes", "nodes/status"], "verbs": ["*"]},
                 // Not `*`: `bind` and `escalate` would let a sysadmin grant itself more.
                 {"apis": [authorization], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
-                {"apis": [fleet], "resources": ["certificatesigningrequests", "certificatesigningrequests/status"], "verbs": ["*"]},
+                {"apis": ["certificates.k8s.io"], "resources": ["certificatesigningrequests", "certificatesigningrequests/approval", "certificatesigningrequests/status"], "verbs": ["*"]},
                 {"apis": [catalog], "resources": registrations, "verbs": writes},
             ]),
         ),
@@ -74,21 +74,25 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
             ]),
         ),
+        // A node writes its own Node (NodeRestriction admission confines it to that one), renews
+        // its certificate and reports events; it reads no Application or Secret over REST: what
+        // it runs reaches it over its session, confined to what is bound to it.
         role(
             "system:node",
             json!([
                 {"apis": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
-                {"apis": [fleet], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
+                {"apis": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
                 // Node restriction confines these to the Applications bound to the node; a node
                 // reads no Application, and no Secret, over the API: its session brings them.
                 {"apis": [fleet], "resources": ["applications/status"], "verbs": ["update", "patch"]},
                 {"apis": [""], "resources": ["events"], "verbs": ["create", "patch"]},
             ]),
         ),
+        // A bootstrap token may only ask for a certificate and watch for the answer.
         role(
             "system:node-bootstrapper",
             json!([
-                {"apis": [fleet], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
+                {"apis": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
             ]),
         ),
         role(

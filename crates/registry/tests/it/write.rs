@@ -180,6 +180,18 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     assert_eq!(status["spec"]["size"], 2, "/status never writes anything else");
     assert_eq!(meta(&status, "generation"), 2);
 
+    // An approval writes the conditions and nothing else, not even the rest of the status.
+    let mut body = serde_json::Value::Object(status.clone());
+    body["status"] = json!({"phase": "Forged", "conditions": [{"type": "Approved", "status": "True"}]});
+    body["spec"]["size"] = json!(99);
+    let approval = WriteOptions { dry_run: false, part: Part::Approval, admission: None };
+    let approved = w.registry.update(&w.widgets, Some("default"), "u", body, approval).await.unwrap();
+    assert_eq!(
+        approved["status"],
+        json!({"phase": "Running", "conditions": [{"type": "Approved", "status": "True"}]})
+    );
+    assert_eq!(approved["spec"]["size"], 2);
+
     let renamed = w
         .registry
         .update(&w.widgets, Some("default"), "u", widget("other", 1), WriteOptions::default())
