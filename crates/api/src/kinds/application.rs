@@ -69,6 +69,103 @@ pub struct ApplicationSpec {
     /// The Service in the same namespace this Application is a member of.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_name: Option<String>,
+    /// The user and group the process runs as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<SecurityContext>,
+    /// Health checks the node runs against the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Probes>,
+}
+
+/// The identity the process runs as. When the node agent runs as root, the process runs as
+/// this user and group (65532 each when unset), with no supplementary groups; when the agent
+/// is not root, the process runs as the agent's own user and asking for another one fails.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecurityContext {
+    /// The numeric user ID the process runs as; 65532 when unset. Root (0) is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_user: Option<i64>,
+    /// The numeric group ID the process runs as; 65532 when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_as_group: Option<i64>,
+}
+
+/// The uid and gid a process runs as when its Application names none.
+pub const DEFAULT_RUN_AS: u32 = 65532;
+
+/// Health checks, as Kubernetes probes behave.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Probes {
+    /// Whether the process is ready to serve: drives the `Ready` condition. Without one, the
+    /// process is ready while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness: Option<Probe>,
+    /// Whether the process is alive: after `failureThreshold` failures in a row it is stopped
+    /// and started again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub liveness: Option<Probe>,
+}
+
+/// One health check: exactly one of `exec`, `httpGet` or `tcpSocket`, and its timing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Probe {
+    /// Runs a command as the process's user; exit 0 is success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecAction>,
+    /// An HTTP GET to the process on the node's loopback address; a status from 200 to 399 is
+    /// success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_get: Option<HttpGetAction>,
+    /// A TCP connection to the process on the node's loopback address; connecting is success.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_socket: Option<TcpSocketAction>,
+    /// Seconds after the process starts before the first check; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial_delay_seconds: Option<i64>,
+    /// Seconds between checks; default 10, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_seconds: Option<i64>,
+    /// Seconds after which a check counts as failed; default 1, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i64>,
+    /// Failures in a row after which the probe has failed; default 3, at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_threshold: Option<i64>,
+    /// Successes in a row after a failure before the probe succeeds again; default 1, and
+    /// exactly 1 for liveness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_threshold: Option<i64>,
+}
+
+/// A command to run as a check.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecAction {
+    /// The program and its arguments; not run through a shell.
+    #[serde(default)]
+    pub command: Vec<String>,
+}
+
+/// An HTTP GET as a check.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpGetAction {
+    /// The port, 1 to 65535.
+    pub port: i64,
+    /// The path, starting with `/`; default `/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// A TCP connection as a check.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TcpSocketAction {
+    /// The port, 1 to 65535.
+    pub port: i64,
 }
 
 /// One environment variable: a literal value, or a value from a Secret.
@@ -226,6 +323,15 @@ impl Kind for Application {
         let lifecycle = &mut self.spec.lifecycle;
         lifecycle.restart_policy.get_or_insert_with(|| "Always".to_owned());
         lifecycle.termination_grace_period_seconds.get_or_insert(30);
+        if let Some(probes) = &mut self.spec.probes {
+            for probe in [&mut probes.readiness, &mut probes.liveness].into_iter().flatten() {
+                probe.initial_delay_seconds.get_or_insert(0);
+                probe.period_seconds.get_or_insert(10);
+                probe.timeout_seconds.get_or_insert(1);
+                probe.failure_threshold.get_or_insert(3);
+                probe.success_threshold.get_or_insert(1);
+            }
+        }
         if let Some(resources) = &mut self.spec.resources
             && let Some(limits) = resources.limits.clone()
         {
@@ -322,6 +428,28 @@ impl Kind for Application {
                 "must be a DNS subdomain",
             ));
         }
+        if let Some(context) = &spec.security_context {
+            for (field, value) in [("runAsUser", context.run_as_user), ("runAsGroup", context.run_as_group)] {
+                if let Some(value) = value.filter(|value| !(0..=i64::from(u32::MAX - 1)).contains(value)) {
+                    errors.push(FieldError::invalid(
+                        format!("spec.securityContext.{field}"),
+                        value,
+                        "must be between 0 and 4294967294, inclusive",
+                    ));
+                }
+            }
+        }
+        if let Some(probes) = &spec.probes {
+            for (field, probe) in [("readiness", &probes.readiness), ("liveness", &probes.liveness)] {
+                if let Some(probe) = probe {
+                    errors.extend(validate_probe(
+                        &format!("spec.probes.{field}"),
+                        probe,
+                        field == "liveness",
+                    ));
+                }
+            }
+        }
         if let Some(status) = &self.status {
             if let Some(phase) = status.phase.as_deref().filter(|phase| !PHASES.contains(phase)) {
                 errors.push(FieldError::not_supported("status.phase", phase, PHASES));
@@ -330,6 +458,76 @@ impl Kind for Application {
         }
         errors
     }
+}
+
+fn validate_probe(field: &str, probe: &Probe, liveness: bool) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let handlers = [probe.exec.is_some(), probe.http_get.is_some(), probe.tcp_socket.is_some()];
+    match handlers.iter().filter(|set| **set).count() {
+        0 => errors.push(FieldError::required(format!("{field}.exec|httpGet|tcpSocket"))),
+        1 => {}
+        _ => errors
+            .push(FieldError::forbidden(field.to_owned(), "may have only one of exec, httpGet or tcpSocket")),
+    }
+    if let Some(exec) = &probe.exec {
+        if exec.command.is_empty() || exec.command[0].is_empty() {
+            errors.push(FieldError::required(format!("{field}.exec.command")));
+        }
+        for (at, arg) in exec.command.iter().enumerate() {
+            if has_control_breaks(arg) {
+                errors.push(FieldError::invalid(
+                    format!("{field}.exec.command[{at}]"),
+                    format!("{arg:?}"),
+                    "must not contain NUL, CR or LF",
+                ));
+            }
+        }
+    }
+    let ports = [
+        ("httpGet.port", probe.http_get.as_ref().map(|http| http.port)),
+        ("tcpSocket.port", probe.tcp_socket.as_ref().map(|tcp| tcp.port)),
+    ];
+    for (name, port) in ports {
+        if let Some(port) = port.filter(|port| !(1..=65535).contains(port)) {
+            errors.push(FieldError::invalid(
+                format!("{field}.{name}"),
+                port,
+                "must be between 1 and 65535, inclusive",
+            ));
+        }
+    }
+    if let Some(path) = probe.http_get.as_ref().and_then(|http| http.path.as_deref())
+        && (!path.starts_with('/') || has_control_breaks(path) || path.contains(' '))
+    {
+        errors.push(FieldError::invalid(
+            format!("{field}.httpGet.path"),
+            format!("\"{path}\""),
+            "must start with / and contain no spaces or line breaks",
+        ));
+    }
+    for (name, value, least) in [
+        ("initialDelaySeconds", probe.initial_delay_seconds, 0),
+        ("periodSeconds", probe.period_seconds, 1),
+        ("timeoutSeconds", probe.timeout_seconds, 1),
+        ("failureThreshold", probe.failure_threshold, 1),
+        ("successThreshold", probe.success_threshold, 1),
+    ] {
+        if let Some(value) = value.filter(|value| *value < least) {
+            errors.push(FieldError::invalid(
+                format!("{field}.{name}"),
+                value,
+                &format!("must be greater than or equal to {least}"),
+            ));
+        }
+    }
+    if liveness && probe.success_threshold.is_some_and(|value| value != 1) {
+        errors.push(FieldError::invalid(
+            format!("{field}.successThreshold"),
+            probe.success_threshold.unwrap_or_default(),
+            "must be 1 for a liveness probe",
+        ));
+    }
+    errors
 }
 
 fn is_env_name(name: &str) -> bool {

@@ -26,6 +26,23 @@ fn application_defaults_and_unknown_fields() {
     assert_eq!(normalized["spec"]["resources"]["requests"]["cpu"], "1", "an unset request takes the limit");
     assert!(normalized.get("extra").is_none());
     assert!(app.behaviour.validate(&normalized, None).is_empty());
+
+    let (probed, _) = app
+        .behaviour
+        .normalize(&json!({"metadata": {"name": "a"}, "spec": {"command": ["x"], "probes": {"liveness": {"tcpSocket": {"port": 80}}}}}))
+        .unwrap();
+    let liveness = &probed["spec"]["probes"]["liveness"];
+    assert_eq!(
+        [
+            &liveness["initialDelaySeconds"],
+            &liveness["periodSeconds"],
+            &liveness["timeoutSeconds"],
+            &liveness["failureThreshold"],
+            &liveness["successThreshold"]
+        ],
+        [0, 10, 1, 3, 1],
+        "probe timings take the Kubernetes defaults"
+    );
 }
 
 #[test]
@@ -73,6 +90,48 @@ fn application_validation_names_each_field() {
             "status.conditions[0].status",
         ),
         (json!({"spec": {"command": "not-a-list"}}), "<decode>"),
+        (
+            json!({"spec": {"command": ["x"], "securityContext": {"runAsUser": -1}}}),
+            "spec.securityContext.runAsUser",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "securityContext": {"runAsGroup": 4294967295i64}}}),
+            "spec.securityContext.runAsGroup",
+        ),
+        (json!({"spec": {"command": ["x"], "securityContext": {"runAsUser": 1000, "runAsGroup": 0}}}), ""),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"readiness": {"periodSeconds": 5}}}}),
+            "spec.probes.readiness.exec|httpGet|tcpSocket",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"readiness": {"tcpSocket": {"port": 1}, "httpGet": {"port": 1}}}}}),
+            "spec.probes.readiness",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"liveness": {"httpGet": {"port": 0}}}}}),
+            "spec.probes.liveness.httpGet.port",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"liveness": {"httpGet": {"port": 80, "path": "healthz"}}}}}),
+            "spec.probes.liveness.httpGet.path",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"liveness": {"exec": {"command": []}}}}}),
+            "spec.probes.liveness.exec.command",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"liveness": {"tcpSocket": {"port": 80}, "successThreshold": 2}}}}),
+            "spec.probes.liveness.successThreshold",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"readiness": {"tcpSocket": {"port": 80}, "periodSeconds": 0}}}}),
+            "spec.probes.readiness.periodSeconds",
+        ),
+        (
+            json!({"spec": {"command": ["x"], "probes": {"readiness": {"exec": {"command": ["true"]}, "successThreshold": 2},
+                                                          "liveness": {"httpGet": {"port": 8080, "path": "/healthz"}}}}}),
+            "",
+        ),
     ];
     for (object, field) in cases {
         let errors = match app.behaviour.normalize(&object) {

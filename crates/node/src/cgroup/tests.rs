@@ -1,0 +1,106 @@
+//! Detection, the files each hierarchy's limits are written to (on a directory that stands in
+//! for the cgroup filesystem), and one real cgroup of this machine created, limited, joined,
+//! read and removed.
+
+use std::path::Path;
+
+use super::*;
+
+fn limits() -> Limits {
+    Limits { memory_bytes: Some(64 << 20), cpu_millis: Some(500), pids: Some(100) }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+#[test]
+fn detection_prefers_v2_with_controllers_then_v1_then_rlimit() {
+    let v2 = tempfile::tempdir().unwrap();
+    std::fs::write(v2.path().join("cgroup.controllers"), "cpuset cpu io memory hugetlb pids rdma\n").unwrap();
+    let v2_without = tempfile::tempdir().unwrap();
+    std::fs::write(v2_without.path().join("cgroup.controllers"), "").unwrap();
+    let v1 = tempfile::tempdir().unwrap();
+    for controller in ["memory", "cpu", "cpuacct", "pids"] {
+        std::fs::create_dir(v1.path().join(controller)).unwrap();
+        std::fs::write(v1.path().join(controller).join("cgroup.procs"), "").unwrap();
+    }
+    let none = tempfile::tempdir().unwrap();
+    for (mount, expect) in [
+        (v2.path(), Enforcement::CgroupV2),
+        (v2_without.path(), Enforcement::Rlimit),
+        (v1.path(), Enforcement::CgroupV1),
+        (none.path(), Enforcement::Rlimit),
+    ] {
+        assert_eq!(Cgroups::detect(mount, Path::new("kayra/n")).enforcement(), expect, "{}", mount.display());
+    }
+}
+
+#[test]
+fn v2_enables_controllers_down_the_path_and_writes_its_limits() {
+    let mount = tempfile::tempdir().unwrap();
+    v2::create(mount.path(), Path::new("kayra/node-a/app"), &limits()).unwrap();
+    for level in ["kayra", "kayra/node-a"] {
+        assert_eq!(read(&mount.path().join(level).join("cgroup.subtree_control")), "+memory +cpu +pids");
+    }
+    let app = mount.path().join("kayra/node-a/app");
+    assert_eq!(read(&app.join("memory.max")), (64u64 << 20).to_string());
+    assert_eq!(read(&app.join("cpu.max")), "50000 100000");
+    assert_eq!(read(&app.join("pids.max")), "100");
+    v2::create(mount.path(), Path::new("kayra/node-a/app"), &Limits::default()).unwrap();
+    assert_eq!(read(&app.join("memory.max")), "max", "a limit taken away is lifted");
+    assert_eq!(read(&app.join("cpu.max")), "max 100000");
+}
+
+#[test]
+fn v1_writes_each_controller_its_own_limit() {
+    let mount = tempfile::tempdir().unwrap();
+    v1::create(mount.path(), Path::new("kayra/node-a/app"), &limits()).unwrap();
+    let at = |controller: &str, file: &str| {
+        read(&mount.path().join(controller).join("kayra/node-a/app").join(file))
+    };
+    assert_eq!(at("memory", "memory.limit_in_bytes"), (64u64 << 20).to_string());
+    assert_eq!(at("cpu", "cpu.cfs_quota_us"), "50000");
+    assert_eq!(at("cpu", "cpu.cfs_period_us"), "100000");
+    assert_eq!(at("pids", "pids.max"), "100");
+    assert!(mount.path().join("cpuacct/kayra/node-a/app").is_dir());
+}
+
+#[test]
+fn flat_keyed_files_give_their_counters() {
+    let oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+    let events = "low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n";
+    assert_eq!(keyed_value(oom_control, "oom_kill"), 3);
+    assert_eq!(keyed_value(events, "oom_kill"), 2);
+    assert_eq!(keyed_value(events, "missing"), 0);
+}
+
+/// This machine's own cgroups (v1 here, v2 on most hosts): a real cgroup takes the limits, a
+/// process joins it, its usage reads back and the cgroup goes away with the process in it.
+#[test]
+fn a_real_cgroup_is_created_joined_read_and_removed() {
+    let parent = format!("kayra-test-{}/node", std::process::id());
+    let cgroups = Cgroups::detect(Path::new("/sys/fs/cgroup"), Path::new(&parent));
+    assert_ne!(cgroups.enforcement(), Enforcement::Rlimit, "these tests run as root on a host with cgroups");
+    cgroups.create("app", &limits()).unwrap();
+    let mut child =
+        std::process::Command::new("sh").args(["-c", "sleep 30", "kayra-test-cgroup-join"]).spawn().unwrap();
+    for procs in cgroups.procs_files("app") {
+        std::fs::write(&procs, child.id().to_string()).unwrap();
+        assert!(read(&procs).lines().any(|pid| pid == child.id().to_string()), "{}", procs.display());
+    }
+    let usage = cgroups.usage("app").unwrap();
+    assert!(usage.pids >= 1, "{usage:?}");
+    assert_eq!(cgroups.oom_counter("app").unwrap().read(), 0);
+    cgroups.remove("app").unwrap();
+    assert!(child.wait().unwrap().code().is_none(), "removal kills what is left in the cgroup");
+    assert!(cgroups.procs_files("app").iter().all(|procs| !procs.exists()));
+    let top = format!("kayra-test-{}", std::process::id());
+    for root in [Path::new("/sys/fs/cgroup").to_owned()]
+        .into_iter()
+        .chain(["memory", "cpu", "cpuacct", "pids"].map(|c| Path::new("/sys/fs/cgroup").join(c)))
+    {
+        let _ = std::fs::remove_dir(root.join(&parent));
+        let _ = std::fs::remove_dir(root.join(&top));
+    }
+}

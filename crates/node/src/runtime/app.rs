@@ -1,0 +1,763 @@
+//! One Application's task: starts its runs, waits on its supervisor (a pidfd, so the kernel
+//! says when it ends), applies the restart policy and back-off, runs its probes, stops it on a
+//! new generation or when it is forgotten, and reports each change.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use kayra_api::kinds::Condition;
+use kayra_api::kinds::application::{Application, ApplicationStatus, Probe};
+use serde::{Deserialize, Serialize};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{AppEntry, EventType, Shared, create_dir};
+use crate::launch::{self, Refused};
+use crate::lifecycle::{self, History, Next, Outcome, Phase, RestartPolicy};
+use crate::probe::{self, Counter, ExecContext, Timing};
+use crate::proc::ProcessId;
+use crate::supervisor::{self, Exit, RunSpec, RunState};
+
+/// What the runtime asks of an Application's task.
+#[derive(Debug)]
+pub(super) enum Command {
+    /// The Application as now desired.
+    Apply(Box<Application>),
+    /// It is no longer desired: stop it and forget it.
+    Forget,
+    /// The runtime closes: leave everything running.
+    Detach,
+}
+
+/// Who an Application is.
+#[derive(Debug, Clone)]
+pub(super) struct Names {
+    pub(super) namespace: String,
+    pub(super) name: String,
+    pub(super) uid: String,
+}
+
+impl Names {
+    fn of(application: &Application) -> Names {
+        let meta = &application.metadata;
+        Names {
+            namespace: meta.namespace.clone().unwrap_or_else(|| "default".to_owned()),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// What the runtime keeps about an Application across its own restarts, in `app.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct Record {
+    application: Application,
+    status: ApplicationStatus,
+    history: History,
+    /// The latest run started; 0 before the first.
+    run: u64,
+    /// The latest run whose end is accounted for.
+    handled: u64,
+    /// When a job first started, for its active deadline.
+    job_started_at: Option<Timestamp>,
+}
+
+impl Record {
+    /// A record for an Application seen for the first time.
+    pub(super) fn new(application: Application) -> Record {
+        let status = ApplicationStatus {
+            phase: Some(Phase::Pending.word().to_owned()),
+            observed_generation: application.metadata.generation,
+            ..ApplicationStatus::default()
+        };
+        Record { application, status, history: History::default(), run: 0, handled: 0, job_started_at: None }
+    }
+
+    /// The record kept in `dir`, when there is a readable one.
+    pub(super) fn load(dir: &Path) -> Option<Record> {
+        let record: Record = serde_json::from_slice(&std::fs::read(dir.join("app.json")).ok()?).ok()?;
+        let uid = record.application.metadata.uid.as_deref()?;
+        (dir.file_name()?.to_str()? == uid).then_some(record)
+    }
+}
+
+/// Starts the task of the Application `record` holds; `reopened` when it is found on disk.
+pub(super) fn spawn(shared: &Arc<Shared>, record: Record, reopened: bool) {
+    let names = Names::of(&record.application);
+    let (commands, receiver) = mpsc::unbounded_channel();
+    let mut apps = shared.apps.lock().expect("the app table is never poisoned");
+    apps.insert(
+        names.uid.clone(),
+        AppEntry {
+            namespace: names.namespace.clone(),
+            name: names.name.clone(),
+            commands,
+            status: record.status.clone(),
+            run: record.run,
+            task: None,
+        },
+    );
+    let task = Task {
+        shared: shared.clone(),
+        dir: shared.app_dir(&names.uid),
+        names: names.clone(),
+        record,
+        commands: receiver,
+    };
+    let handle = tokio::spawn(task.run(reopened));
+    if let Some(entry) = apps.get_mut(&names.uid) {
+        entry.task = Some(handle);
+    }
+}
+
+struct Task {
+    shared: Arc<Shared>,
+    names: Names,
+    dir: PathBuf,
+    record: Record,
+    commands: mpsc::UnboundedReceiver<Command>,
+}
+
+/// Where an Application's task stands.
+enum State {
+    /// Start a run now.
+    Start,
+    /// Start a run at this instant (back-off).
+    Waiting(Instant),
+    /// A run is on.
+    Running(Box<Run>),
+    /// Done: a job that ended, or one that cannot go on.
+    Finished,
+    /// The task ends.
+    Gone,
+}
+
+/// A run in progress.
+struct Run {
+    state: RunState,
+    supervisor: AsyncFd<OwnedFd>,
+    /// The probe tasks, aborted when the run is dropped.
+    _probes: Vec<AbortOnDrop>,
+    signals: mpsc::Receiver<ProbeSignal>,
+}
+
+/// What a probe task tells the Application's task.
+enum ProbeSignal {
+    Failed { liveness: bool, message: String },
+    Verdict { liveness: bool, passing: bool },
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Task {
+    async fn run(mut self, reopened: bool) {
+        let mut state = if reopened { self.reattach() } else { State::Start };
+        loop {
+            if self.shared.closed.load(Ordering::SeqCst) {
+                return;
+            }
+            state = match state {
+                State::Start => self.start().await,
+                State::Waiting(until) => {
+                    let deadline = self.deadline();
+                    tokio::select! {
+                        () = tokio::time::sleep_until(until) => State::Start,
+                        () = sleep_until_some(deadline) => self.deadline_exceeded(),
+                        command = self.commands.recv() => self.idle_command(command, State::Waiting(until)).await,
+                    }
+                }
+                State::Running(run) => self.running(run).await,
+                State::Finished => {
+                    let command = self.commands.recv().await;
+                    self.idle_command(command, State::Finished).await
+                }
+                State::Gone => return,
+            };
+        }
+    }
+
+    /// Picks up where the previous runtime left: a live supervisor is waited on again, a run
+    /// that ended meanwhile is accounted for from its state file.
+    fn reattach(&mut self) -> State {
+        let run_dir = self.dir.join("run");
+        if self.record.run > self.record.handled {
+            match supervisor::read_state(&run_dir) {
+                Some(state) if state.run == self.record.run => {
+                    if let Some(exit) = state.exit.clone() {
+                        return self.ended(&state, exit);
+                    }
+                    if let Some(fd) = open_pidfd(state.supervisor) {
+                        return State::Running(Box::new(self.attach(state, fd, None)));
+                    }
+                    // The supervisor died without recording the end: its workload, if it is
+                    // still there, has no one to report it, so it goes.
+                    if state.workload.is_alive()
+                        && let Some(pid) = rustix::process::Pid::from_raw(state.workload.pid as i32)
+                    {
+                        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                    }
+                    let exit = Exit {
+                        code: 137,
+                        signal: Some(9),
+                        oom_killed: false,
+                        stopped: false,
+                        finished_at: Timestamp::now(),
+                    };
+                    self.record.status.message =
+                        Some("the supervisor ended without recording the exit".to_owned());
+                    return self.ended(&state, exit);
+                }
+                _ => return State::Start,
+            }
+        }
+        match self.record.status.phase.as_deref() {
+            Some("Succeeded" | "Failed") => State::Finished,
+            _ => State::Start,
+        }
+    }
+
+    /// A command while no process runs.
+    async fn idle_command(&mut self, command: Option<Command>, unchanged: State) -> State {
+        match command {
+            Some(Command::Apply(application)) => {
+                if self.adopt(*application) {
+                    State::Start
+                } else {
+                    unchanged
+                }
+            }
+            Some(Command::Forget) => {
+                self.forget();
+                State::Gone
+            }
+            Some(Command::Detach) | None => State::Gone,
+        }
+    }
+
+    /// Takes the Application as now desired; `true` when its generation changed, so the next
+    /// run starts afresh.
+    fn adopt(&mut self, application: Application) -> bool {
+        let changed = application.metadata.generation != self.record.application.metadata.generation;
+        self.record.application = application;
+        if changed {
+            self.record.history = History::default();
+            self.record.job_started_at = None;
+        }
+        self.save();
+        changed
+    }
+
+    fn policy(&self) -> RestartPolicy {
+        RestartPolicy::parse(self.record.application.spec.lifecycle.restart_policy.as_deref())
+    }
+
+    /// When a job's active deadline passes.
+    fn deadline(&self) -> Option<Instant> {
+        if self.policy() == RestartPolicy::Always {
+            return None;
+        }
+        let seconds = self.record.application.spec.lifecycle.active_deadline_seconds?;
+        let started = self.record.job_started_at?;
+        let left = started.as_millisecond() + seconds.max(0) * 1000 - Timestamp::now().as_millisecond();
+        Some(Instant::now() + Duration::from_millis(left.max(0) as u64))
+    }
+
+    fn deadline_exceeded(&mut self) -> State {
+        let message = "Job was active longer than specified deadline".to_owned();
+        self.shared.emit(&self.names, EventType::Warning, "DeadlineExceeded", message.clone());
+        self.set_ready(false, "ProcessNotRunning");
+        let status = &mut self.record.status;
+        status.phase = Some(Phase::Failed.word().to_owned());
+        status.message = Some(format!("DeadlineExceeded: {message}"));
+        self.publish();
+        State::Finished
+    }
+
+    /// Starts a run: plans it, prepares its directories and cgroup, starts its supervisor.
+    async fn start(&mut self) -> State {
+        if self.deadline().is_some_and(|deadline| deadline <= Instant::now()) {
+            return self.deadline_exceeded();
+        }
+        let work = self.dir.join("work");
+        let secrets = self.shared.secrets.lock().expect("the secrets are never poisoned").clone();
+        let plan = launch::plan(
+            &self.record.application,
+            &launch::Context {
+                secrets: &secrets,
+                agent: self.shared.agent,
+                agent_path: &self.shared.agent_path,
+                home: &work,
+                hostname: &self.shared.config.node_name,
+                pids: self.shared.config.pids_limit,
+                is_executable: &is_executable,
+            },
+        );
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(Refused(message)) => return self.could_not_start(message),
+        };
+        match self.launch(&plan, &work).await {
+            Ok(run) => {
+                let pid = run.state.workload.pid;
+                self.shared.emit(&self.names, EventType::Normal, "Started", format!("Started process {pid}"));
+                State::Running(Box::new(run))
+            }
+            Err(message) => self.could_not_start(message),
+        }
+    }
+
+    async fn launch(&mut self, plan: &launch::Plan, work: &Path) -> Result<Run, String> {
+        let config = &self.shared.config;
+        let run_dir = self.dir.join("run");
+        let logs_dir = self.dir.join("logs");
+        for (dir, mode) in
+            [(&self.dir, 0o711), (&run_dir, 0o700), (&logs_dir, 0o700), (&work.to_owned(), 0o750)]
+        {
+            create_dir(dir, mode).map_err(|error| error.to_string())?;
+        }
+        if let Some((uid, gid)) = plan.user {
+            std::os::unix::fs::chown(work, Some(uid), Some(gid))
+                .map_err(|error| format!("chown {}: {error}", work.display()))?;
+        }
+        let working_dir = plan.working_dir.clone().unwrap_or_else(|| work.to_owned());
+        let cgroups = &self.shared.cgroups;
+        let enforcement = cgroups.enforcement();
+        let uid = &self.names.uid;
+        cgroups.create(uid, &plan.limits).map_err(|error| format!("creating the cgroup: {error}"))?;
+        let run = self.record.run + 1;
+        prune_logs(&logs_dir, run);
+        let spec = RunSpec {
+            run,
+            program: plan.program.clone(),
+            argv: plan.argv.clone(),
+            env: plan.env.clone(),
+            working_dir,
+            user: plan.user,
+            cgroup_procs: cgroups.procs_files(uid),
+            oom_counter: cgroups.oom_counter(uid),
+            rlimits: if enforcement == crate::cgroup::Enforcement::Rlimit {
+                crate::rlimit::for_limits(&plan.limits)
+            } else {
+                Vec::new()
+            },
+            grace_seconds: plan.grace_seconds,
+            log_path: crate::logs::run_log_path(&logs_dir, run),
+            log_max_bytes: config.log_max_bytes,
+            log_files: config.log_files,
+            supervisor: config.supervisor.clone(),
+        };
+        supervisor::write_atomically(&run_dir.join(supervisor::SPEC_FILE), &spec)
+            .map_err(|error| format!("writing the run spec: {error}"))?;
+        let _ = std::fs::remove_file(run_dir.join(supervisor::STATE_FILE));
+        self.record.run = run;
+        self.record.history.attempts += 1;
+        self.record.job_started_at.get_or_insert_with(Timestamp::now);
+        self.save();
+
+        let supervisor_log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(run_dir.join("supervisor.log"))
+            .map_err(|error| format!("opening the supervisor log: {error}"))?;
+        let (program, args) = config.supervisor.split_first().ok_or("no supervisor program configured")?;
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .arg("run")
+            .arg(&run_dir)
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(supervisor_log)
+            .spawn()
+            .map_err(|error| format!("starting the supervisor {program}: {error}"))?;
+        let supervisor_pid = child.id().ok_or("the supervisor exited at once")?;
+        let stdout = child.stdout.take().ok_or("the supervisor has no stdout")?;
+        let mut line = String::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).read_line(&mut line)).await;
+        let fd = open_pidfd(
+            ProcessId::of(supervisor_pid).unwrap_or(ProcessId { pid: supervisor_pid, start_time: 0 }),
+        );
+        // The supervisor is reaped by tokio once it exits; it is waited on through its pidfd.
+        drop(child);
+        if !matches!(read, Ok(Ok(_))) || !line.starts_with("started ") {
+            let log = std::fs::read_to_string(run_dir.join("supervisor.log")).unwrap_or_default();
+            let why = line
+                .trim()
+                .strip_prefix("failed ")
+                .map(str::to_owned)
+                .or_else(|| log.lines().last().map(str::to_owned));
+            return Err(format!(
+                "the supervisor could not start the process: {}",
+                why.unwrap_or_else(|| "no answer".to_owned())
+            ));
+        }
+        let state = supervisor::read_state(&run_dir)
+            .filter(|state| state.run == run)
+            .ok_or("the supervisor recorded no state")?;
+        let fd = fd.ok_or("the supervisor is gone")?;
+        let limited = {
+            let limits = &plan.limits;
+            limits.memory_bytes.is_some() || limits.cpu_millis.is_some()
+        };
+
+        let job = self.policy() != RestartPolicy::Always;
+        let status = &mut self.record.status;
+        status.phase = Some(Phase::Running.word().to_owned());
+        status.message = None;
+        status.observed_generation = self.record.application.metadata.generation;
+        status.started_at = Some(rfc3339(state.started_at));
+        status.restarts = Some(self.record.history.restarts);
+        status.attempts = job.then_some(self.record.history.attempts);
+        if limited {
+            set_condition(status, "LimitsEnforced", true, enforcement.reason(), Some(enforcement.describe()));
+        } else {
+            status.conditions.retain(|condition| condition.type_ != "LimitsEnforced");
+        }
+        let ready = self.probe_spec(true).is_none();
+        self.set_ready(ready, if ready { "ProcessRunning" } else { "ReadinessProbePending" });
+        Ok(self.attach(state, fd, Some(spec)))
+    }
+
+    /// Waits on a run's supervisor and starts its probes.
+    fn attach(&mut self, state: RunState, fd: OwnedFd, spec: Option<RunSpec>) -> Run {
+        // Deprecated for descriptors an `AsyncFd` does not own; an `OwnedFd` stays open and the
+        // same for the `AsyncFd`'s whole life, which is what `register` asks of its caller.
+        #[allow(deprecated)]
+        let supervisor = AsyncFd::new(fd).expect("a pidfd can be polled");
+        let spec = spec.or_else(|| {
+            serde_json::from_slice::<RunSpec>(
+                &std::fs::read(self.dir.join("run").join(supervisor::SPEC_FILE)).ok()?,
+            )
+            .ok()
+        });
+        let (sender, signals) = mpsc::channel(16);
+        let mut probes = Vec::new();
+        if let Some(spec) = spec {
+            let context = ExecContext { working_dir: spec.working_dir, env: spec.env, user: spec.user };
+            for liveness in [false, true] {
+                if let Some(probe) = self.probe_spec(liveness).cloned() {
+                    let ready_now = self.ready();
+                    probes.push(AbortOnDrop(tokio::spawn(run_probe(
+                        probe,
+                        liveness,
+                        ready_now,
+                        context.clone(),
+                        sender.clone(),
+                    ))));
+                }
+            }
+        }
+        self.publish();
+        Run { state, supervisor, _probes: probes, signals }
+    }
+
+    fn probe_spec(&self, liveness: bool) -> Option<&Probe> {
+        let probes = self.record.application.spec.probes.as_ref()?;
+        if liveness { probes.liveness.as_ref() } else { probes.readiness.as_ref() }
+    }
+
+    /// While a run is on: its end, commands, probe verdicts and a job's deadline.
+    async fn running(&mut self, mut run: Box<Run>) -> State {
+        loop {
+            let deadline = self.deadline();
+            tokio::select! {
+                ready = run.supervisor.readable() => {
+                    if let Ok(mut guard) = ready {
+                        guard.retain_ready();
+                    }
+                    let exit = self.collect(&run).await;
+                    return self.ended(&run.state, exit);
+                }
+                () = sleep_until_some(deadline) => {
+                    self.stop(&run, None, "Stopping process: the job's active deadline passed").await;
+                    self.record.handled = run.state.run;
+                    return self.deadline_exceeded();
+                }
+                signal = run.signals.recv() => match signal {
+                    Some(ProbeSignal::Failed { liveness, message }) => {
+                        let which = if liveness { "Liveness" } else { "Readiness" };
+                        self.shared.emit(&self.names, EventType::Warning, "Unhealthy", format!("{which} probe failed: {message}"));
+                    }
+                    Some(ProbeSignal::Verdict { liveness: false, passing }) => {
+                        self.set_ready(passing, if passing { "ReadinessProbePassed" } else { "ReadinessProbeFailed" });
+                        self.publish();
+                    }
+                    Some(ProbeSignal::Verdict { liveness: true, passing: false }) => {
+                        let exit = self.stop(&run, None, "Process failed liveness probe, will be restarted").await;
+                        return self.ended(&run.state, exit);
+                    }
+                    Some(ProbeSignal::Verdict { liveness: true, passing: true }) | None => {}
+                },
+                command = self.commands.recv() => match command {
+                    Some(Command::Apply(application)) => {
+                        let generation = application.metadata.generation;
+                        if self.adopt(*application) {
+                            let message = format!("Stopping process: the spec changed (generation {})", generation.unwrap_or_default());
+                            let exit = self.stop(&run, None, &message).await;
+                            self.record.handled = run.state.run;
+                            self.record_exit(&exit);
+                            return State::Start;
+                        }
+                    }
+                    Some(Command::Forget) => {
+                        self.stop(&run, None, "Stopping process: the application is gone from this node").await;
+                        self.record.handled = run.state.run;
+                        self.forget();
+                        return State::Gone;
+                    }
+                    Some(Command::Detach) | None => return State::Gone,
+                },
+            }
+        }
+    }
+
+    /// Asks the supervisor to stop the workload and waits for the run to end.
+    async fn stop(&mut self, run: &Run, grace: Option<u64>, message: &str) -> Exit {
+        self.shared.emit(&self.names, EventType::Normal, "Killing", message.to_owned());
+        let run_dir = self.dir.join("run");
+        let asked = {
+            let run_dir = run_dir.clone();
+            tokio::task::spawn_blocking(move || supervisor::request_stop(&run_dir, grace)).await
+        };
+        if !matches!(asked, Ok(Ok(()))) {
+            tracing::debug!(uid = %self.names.uid, "the supervisor took no stop request; it may have just ended");
+        }
+        let _ = run.supervisor.readable().await;
+        self.collect(run).await
+    }
+
+    /// How the run ended, from its state file once its supervisor is gone.
+    async fn collect(&mut self, run: &Run) -> Exit {
+        let run_dir = self.dir.join("run");
+        match supervisor::read_state(&run_dir)
+            .and_then(|state| state.exit.filter(|_| state.run == run.state.run))
+        {
+            Some(exit) => exit,
+            None => {
+                if run.state.workload.is_alive()
+                    && let Some(pid) = rustix::process::Pid::from_raw(run.state.workload.pid as i32)
+                {
+                    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                }
+                Exit {
+                    code: 137,
+                    signal: Some(9),
+                    oom_killed: false,
+                    stopped: false,
+                    finished_at: Timestamp::now(),
+                }
+            }
+        }
+    }
+
+    /// Writes a run's end into the status.
+    fn record_exit(&mut self, exit: &Exit) {
+        let status = &mut self.record.status;
+        status.finished_at = Some(rfc3339(exit.finished_at));
+        status.exit_code = Some(i64::from(exit.code));
+        self.set_ready(false, "ProcessNotRunning");
+    }
+
+    /// A run ended with `exit`: account for it and decide what comes next.
+    fn ended(&mut self, state: &RunState, exit: Exit) -> State {
+        self.record.handled = state.run;
+        self.record_exit(&exit);
+        if exit.oom_killed {
+            let message = format!("process {} was killed for exceeding its memory limit", state.workload.pid);
+            self.shared.emit(&self.names, EventType::Warning, "OOMKilled", message);
+        }
+        let ran_for = Duration::from_millis(
+            (exit.finished_at.as_millisecond() - state.started_at.as_millisecond()).max(0) as u64,
+        );
+        let outcome = Outcome { succeeded: exit.code == 0 && !exit.oom_killed, ran_for };
+        let reason = if exit.oom_killed {
+            "OOMKilled"
+        } else if exit.code == 0 {
+            "Completed"
+        } else {
+            "Error"
+        };
+        let ended = format!("{reason}: exit code {}", exit.code);
+        self.next(outcome, ended)
+    }
+
+    /// A run could not even start: the failure is accounted for as a failed run.
+    fn could_not_start(&mut self, message: String) -> State {
+        self.shared.emit(&self.names, EventType::Warning, "Failed", format!("Error: {message}"));
+        self.next(Outcome { succeeded: false, ran_for: Duration::ZERO }, message)
+    }
+
+    fn next(&mut self, outcome: Outcome, message: String) -> State {
+        let policy = self.policy();
+        let limit = self.record.application.spec.lifecycle.backoff_limit;
+        let next = lifecycle::after_run(
+            policy,
+            limit,
+            &self.shared.config.backoff,
+            &mut self.record.history,
+            outcome,
+        );
+        let started = self.record.status.started_at.is_some();
+        let status = &mut self.record.status;
+        status.restarts = Some(self.record.history.restarts);
+        status.observed_generation = self.record.application.metadata.generation;
+        let state = match next {
+            Next::Restart { after } => {
+                status.phase = Some(if started { Phase::Running } else { Phase::Pending }.word().to_owned());
+                status.message =
+                    Some(format!("{message}; back-off {}s restarting the process", after.as_secs()));
+                let event =
+                    format!("Back-off {}s restarting the failed process ({message})", after.as_secs());
+                self.shared.emit(&self.names, EventType::Warning, "BackOff", event);
+                State::Waiting(Instant::now() + after)
+            }
+            Next::Finished { phase, reason } => {
+                status.phase = Some(phase.word().to_owned());
+                status.message = Some(match reason {
+                    Some(reason) => {
+                        format!("{reason}: {message}; the job has reached the specified backoff limit")
+                    }
+                    None => message,
+                });
+                State::Finished
+            }
+        };
+        self.publish();
+        state
+    }
+
+    fn ready(&self) -> bool {
+        self.record.status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+    }
+
+    fn set_ready(&mut self, ready: bool, reason: &str) {
+        set_condition(&mut self.record.status, "Ready", ready, reason, None);
+    }
+
+    /// Stops being responsible for the Application: its cgroup and directories go.
+    fn forget(&mut self) {
+        if let Err(error) = self.shared.cgroups.remove(&self.names.uid) {
+            tracing::warn!(uid = %self.names.uid, %error, "removing the cgroup of a forgotten application");
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        self.shared.report(&self.names, None, self.record.run);
+    }
+
+    fn save(&self) {
+        if let Err(error) = supervisor::write_atomically(&self.dir.join("app.json"), &self.record) {
+            tracing::warn!(uid = %self.names.uid, %error, "saving the application record");
+        }
+    }
+
+    fn publish(&mut self) {
+        self.save();
+        self.shared.report(&self.names, Some(&self.record.status), self.record.run);
+    }
+}
+
+/// Runs one probe until aborted, sending each failure and each change of verdict.
+async fn run_probe(
+    probe: Probe,
+    liveness: bool,
+    ready_now: bool,
+    context: ExecContext,
+    signals: mpsc::Sender<ProbeSignal>,
+) {
+    let timing = Timing::of(&probe);
+    let mut counter = if liveness { Counter::liveness(&probe) } else { Counter::readiness(&probe) };
+    if !liveness && ready_now {
+        // Reattached to a process already found ready: it stays ready until the probe fails.
+        counter = Counter::liveness(&probe);
+    }
+    tokio::time::sleep(timing.initial_delay).await;
+    loop {
+        let result = probe::check(&probe, timing.timeout, &context).await;
+        if let Err(message) = &result {
+            let _ = signals.send(ProbeSignal::Failed { liveness, message: message.clone() }).await;
+        }
+        if let Some(passing) = counter.record(result.is_ok()) {
+            let _ = signals.send(ProbeSignal::Verdict { liveness, passing }).await;
+        }
+        tokio::time::sleep(timing.period).await;
+    }
+}
+
+/// A pidfd for `process`, when it is that very process (pid and start time) and alive.
+fn open_pidfd(process: ProcessId) -> Option<OwnedFd> {
+    let pid = rustix::process::Pid::from_raw(process.pid as i32)?;
+    let fd = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()?;
+    // Checked after opening: the pidfd now pins the process the start time names.
+    process.is_alive().then_some(fd)
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// Keeps the logs of run `run - 1` (for `--previous`) and newer; older ones go.
+fn prune_logs(dir: &Path, run: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let number =
+            name.to_str().and_then(|name| name.split('.').next()).and_then(|n| n.parse::<u64>().ok());
+        if number.is_some_and(|number| number + 1 < run) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+fn rfc3339(at: Timestamp) -> String {
+    format!("{at:.0}")
+}
+
+/// Sets the condition `type_`, moving its transition time only when its status changes.
+fn set_condition(
+    status: &mut ApplicationStatus,
+    type_: &str,
+    value: bool,
+    reason: &str,
+    message: Option<&str>,
+) {
+    let word = if value { "True" } else { "False" };
+    let now = rfc3339(Timestamp::now());
+    match status.conditions.iter_mut().find(|condition| condition.type_ == type_) {
+        Some(condition) => {
+            if condition.status != word {
+                condition.status = word.to_owned();
+                condition.last_transition_time = Some(now);
+            }
+            condition.reason = Some(reason.to_owned());
+            condition.message = message.map(str::to_owned);
+        }
+        None => status.conditions.push(Condition {
+            type_: type_.to_owned(),
+            status: word.to_owned(),
+            reason: Some(reason.to_owned()),
+            message: message.map(str::to_owned),
+            last_transition_time: Some(now),
+            observed_generation: None,
+        }),
+    }
+}

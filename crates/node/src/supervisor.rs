@@ -1,0 +1,351 @@
+//! The supervisor: one small process per run of an Application, the way conmon and
+//! containerd-shim work, so the agent can die (even by SIGKILL) and come back without touching
+//! the workload.
+//!
+//! The runtime writes the run's [`RunSpec`] into the Application's run directory and starts the
+//! supervisor (`<supervisor argv> run <dir>`). The supervisor leaves the agent's session, starts
+//! the workload through the exec shim (`<supervisor argv> exec <dir>`: joins the cgroup, sets
+//! rlimits, drops to the run-as user, execs) in a process group of its own with stdin from
+//! `/dev/null` and stdout and stderr piped into the supervisor, which writes them to the run's
+//! log ([`crate::logs`]). It records the run in `state.json` (atomically: written aside, then
+//! renamed): its own identity and the workload's when it starts, the exit code, signal and
+//! out-of-memory flag when it ends, and then exits itself. A `stop [seconds]` line on the
+//! control socket `control.sock` sends SIGTERM to the workload's process group and SIGKILL
+//! after the grace period.
+//!
+//! The first line the supervisor prints on its stdout tells its starter that the workload runs
+//! (`started <pid>`) or why it could not start (`failed <why>`).
+
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rustix::process::{Pid, Signal, kill_process_group};
+use serde::{Deserialize, Serialize};
+
+use crate::cgroup::OomCounter;
+use crate::logs::{LogWriter, MAX_ENTRY, Stream};
+use crate::proc::ProcessId;
+use crate::rlimit::Rlimit;
+
+/// The spec file of a run, in the run directory.
+pub(crate) const SPEC_FILE: &str = "spec.json";
+/// The state file of a run, in the run directory.
+pub(crate) const STATE_FILE: &str = "state.json";
+/// The control socket of a run, in the run directory.
+pub(crate) const CONTROL_SOCKET: &str = "control.sock";
+
+/// Everything one run needs, written by the runtime before it starts the supervisor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunSpec {
+    /// The run's number within the Application; its log is `<run>.log`.
+    pub(crate) run: u64,
+    /// The program, resolved to a path.
+    pub(crate) program: PathBuf,
+    /// The argument vector, `argv[0]` first.
+    pub(crate) argv: Vec<String>,
+    /// The whole environment.
+    pub(crate) env: Vec<(String, String)>,
+    /// The working directory.
+    pub(crate) working_dir: PathBuf,
+    /// The user and group to drop to, when the runtime runs as root.
+    pub(crate) user: Option<(u32, u32)>,
+    /// The `cgroup.procs` files the workload joins before it execs.
+    pub(crate) cgroup_procs: Vec<PathBuf>,
+    /// Where out-of-memory kills are counted.
+    pub(crate) oom_counter: Option<OomCounter>,
+    /// Rlimits the workload sets on itself (where no cgroup limits it).
+    pub(crate) rlimits: Vec<Rlimit>,
+    /// Seconds between SIGTERM and SIGKILL when stopped.
+    pub(crate) grace_seconds: u64,
+    /// The run's log file.
+    pub(crate) log_path: PathBuf,
+    /// The largest a log file grows before it rotates.
+    pub(crate) log_max_bytes: u64,
+    /// How many files one run's log keeps.
+    pub(crate) log_files: u32,
+    /// The argv prefix of the supervisor program, to start the exec shim.
+    pub(crate) supervisor: Vec<String>,
+}
+
+/// What the supervisor records about its run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RunState {
+    /// The run's number.
+    pub(crate) run: u64,
+    /// The supervisor.
+    pub(crate) supervisor: ProcessId,
+    /// The workload.
+    pub(crate) workload: ProcessId,
+    /// When the workload started.
+    pub(crate) started_at: Timestamp,
+    /// How the workload ended, once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) exit: Option<Exit>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Exit {
+    /// The exit code, or 128 + the signal that killed it (137 for SIGKILL), as Kubernetes
+    /// reports it.
+    pub(crate) code: i32,
+    /// The signal that killed it.
+    pub(crate) signal: Option<i32>,
+    /// Whether the kernel killed it for exceeding its memory limit.
+    pub(crate) oom_killed: bool,
+    /// Whether it ended because it was asked to stop.
+    pub(crate) stopped: bool,
+    /// When it ended.
+    pub(crate) finished_at: Timestamp,
+}
+
+/// Reads the run's state file, if there is a readable one.
+pub(crate) fn read_state(run_dir: &Path) -> Option<RunState> {
+    serde_json::from_slice(&std::fs::read(run_dir.join(STATE_FILE)).ok()?).ok()
+}
+
+/// Writes `value` as JSON to `path` atomically (aside, synced, renamed), mode 0600.
+pub(crate) fn write_atomically(path: &Path, value: &impl Serialize) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let aside = path.with_extension("tmp");
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&aside)?;
+    file.write_all(&serde_json::to_vec(value).map_err(io::Error::other)?)?;
+    file.sync_all()?;
+    std::fs::rename(&aside, path)
+}
+
+/// Asks the supervisor of `run_dir` to stop its workload, with `grace` overriding the spec's
+/// grace period. Returns once the supervisor has taken the request.
+pub(crate) fn request_stop(run_dir: &Path, grace: Option<u64>) -> io::Result<()> {
+    let mut stream = UnixStream::connect(run_dir.join(CONTROL_SOCKET))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let line = grace.map_or("stop\n".to_owned(), |grace| format!("stop {grace}\n"));
+    stream.write_all(line.as_bytes())?;
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer)?;
+    if answer.trim() == "ok" {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!("supervisor answered {answer:?}")))
+    }
+}
+
+/// The supervisor program: `run <dir>` supervises one run, `exec <dir>` is the exec shim
+/// between it and the workload. Returns the process's exit code.
+pub(crate) fn main(args: &[String]) -> i32 {
+    match args {
+        [verb, dir] if verb == "run" => match supervise(Path::new(dir)) {
+            Ok(()) => 0,
+            Err(error) => {
+                eprintln!("kayra supervisor: {error}");
+                1
+            }
+        },
+        [verb, dir] if verb == "exec" => exec_shim(Path::new(dir)),
+        _ => {
+            eprintln!("usage: supervise run|exec <run directory>");
+            64
+        }
+    }
+}
+
+fn read_spec(dir: &Path) -> io::Result<RunSpec> {
+    serde_json::from_slice(&std::fs::read(dir.join(SPEC_FILE))?).map_err(io::Error::other)
+}
+
+/// Whether the workload has ended, for the stop timer to wait on.
+#[derive(Default)]
+struct Ended {
+    ended: Mutex<bool>,
+    changed: Condvar,
+}
+
+fn supervise(dir: &Path) -> io::Result<()> {
+    // Out of the agent's session and process group: a signal to the agent's group, or the
+    // agent's terminal closing, does not reach the supervisor or its workload.
+    let _ = rustix::process::setsid();
+    let spec = read_spec(dir)?;
+    let mut announce = io::stdout();
+    let me =
+        ProcessId::of(std::process::id()).ok_or_else(|| io::Error::other("no /proc entry for myself"))?;
+    let log = Arc::new(Mutex::new(LogWriter::open(&spec.log_path, spec.log_max_bytes, spec.log_files)?));
+    let oom_before = spec.oom_counter.as_ref().map_or(0, OomCounter::read);
+    let _ = std::fs::remove_file(dir.join(CONTROL_SOCKET));
+    let listener = UnixListener::bind(dir.join(CONTROL_SOCKET))?;
+
+    let (shim, shim_args) =
+        spec.supervisor.split_first().ok_or_else(|| io::Error::other("empty supervisor argv"))?;
+    let mut child = match Command::new(shim)
+        .args(shim_args)
+        .arg("exec")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(error) => {
+            let _ = writeln!(announce, "failed starting the exec shim {shim}: {error}");
+            return Err(error);
+        }
+    };
+    let pid = child.id();
+    let group = Pid::from_raw(pid as i32).expect("a child's pid is positive");
+    let workload = ProcessId::of(pid).unwrap_or(ProcessId { pid, start_time: 0 });
+    let started_at = Timestamp::now();
+    let mut state = RunState { run: spec.run, supervisor: me, workload, started_at, exit: None };
+    write_atomically(&dir.join(STATE_FILE), &state)?;
+    let _ = writeln!(announce, "started {pid}");
+    let _ = announce.flush();
+
+    let mut pumps = Vec::new();
+    for (stream, pipe) in [
+        (Stream::Stdout, child.stdout.take().map(|out| Box::new(out) as Box<dyn Read + Send>)),
+        (Stream::Stderr, child.stderr.take().map(|err| Box::new(err) as Box<dyn Read + Send>)),
+    ] {
+        let log = log.clone();
+        if let Some(pipe) = pipe {
+            pumps.push(std::thread::spawn(move || pump(pipe, stream, &log)));
+        }
+    }
+
+    let ended = Arc::new(Ended::default());
+    let stopped = Arc::new(Mutex::new(false));
+    {
+        let (ended, stopped, grace) = (ended.clone(), stopped.clone(), spec.grace_seconds);
+        std::thread::spawn(move || serve_control(listener, group, grace, &ended, &stopped));
+    }
+
+    let status = child.wait()?;
+    *ended.ended.lock().expect("the ended flag is never poisoned") = true;
+    ended.changed.notify_all();
+    // The group leader is gone; what it left in its group goes with it.
+    let _ = kill_process_group(group, Signal::KILL);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for pump in pumps {
+            let _ = pump.join();
+        }
+        let _ = done_tx.send(());
+    });
+    // A descendant that left the group may still hold the pipes; its output is not waited for.
+    let _ = done_rx.recv_timeout(Duration::from_secs(2));
+
+    let oom_after = spec.oom_counter.as_ref().map_or(0, OomCounter::read);
+    let signal = status.signal();
+    let oom_killed = oom_after > oom_before && signal == Some(9);
+    let code = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
+    let was_stopped = *stopped.lock().expect("the stop flag is never poisoned");
+    state.exit = Some(Exit { code, signal, oom_killed, stopped: was_stopped, finished_at: Timestamp::now() });
+    write_atomically(&dir.join(STATE_FILE), &state)?;
+    let _ = std::fs::remove_file(dir.join(CONTROL_SOCKET));
+    Ok(())
+}
+
+/// Copies one pipe into the log, an entry a line, long lines in pieces.
+fn pump(pipe: Box<dyn Read + Send>, stream: Stream, log: &Mutex<LogWriter>) {
+    let mut reader = BufReader::with_capacity(MAX_ENTRY, pipe);
+    let mut line = Vec::with_capacity(256);
+    loop {
+        line.clear();
+        let read = (&mut reader).take(MAX_ENTRY as u64).read_until(b'\n', &mut line);
+        match read {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                let complete = line.last() == Some(&b'\n');
+                if complete {
+                    line.pop();
+                }
+                let mut log = log.lock().expect("the log writer is never poisoned");
+                // A full disk loses lines rather than stalling the workload on a full pipe.
+                let _ = log.write_entry(stream, !complete, &line, Timestamp::now());
+            }
+        }
+    }
+}
+
+/// Answers stop requests: SIGTERM to the group now, SIGKILL when the grace runs out.
+fn serve_control(listener: UnixListener, group: Pid, grace: u64, ended: &Arc<Ended>, stopped: &Mutex<bool>) {
+    for connection in listener.incoming() {
+        let Ok(mut connection) = connection else { continue };
+        let _ = connection.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut line = String::new();
+        let _ = BufReader::new(&mut connection).read_line(&mut line);
+        let mut words = line.split_whitespace();
+        if words.next() != Some("stop") {
+            let _ = connection.write_all(b"unknown request\n");
+            continue;
+        }
+        let grace = words.next().and_then(|word| word.parse().ok()).unwrap_or(grace);
+        let first = !std::mem::replace(&mut *stopped.lock().expect("the stop flag is never poisoned"), true);
+        if first {
+            let _ = kill_process_group(group, Signal::TERM);
+            let ended = ended.clone();
+            std::thread::spawn(move || {
+                let guard = ended.ended.lock().expect("the ended flag is never poisoned");
+                let (guard, _) = ended
+                    .changed
+                    .wait_timeout_while(guard, Duration::from_secs(grace), |ended| !*ended)
+                    .expect("the ended flag is never poisoned");
+                if !*guard {
+                    let _ = kill_process_group(group, Signal::KILL);
+                }
+            });
+        } else if grace == 0 {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+        let _ = connection.write_all(b"ok\n");
+    }
+}
+
+/// The exec shim: joins the cgroup, sets rlimits, drops to the run-as user and execs the
+/// workload, all in the process that becomes the workload, so it is limited from its first
+/// instruction. Exits 126 or 127 (as shells do) when it cannot.
+fn exec_shim(dir: &Path) -> i32 {
+    let spec = match read_spec(dir) {
+        Ok(spec) => spec,
+        Err(error) => {
+            eprintln!("kayra: reading the run spec: {error}");
+            return 126;
+        }
+    };
+    let me = std::process::id().to_string();
+    for procs in &spec.cgroup_procs {
+        if let Err(error) = std::fs::write(procs, &me) {
+            eprintln!("kayra: joining the cgroup {}: {error}", procs.display());
+            return 126;
+        }
+    }
+    for limit in &spec.rlimits {
+        if let Err(error) = crate::rlimit::apply(*limit) {
+            eprintln!("kayra: setting {limit:?}: {error}");
+        }
+    }
+    let Some((arg0, args)) = spec.argv.split_first() else {
+        eprintln!("kayra: empty command");
+        return 127;
+    };
+    let mut command = Command::new(&spec.program);
+    command
+        .arg0(arg0)
+        .args(args)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .current_dir(&spec.working_dir);
+    if let Some((uid, gid)) = spec.user {
+        // As root, std clears the supplementary groups before it sets the gid and uid.
+        command.uid(uid).gid(gid);
+    }
+    let error = command.exec();
+    eprintln!("kayra: exec {}: {error}", spec.program.display());
+    if error.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
+}

@@ -1,0 +1,1 @@
+//! Real processes under the runtime.
