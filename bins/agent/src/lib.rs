@@ -1,6 +1,201 @@
 //! The node agent: `join` makes the node a member of the fleet (the controller's CA pinned by
 //! hash, a bootstrap token, a key and certificate request made locally); `run` holds the node's
-//! session with the controller and runs the node's Applications. The binary (`main.rs`) and the
-//! controller's in-process local node both start the agent through here.
+//! session with the controller and runs the node's Applications through the process runtime
+//! (`kayra-node`), renewing the node's certificate before it expires. The binary (`main.rs`)
+//! and the controller's in-process local node both start the agent through here.
 
+mod node;
 pub mod session;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use kayra_client::join::{self, Credentials as Joined};
+use kayra_grpc::client::Credentials;
+use tokio_util::sync::CancellationToken;
+
+pub use session::SessionConfig;
+
+/// Where an agent keeps its state and who it is.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The data directory: credentials under `pki/`, Applications under `apps/`.
+    pub data_dir: PathBuf,
+    /// The node's name.
+    pub node_name: String,
+    /// The argv prefix that runs the supervisor program: `[<this executable>, "supervise"]`.
+    pub supervisor: Vec<String>,
+    /// The controller to talk to; `None` is the one the node joined through.
+    pub server: Option<String>,
+    /// How the session behaves.
+    pub session: SessionConfig,
+}
+
+/// The data directory by default: `/var/lib/kayra-agent` as root, else `./kayra-agent-data`.
+pub fn default_data_dir() -> PathBuf {
+    if is_root() { PathBuf::from("/var/lib/kayra-agent") } else { PathBuf::from("./kayra-agent-data") }
+}
+
+/// Whether this process runs as root (effective uid 0).
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let uids = status.lines().find(|line| line.starts_with("Uid:"))?;
+            Some(uids.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The node's name by default: the host's name, lower-cased.
+pub fn default_node_name() -> String {
+    kayra_node::facts::node_facts().hostname.to_lowercase()
+}
+
+fn pki(data_dir: &Path) -> PathBuf {
+    data_dir.join("pki")
+}
+
+/// The file naming the controller a joined node talks to.
+const SERVER_FILE: &str = "server";
+
+/// The file naming the node a data directory belongs to.
+const NAME_FILE: &str = "node-name";
+
+/// Whether the data directory holds a joined node's credentials.
+pub fn joined(config: &AgentConfig) -> bool {
+    matches!(join::load(&pki(&config.data_dir)), Ok(Some(_))) && config.data_dir.join(SERVER_FILE).exists()
+}
+
+/// Joins the fleet: verifies the controller by the hash of its CA's public key before anything
+/// is sent, then asks for a node certificate with the bootstrap token, and keeps key,
+/// certificate, CA and the controller's address under the data directory.
+pub async fn join(config: &AgentConfig, server: &str, token: &str, ca_cert_hash: &str) -> anyhow::Result<()> {
+    let joined =
+        join::join(server, ca_cert_hash, token, &config.node_name, join::DEFAULT_CERTIFICATE_TIMEOUT).await?;
+    join::store(&pki(&config.data_dir), &joined)?;
+    write_private(&config.data_dir.join(SERVER_FILE), server)?;
+    write_private(&config.data_dir.join(NAME_FILE), &config.node_name)?;
+    tracing::info!(node = %config.node_name, server, "joined the fleet");
+    Ok(())
+}
+
+fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let temporary = path.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&temporary)
+        .with_context(|| format!("cannot write {}", temporary.display()))?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// The session's credentials, read from the data directory at each connection, so that a
+/// renewed certificate is used from the next session on.
+struct Stored {
+    dir: PathBuf,
+    server: String,
+}
+
+impl session::CredentialSource for Stored {
+    fn credentials(&self) -> Result<Credentials, String> {
+        match join::load(&self.dir) {
+            Ok(Some(Joined { key_pem, cert_pem, ca_pem })) => {
+                Ok(Credentials { server: self.server.clone(), ca_pem, cert_pem, key_pem })
+            }
+            Ok(None) => {
+                Err(format!("no node credentials under {}; run `kayra-agent join` first", self.dir.display()))
+            }
+            Err(error) => Err(error.to_string()),
+        }
+    }
+}
+
+/// Runs the node until `stop`: opens the process runtime (reattaching to whatever a previous
+/// agent left running), holds the session, renews the certificate. Stopping the agent stops
+/// nothing it runs.
+pub async fn run(config: AgentConfig, stop: CancellationToken) -> anyhow::Result<()> {
+    // Supervisors outlive the agent and do not share its working directory: paths are absolute.
+    let data_dir = &std::path::absolute(&config.data_dir)
+        .with_context(|| format!("cannot resolve {}", config.data_dir.display()))?;
+    let server = match &config.server {
+        Some(server) => server.clone(),
+        None => std::fs::read_to_string(data_dir.join(SERVER_FILE))
+            .with_context(|| {
+                format!("{} has not joined a fleet; run `kayra-agent join` first", data_dir.display())
+            })?
+            .trim()
+            .to_owned(),
+    };
+    if let Ok(joined_as) = std::fs::read_to_string(data_dir.join(NAME_FILE))
+        && joined_as.trim() != config.node_name
+    {
+        anyhow::bail!(
+            "{} belongs to node {:?}, not {:?}; pass --name {} or another --data-dir",
+            data_dir.display(),
+            joined_as.trim(),
+            config.node_name,
+            joined_as.trim()
+        );
+    }
+    let runtime_config = kayra_node::runtime::RuntimeConfig::new(
+        config.node_name.clone(),
+        data_dir.clone(),
+        config.supervisor.clone(),
+    );
+    let runtime = kayra_node::runtime::Runtime::open(runtime_config).await?;
+    let workloads = Arc::new(node::Node::new(runtime));
+    let renewal = tokio::spawn(renew(pki(data_dir), server.clone(), config.node_name.clone(), stop.clone()));
+    let credentials = Arc::new(Stored { dir: pki(data_dir), server });
+    session::run(workloads.clone(), credentials, config.session.clone(), stop).await;
+    renewal.abort();
+    if let Ok(node) = Arc::try_unwrap(workloads) {
+        node.close().await;
+    }
+    Ok(())
+}
+
+/// How long a failed renewal waits before it is tried again.
+const RENEWAL_RETRY: Duration = Duration::from_secs(60);
+
+/// Renews the node's certificate when 70–90 % of its lifetime has passed, as kubelet does.
+async fn renew(dir: PathBuf, server: String, node: String, stop: CancellationToken) {
+    loop {
+        let current = match join::load(&dir) {
+            Ok(Some(current)) => current,
+            _ => return,
+        };
+        let jitter = f64::from(
+            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().subsec_millis(),
+        ) / 1000.0;
+        let wait = join::certificate_renewal_due(&current.cert_pem, jitter)
+            .ok()
+            .and_then(|due| due.duration_since(SystemTime::now()).ok())
+            .unwrap_or_default();
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(wait) => {}
+        }
+        match join::renew(&server, &current, &node, join::DEFAULT_CERTIFICATE_TIMEOUT).await {
+            Ok(renewed) => match join::store(&dir, &renewed) {
+                Ok(()) => tracing::info!(node, "renewed the node's certificate"),
+                Err(error) => tracing::warn!(%error, "cannot keep the renewed certificate"),
+            },
+            Err(error) => {
+                tracing::warn!(%error, "cannot renew the node's certificate; trying again shortly");
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(RENEWAL_RETRY) => {}
+                }
+            }
+        }
+    }
+}

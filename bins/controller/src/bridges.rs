@@ -52,6 +52,7 @@ impl Events for CoreEvents {
             kind: "Subscription".to_owned(),
             namespace: event.namespace.clone(),
             name: event.subscription.clone(),
+            uid: String::new(),
         };
         let severity = if event.warning { Severity::Warning } else { Severity::Normal };
         if let Err(error) = self.0.record(&involved, severity, event.reason, &event.message).await {

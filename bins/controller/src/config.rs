@@ -38,6 +38,8 @@ pub struct Config {
     pub reconciler: kayra_catalog::steps::ReconcilerConfig,
     /// How long a node may be silent before it is `Ready=Unknown` (seconds; default 40).
     pub node_ready_timeout_seconds: u64,
+    /// Whether the controller also runs a local node named after the host (default true).
+    pub agent: bool,
 }
 
 /// Which store keeps the state.
@@ -84,6 +86,7 @@ impl Default for Config {
             region: String::new(),
             reconciler: kayra_catalog::steps::ReconcilerConfig::default(),
             node_ready_timeout_seconds: 40,
+            agent: true,
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod bridges;
 pub mod config;
+pub mod local;
 pub mod token;
 
 use std::future::Future;

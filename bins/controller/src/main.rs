@@ -31,6 +31,9 @@ struct Cli {
     /// Overrides `domain`.
     #[arg(long, global = true)]
     domain: Option<String>,
+    /// Runs no local node (as `agent: false`).
+    #[arg(long, global = true)]
+    no_agent: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -44,6 +47,12 @@ enum Command {
     /// Bootstrap tokens, for nodes to join with.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// The supervisor of one of the local node's Applications (started by the controller).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -110,12 +119,19 @@ fn config(cli: &Cli) -> Result<Config, String> {
     if let Some(domain) = &cli.domain {
         config.domain = domain.clone();
     }
+    if cli.no_agent {
+        config.agent = false;
+    }
     config.validate()?;
     Ok(config)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Supervise { args }) = cli.command {
+        let code = kayra_node::supervise_main(args);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KAYRA_LOG").unwrap_or_else(|_| "info".into()),
@@ -157,6 +173,7 @@ fn main() -> ExitCode {
                 }
                 Ok(())
             }
+            Some(Command::Supervise { .. }) => unreachable!("handled before the runtime starts"),
             None => {
                 let paths = kayra_controller::init(&config)?;
                 announce(&paths);
@@ -205,7 +222,30 @@ async fn serve(config: &Config) -> anyhow::Result<()> {
     let http_address = http.as_ref().and_then(bound).unwrap_or_else(|| "off".to_owned());
     let https_address = bound(&https).unwrap_or_else(|| config.listen.to_string());
     tracing::info!(https = %https_address, http = %http_address, store = ?config.store, "serving");
-    kayra_controller::run(config, state, https, http, shutdown_signal()).await
+    let stop = tokio_util::sync::CancellationToken::new();
+    let local = if config.agent {
+        let port = https.local_addr()?.port();
+        let agent = kayra_controller::local::agent_config(config, port)?;
+        let (config, stop) = (config.clone(), stop.clone());
+        Some(tokio::spawn(async move {
+            if let Err(error) = kayra_controller::local::run(config, agent, stop).await {
+                tracing::error!("the local node stopped: {error:#}");
+            }
+        }))
+    } else {
+        None
+    };
+    let stopping = stop.clone();
+    let served = kayra_controller::run(config, state, https, http, async move {
+        shutdown_signal().await;
+        stopping.cancel();
+    })
+    .await;
+    stop.cancel();
+    if let Some(local) = local {
+        let _ = local.await;
+    }
+    served
 }
 
 async fn shutdown_signal() {

@@ -22,14 +22,21 @@ pub fn pod_from_application(application: &Value) -> Value {
     {
         command.extend(args.iter().cloned());
     }
-    let mut spec = json!({"containers": [{"name": "app", "command": command}]});
+    let mut container = json!({"name": "app", "command": command});
+    if let Some(resources) = application.pointer("/spec/resources") {
+        container["resources"] = resources.clone();
+    }
+    let mut spec = json!({"containers": [container]});
     if let Some(node) = application.pointer("/spec/placement/nodeName") {
         spec["nodeName"] = node.clone();
     }
     let mut pod_status = json!({
         "phase": if phase == "Terminating" { "Running" } else { phase },
         "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
-        "containerStatuses": [{"name": "app", "ready": ready, "restartCount": restarts, "image": "", "imageID": ""}],
+        "containerStatuses": [{
+            "name": "app", "ready": ready, "restartCount": restarts, "image": "", "imageID": "",
+            "state": container_state(phase, status),
+        }],
     });
     if let Some(address) = status.and_then(|s| s.get("address")) {
         pod_status["podIP"] = address.clone();
@@ -38,6 +45,40 @@ pub fn pod_from_application(application: &Value) -> Value {
         pod_status["startTime"] = started.clone();
     }
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": pod_status})
+}
+
+/// The container state kubectl describes: running since, terminated how, or waiting why.
+fn container_state(phase: &str, status: Option<&Value>) -> Value {
+    let field = |name: &str| status.and_then(|s| s.get(name)).cloned().unwrap_or(Value::Null);
+    match phase {
+        "Running" | "Terminating" => json!({"running": {"startedAt": field("startedAt")}}),
+        "Succeeded" | "Failed" => {
+            let exit_code = field("exitCode").as_i64().unwrap_or(0);
+            let message = field("message");
+            let reason = match message.as_str() {
+                Some(message) if message.contains("OOMKilled") => "OOMKilled",
+                _ if exit_code == 0 => "Completed",
+                _ => "Error",
+            };
+            json!({"terminated": {
+                "exitCode": exit_code, "reason": reason,
+                "startedAt": field("startedAt"), "finishedAt": field("finishedAt"),
+            }})
+        }
+        _ => {
+            let message = field("message");
+            let reason = if field("restarts").as_i64().unwrap_or(0) > 0 {
+                "CrashLoopBackOff"
+            } else {
+                "ContainerCreating"
+            };
+            let mut waiting = json!({"reason": reason});
+            if message.is_string() {
+                waiting["message"] = message;
+            }
+            json!({"waiting": waiting})
+        }
+    }
 }
 
 #[cfg(test)]
@@ -61,6 +102,15 @@ mod tests {
             (Some("Running"), Some("10.0.0.5"))
         );
         assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 2);
+        assert!(pod["status"]["containerStatuses"][0]["state"]["running"].is_object());
+        let failed = pod_from_application(&json!({
+            "metadata": {"name": "job"},
+            "spec": {"command": ["/bin/false"], "resources": {"limits": {"memory": "64Mi"}}},
+            "status": {"phase": "Failed", "exitCode": 137, "message": "OOMKilled: the memory limit was exceeded"},
+        }));
+        assert_eq!(failed["spec"]["containers"][0]["resources"]["limits"]["memory"], "64Mi");
+        assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "OOMKilled");
+        assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137);
         assert_eq!(pod_from_application(&json!({"metadata": {"name": "new"}}))["status"]["phase"], "Pending");
     }
 }

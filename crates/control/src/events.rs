@@ -17,6 +17,8 @@ pub struct Involved {
     pub namespace: String,
     /// Its name.
     pub name: String,
+    /// Its uid, when known: `kubectl describe` finds an object's Events by it.
+    pub uid: String,
 }
 
 /// Whether an Event is routine or something an operator should look at.
@@ -65,6 +67,10 @@ impl Recorder {
             "source": {"component": self.component},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         });
+        let mut event = event;
+        if !involved.uid.is_empty() {
+            event["involvedObject"]["uid"] = json!(involved.uid);
+        }
         self.client.create(&resource, Some(namespace), event).await.map(|_| ())
     }
 }

@@ -64,6 +64,7 @@ impl NodeCsrReconciler {
             kind: "CertificateSigningRequest".to_owned(),
             namespace: String::new(),
             name: name.to_owned(),
+            uid: String::new(),
         };
         if let Err(error) = self.events.record(&involved, severity, reason, message).await {
             tracing::warn!(%error, request = name, reason, "cannot record an event");

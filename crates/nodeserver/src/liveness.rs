@@ -9,7 +9,7 @@ use kayra_control::events::{Involved, Severity};
 use kayra_control::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::RegistryError;
+use kayra_registry::{RegistryError, meta_str};
 use serde_json::{Value, json};
 
 use crate::{Inner, NodeServer};
@@ -79,6 +79,7 @@ impl Reconciler for Liveness {
             kind: "Node".into(),
             namespace: String::new(),
             name: name.into(),
+            uid: meta_str(&node, "uid").to_owned(),
         };
         let message = format!("Node {name} status is now: NodeNotReady");
         if let Err(error) =

@@ -209,6 +209,7 @@ impl Session {
             kind: "Application".into(),
             namespace: event.namespace,
             name: event.name,
+            uid: event.uid,
         };
         let severity = if event.type_ == "Warning" { Severity::Warning } else { Severity::Normal };
         recorder

@@ -143,6 +143,7 @@ async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Obje
         kind: "Node".into(),
         namespace: String::new(),
         name: node.into(),
+        uid: meta_str(&created, "uid").to_owned(),
     };
     let message = format!("Node {node} registered itself and is cordoned until an operator uncordons it");
     if let Err(error) = inner.recorder.record(&involved, Severity::Normal, "RegisteredNode", &message).await {

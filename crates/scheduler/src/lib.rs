@@ -99,12 +99,14 @@ impl Placer {
         Loop::new("placement", self).source(source).concurrency(2)
     }
 
-    fn involved(&self, namespace: &str, name: &str) -> Involved {
+    fn involved(&self, application: &Object) -> Involved {
+        let (namespace, name) = (meta_str(application, "namespace"), meta_str(application, "name"));
         Involved {
             api_version: format!("{}/{}", self.applications.group, self.applications.version),
             kind: "Application".into(),
             namespace: namespace.into(),
             name: name.into(),
+            uid: meta_str(application, "uid").into(),
         }
     }
 
@@ -187,19 +189,18 @@ impl Reconciler for Placer {
                     Err(error) => return Err(error.into()),
                 };
                 let message = format!("Successfully assigned {namespace}/{name} to {node}");
+                let involved = self.involved(&bound);
                 self.scheduled(bound, "True", "Scheduled", &message).await?;
-                if let Err(error) = self
-                    .recorder
-                    .record(&self.involved(namespace, name), Severity::Normal, "Scheduled", &message)
-                    .await
+                if let Err(error) =
+                    self.recorder.record(&involved, Severity::Normal, "Scheduled", &message).await
                 {
                     tracing::debug!(%error, "the Scheduled event was not recorded");
                 }
                 Ok(Action::AwaitChange)
             }
             Placement::Pending(message) => {
+                let involved = self.involved(&application);
                 if self.scheduled(application, "False", "Unschedulable", &message).await? {
-                    let involved = self.involved(namespace, name);
                     if let Err(error) =
                         self.recorder.record(&involved, Severity::Warning, "FailedScheduling", &message).await
                     {

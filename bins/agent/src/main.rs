@@ -1,0 +1,137 @@
+//! `kayra-agent`: `join` a fleet once (and go straight on to run), then `run`. The hidden
+//! `supervise` subcommand is the per-Application supervisor the runtime starts.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use kayra_agent::AgentConfig;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(name = "kayra-agent", version, about = "The Kayra node agent")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct Node {
+    /// The node's name (default: the host's name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Where the agent keeps its credentials and Applications (default `/var/lib/kayra-agent`
+    /// as root, else `./kayra-agent-data`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Join a fleet with a bootstrap token, then run (what `kayra-controller token create
+    /// --print-join-command` prints).
+    Join {
+        /// The controller, `https://<host>:6443`.
+        #[arg(long)]
+        server: String,
+        /// The bootstrap token, `<id>.<secret>`.
+        #[arg(long)]
+        token: String,
+        /// The SHA-256 of the cluster CA's public key, `sha256:<hex>`: the controller is
+        /// trusted only if it presents that CA, checked before the token is sent.
+        #[arg(long)]
+        ca_cert_hash: String,
+        #[command(flatten)]
+        node: Node,
+        /// Join only; do not go on to run.
+        #[arg(long)]
+        join_only: bool,
+    },
+    /// Run the node: hold its session and run its Applications.
+    Run {
+        #[command(flatten)]
+        node: Node,
+    },
+    /// The supervisor of one Application's process (started by the agent itself).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn config(node: &Node) -> Result<AgentConfig, String> {
+    let exe = std::env::current_exe().map_err(|error| format!("cannot find this executable: {error}"))?;
+    let node_name = node.name.clone().unwrap_or_else(kayra_agent::default_node_name);
+    if !node_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+        || node_name.is_empty()
+    {
+        return Err(format!("the node name {node_name:?} is not a DNS subdomain; pass --name"));
+    }
+    Ok(AgentConfig {
+        data_dir: node.data_dir.clone().unwrap_or_else(kayra_agent::default_data_dir),
+        node_name,
+        supervisor: vec![exe.display().to_string(), "supervise".to_owned()],
+        server: None,
+        session: kayra_agent::SessionConfig::default(),
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Supervise { args } = cli.command {
+        let code = kayra_node::supervise_main(args);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("KAYRA_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime starts");
+    let result = runtime.block_on(async {
+        let (node, join) = match &cli.command {
+            Command::Join { server, token, ca_cert_hash, node, join_only } => {
+                (node, Some((server, token, ca_cert_hash, *join_only)))
+            }
+            Command::Run { node } => (node, None),
+            Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
+        };
+        let config = config(node).map_err(anyhow::Error::msg)?;
+        if let Some((server, token, hash, join_only)) = join {
+            kayra_agent::join(&config, server, token, hash).await?;
+            if join_only {
+                return Ok(());
+            }
+        }
+        let stop = CancellationToken::new();
+        tokio::spawn({
+            let stop = stop.clone();
+            async move {
+                shutdown_signal().await;
+                stop.cancel();
+            }
+        });
+        kayra_agent::run(config, stop).await
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kayra-agent: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn shutdown_signal() {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM can be handled");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    tracing::info!("stopping; the node's Applications keep running");
+}

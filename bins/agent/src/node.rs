@@ -1,0 +1,215 @@
+//! The process runtime (`kayra-node`) as the session's [`Workloads`]: decodes the desired
+//! state's documents, translates statuses, events, usage and logs into the session's messages,
+//! and describes the host as the node's status.
+
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use kayra_api::kinds::application::Application;
+use kayra_api::kinds::secret::Secret;
+use kayra_api::session::{
+    ApplicationReport, DesiredState, Document, LogRequest, NodeEvent, NodeInfo, NodeReport, UsageSample,
+};
+use kayra_node::facts::NodeFacts;
+use kayra_node::runtime::{self, AppReport, Desired, EventType, Runtime};
+use serde::de::DeserializeOwned;
+use tokio::sync::broadcast;
+
+use crate::session::Workloads;
+
+/// How many status changes and events wait for a slow session before it must resynchronise.
+const BACKLOG: usize = 1024;
+
+/// The node: the runtime and the host it runs on.
+pub(crate) struct Node {
+    runtime: Arc<Runtime>,
+    facts: NodeFacts,
+    statuses: broadcast::Sender<ApplicationReport>,
+    events: broadcast::Sender<NodeEvent>,
+}
+
+impl Node {
+    pub(crate) fn new(runtime: Runtime) -> Node {
+        let runtime = Arc::new(runtime);
+        let facts = Runtime::node_facts();
+        let (statuses, _) = broadcast::channel(BACKLOG);
+        let (events, _) = broadcast::channel(BACKLOG);
+        let address = internal_ip(&facts);
+        tokio::spawn(forward_statuses(runtime.clone(), statuses.clone(), address));
+        tokio::spawn(forward_events(runtime.clone(), events.clone()));
+        Node { runtime, facts, statuses, events }
+    }
+
+    /// Stops supervising; what runs keeps running.
+    pub(crate) async fn close(self) {
+        if let Ok(runtime) = Arc::try_unwrap(self.runtime) {
+            runtime.close().await;
+        }
+    }
+}
+
+fn internal_ip(facts: &NodeFacts) -> Option<String> {
+    facts.addresses.iter().find(|a| a.type_ == "InternalIP").map(|a| a.address.clone())
+}
+
+/// The session's form of a runtime report; `None` for an Application the runtime forgot.
+fn report(report: AppReport, address: Option<&str>) -> Option<ApplicationReport> {
+    let mut status = report.status?;
+    if status.address.is_none() && status.phase.as_deref() == Some("Running") {
+        status.address = address.map(str::to_owned);
+    }
+    Some(ApplicationReport { namespace: report.namespace, name: report.name, uid: report.uid, status })
+}
+
+async fn forward_statuses(
+    runtime: Arc<Runtime>,
+    out: broadcast::Sender<ApplicationReport>,
+    address: Option<String>,
+) {
+    let (_, mut changes) = runtime.subscribe();
+    loop {
+        match changes.recv().await {
+            Ok(change) => {
+                if let Some(change) = report(change, address.as_deref()) {
+                    let _ = out.send(change);
+                }
+            }
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                let (known, fresh) = runtime.subscribe();
+                changes = fresh;
+                for change in known.into_iter().filter_map(|r| report(r, address.as_deref())) {
+                    let _ = out.send(change);
+                }
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+async fn forward_events(runtime: Arc<Runtime>, out: broadcast::Sender<NodeEvent>) {
+    let mut events = runtime.events();
+    loop {
+        match events.recv().await {
+            Ok(event) => {
+                let _ = out.send(NodeEvent {
+                    namespace: event.namespace,
+                    name: event.name,
+                    uid: event.uid,
+                    reason: event.reason,
+                    message: event.message,
+                    type_: match event.type_ {
+                        EventType::Normal => "Normal",
+                        EventType::Warning => "Warning",
+                    }
+                    .into(),
+                });
+            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => tracing::warn!(missed, "events were dropped"),
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+fn decode<T: DeserializeOwned>(documents: &[Document], what: &str) -> Vec<T> {
+    documents
+        .iter()
+        .filter_map(|document| {
+            match serde_json::from_value(serde_json::Value::Object((**document).clone())) {
+                Ok(object) => Some(object),
+                Err(error) => {
+                    tracing::warn!(%error, "a desired {what} does not decode; it is left out");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+fn read_trimmed(path: &str) -> String {
+    std::fs::read_to_string(path).map(|text| text.trim().to_owned()).unwrap_or_default()
+}
+
+#[async_trait::async_trait]
+impl Workloads for Node {
+    fn apply(&self, desired: &DesiredState) {
+        self.runtime.apply(Desired {
+            applications: decode::<Application>(&desired.applications, "application"),
+            secrets: decode::<Secret>(&desired.secrets, "secret"),
+        });
+    }
+
+    fn statuses(&self) -> (Vec<ApplicationReport>, broadcast::Receiver<ApplicationReport>) {
+        let changes = self.statuses.subscribe();
+        let address = internal_ip(&self.facts);
+        let (known, _) = self.runtime.subscribe();
+        (known.into_iter().filter_map(|r| report(r, address.as_deref())).collect(), changes)
+    }
+
+    fn events(&self) -> broadcast::Receiver<NodeEvent> {
+        self.events.subscribe()
+    }
+
+    fn usage(&self) -> Vec<UsageSample> {
+        self.runtime
+            .usage()
+            .into_iter()
+            .map(|sample| UsageSample {
+                namespace: sample.namespace,
+                name: sample.name,
+                uid: sample.uid,
+                cpu_usage_usec: sample.cpu_usec,
+                memory_bytes: sample.memory_bytes,
+                memory_peak_bytes: sample.memory_peak_bytes,
+                pids: sample.pids,
+                oom_kills: sample.oom_kills,
+                memory_total_bytes: 0,
+                timestamp: sample.at.to_string(),
+            })
+            .collect()
+    }
+
+    fn node_report(&self) -> NodeReport {
+        let facts = &self.facts;
+        let resources: std::collections::BTreeMap<String, String> = [
+            ("cpu".to_owned(), facts.cpu_cores.to_string()),
+            ("memory".to_owned(), format!("{}Ki", facts.memory_bytes / 1024)),
+            ("pods".to_owned(), "110".to_owned()),
+        ]
+        .into();
+        NodeReport {
+            capacity: resources.clone(),
+            allocatable: resources,
+            addresses: facts.addresses.iter().map(|a| (a.type_.clone(), a.address.clone())).collect(),
+            info: NodeInfo {
+                operating_system: facts.operating_system.clone(),
+                architecture: facts.architecture.clone(),
+                os_image: facts.os_image.clone(),
+                kernel_version: facts.kernel_version.clone(),
+                agent_version: format!("v{}", env!("CARGO_PKG_VERSION")),
+                machine_id: read_trimmed("/etc/machine-id"),
+                boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
+            },
+            conditions: Vec::new(),
+        }
+    }
+
+    async fn logs(
+        &self,
+        request: &LogRequest,
+    ) -> Result<BoxStream<'static, Result<Vec<u8>, String>>, String> {
+        let asked = runtime::LogRequest {
+            namespace: request.namespace.clone(),
+            name: request.name.clone(),
+            tail_lines: request.tail_lines.and_then(|lines| usize::try_from(lines).ok()),
+            since_seconds: request.since_seconds.and_then(|seconds| u64::try_from(seconds).ok()),
+            since_time: None,
+            timestamps: request.timestamps,
+            previous: request.previous,
+            follow: request.follow,
+            limit_bytes: request.limit_bytes.and_then(|bytes| u64::try_from(bytes).ok()),
+        };
+        let stream = self.runtime.logs(asked).await.map_err(|error| error.to_string())?;
+        Ok(stream.map(|chunk| chunk.map(|bytes| bytes.to_vec()).map_err(|error| error.to_string())).boxed())
+    }
+}

@@ -1,0 +1,62 @@
+//! The controller's own node: with `agent: true` (the default), `kayra-controller` also runs a
+//! node named after the host, in process, joined exactly as any other node joins (a bootstrap
+//! token, the CA pinned by hash, a CSR signed by the controller) and holding the same session.
+//! Its Node is created schedulable before it registers, so a fleet of one runs what it is
+//! given at once.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use kayra_agent::AgentConfig;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::{Config, token};
+
+/// How long the local node's bootstrap token lives: long enough to join.
+const JOIN_TOKEN_TTL: Duration = Duration::from_secs(600);
+
+/// How long the local node waits for the controller to answer before joining.
+const READY_WITHIN: Duration = Duration::from_secs(30);
+
+/// The local node's agent configuration: data under `<dataDir>/agent`, named after the host,
+/// talking to the controller over loopback.
+pub fn agent_config(config: &Config, https_port: u16) -> anyhow::Result<AgentConfig> {
+    let exe = std::env::current_exe().context("cannot find this executable")?;
+    Ok(AgentConfig {
+        data_dir: config.data_dir.join("agent"),
+        node_name: kayra_agent::default_node_name(),
+        supervisor: vec![exe.display().to_string(), "supervise".to_owned()],
+        server: Some(format!("https://127.0.0.1:{https_port}")),
+        session: kayra_agent::SessionConfig::default(),
+    })
+}
+
+/// Joins the local node if it has not joined yet, then runs it until `stop`.
+pub async fn run(config: Config, agent: AgentConfig, stop: CancellationToken) -> anyhow::Result<()> {
+    if !kayra_agent::joined(&agent) {
+        let server = agent.server.clone().unwrap_or_default();
+        let client = kayra_client::Client::from_kubeconfig(&config.data_dir.join("admin.kubeconfig"))?;
+        let deadline = tokio::time::Instant::now() + READY_WITHIN;
+        // The Node exists, schedulable, before the node registers: a self-registered Node would
+        // start cordoned.
+        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": agent.node_name, "labels": {
+            "kubernetes.io/hostname": agent.node_name, "kubernetes.io/os": std::env::consts::OS,
+        }}});
+        loop {
+            match client.send(reqwest::Method::POST, "/api/v1/nodes", Some(&node)).await {
+                Ok(_) | Err(kayra_client::ClientError::Status { code: 409, .. }) => break,
+                Err(error) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(%error, "the controller is not answering yet");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(error) => return Err(anyhow::Error::new(error).context("cannot register the local node")),
+            }
+        }
+        let secret = token::create(&config, JOIN_TOKEN_TTL, "the controller's local node", &[]).await?;
+        let hash = token::ca_cert_hash(&config)?;
+        kayra_agent::join(&agent, &server, &secret, &hash).await.context("the local node cannot join")?;
+    }
+    tracing::info!(node = %agent.node_name, "the local node runs");
+    kayra_agent::run(agent, stop).await
+}
