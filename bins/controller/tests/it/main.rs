@@ -1,6 +1,7 @@
 //! The real binary, driven by the real kubectl: the acceptance script of the kubectl
 //! contract, on the sled store and on a real etcd.
 
+mod agents;
 mod bypass;
 mod csr;
 mod kubectl;
@@ -19,6 +20,7 @@ pub struct Controller {
     dir: tempfile::TempDir,
     https: u16,
     http: u16,
+    args: Vec<String>,
 }
 
 fn free_port() -> u16 {
@@ -26,32 +28,66 @@ fn free_port() -> u16 {
 }
 
 impl Controller {
-    /// Starts the binary with no subcommand (init, then serve) and waits until it answers.
+    /// Starts the binary with no subcommand (init, then serve) and no local node, and waits
+    /// until it answers.
     pub fn start(extra: &[&str]) -> Controller {
+        let mut args = vec!["--no-agent"];
+        args.extend_from_slice(extra);
+        Controller::launch(&args)
+    }
+
+    /// As [`Controller::start`], with the local node the binary runs by default.
+    pub fn start_with_local_node(extra: &[&str]) -> Controller {
+        Controller::launch(extra)
+    }
+
+    fn launch(extra: &[&str]) -> Controller {
         let dir = tempfile::tempdir().unwrap();
         let (https, http) = (free_port(), free_port());
-        let log = std::fs::File::create(dir.path().join("controller.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
+        let args: Vec<String> = extra.iter().map(|arg| (*arg).to_owned()).collect();
+        let child = Controller::spawn(dir.path(), https, http, &args);
+        let controller = Controller { child, dir, https, http, args };
+        controller.wait_listening();
+        controller
+    }
+
+    fn spawn(dir: &Path, https: u16, http: u16, args: &[String]) -> Child {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(dir.join("controller.log")).unwrap();
+        Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
             .arg("--data-dir")
-            .arg(dir.path().join("data"))
+            .arg(dir.join("data"))
             .args(["--listen", &format!("127.0.0.1:{https}"), "--http-listen", &format!("127.0.0.1:{http}")])
-            .args(extra)
+            .args(args)
             .env("KAYRA_LOG", "info")
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .expect("the controller starts");
-        let controller = Controller { child, dir, https, http };
+            .expect("the controller starts")
+    }
+
+    fn wait_listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", https)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the controller did not listen within 30 s:\n{}",
-                controller.log()
-            );
+        while std::net::TcpStream::connect(("127.0.0.1", self.https)).is_err() {
+            assert!(Instant::now() < deadline, "the controller did not listen within 30 s:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(50));
         }
-        controller
+    }
+
+    /// Stops the controller (SIGTERM, as an operator's service manager would) and starts it
+    /// again on the same data directory and ports.
+    pub fn restart(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.wait();
+        self.child = Controller::spawn(self.dir.path(), self.https, self.http, &self.args);
+        self.wait_listening();
     }
 
     /// What the controller logged.

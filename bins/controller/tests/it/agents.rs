@@ -1,0 +1,528 @@
+//! A fleet of real `kayra-agent` processes against the real controller binary, on sled and on
+//! a real etcd: joining with a token and the CA's pin, Applications running as real processes
+//! (as the right user), `kubectl logs`, the agent killed with SIGKILL and the controller
+//! restarted without disturbing a workload, deletion within the grace period, restart
+//! policies, jobs, memory limits, liveness probes, and what a node's certificate may not do.
+//!
+//! Every workload's argv carries a marker unique to its test; a test stops only the processes
+//! it started, found by that marker or by its agents' own data directories.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::{Controller, have_kubectl};
+
+/// The `kayra-agent` binary: built beside the controller by the workspace's test run.
+fn agent_binary() -> PathBuf {
+    let path = Path::new(env!("CARGO_BIN_EXE_kayra-controller")).with_file_name("kayra-agent");
+    assert!(path.exists(), "{} is missing: build it with `cargo build -p kayra-agent`", path.display());
+    path
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    format!("{prefix}-{}-{}", std::process::id(), nanos % 1_000_000_000)
+}
+
+/// The processes whose command line contains `needle`: `(pid, real uid)`.
+fn processes_with(needle: &str) -> Vec<(u32, u32)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        if !String::from_utf8_lossy(&cmdline).contains(needle) {
+            continue;
+        }
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let uid = status
+            .lines()
+            .find(|line| line.starts_with("Uid:"))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|uid| uid.parse().ok())
+            .unwrap_or(u32::MAX);
+        found.push((pid, uid));
+    }
+    found
+}
+
+fn kill_all_with(needle: &str) {
+    for (pid, _) in processes_with(needle) {
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+    }
+}
+
+fn wait_for<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "{what} did not happen within {within:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A `kayra-agent` process with its own name and data directory; on drop it is killed, and
+/// so is everything its supervisors run (found by its data directory, which is in their argv).
+struct Agent {
+    child: Option<Child>,
+    name: String,
+    dir: tempfile::TempDir,
+}
+
+impl Agent {
+    /// `kayra-agent join` with the line `token create --print-join-command` printed, plus a
+    /// name and a data directory; it goes straight on to run.
+    fn join(join_line: &str, name: &str) -> Agent {
+        let dir = tempfile::tempdir().unwrap();
+        let mut words = join_line.split_whitespace();
+        assert_eq!((words.next(), words.next()), (Some("kayra-agent"), Some("join")), "{join_line}");
+        let child = Command::new(agent_binary())
+            .arg("join")
+            .args(words)
+            .args(["--name", name, "--data-dir"])
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.path().join("agent.log")).unwrap())
+            .spawn()
+            .expect("the agent starts");
+        Agent { child: Some(child), name: name.to_owned(), dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// SIGKILL: no chance to clean up.
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// `kayra-agent run` on the same data directory.
+    fn run(&mut self) {
+        let log = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("agent.log")).unwrap();
+        let child = Command::new(agent_binary())
+            .args(["run", "--name", &self.name, "--data-dir"])
+            .arg(self.data())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("the agent starts");
+        self.child = Some(child);
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+        kill_all_with(&self.data().display().to_string());
+    }
+}
+
+fn join_line(controller: &Controller) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
+        .arg("--data-dir")
+        .arg(controller.scratch().join("data"))
+        .args(["--listen", controller.url().trim_start_matches("https://")])
+        .args(["token", "create", "--print-join-command"])
+        .output()
+        .expect("the controller binary runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+fn kubectl_ok(controller: &Controller, args: &[&str]) -> String {
+    let output = controller.kubectl(args);
+    assert!(output.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn get_json(controller: &Controller, args: &[&str]) -> Option<Value> {
+    let mut all = args.to_vec();
+    all.extend(["-o", "json"]);
+    let output = controller.kubectl(&all);
+    output.status.success().then(|| serde_json::from_slice(&output.stdout).ok()).flatten()
+}
+
+fn apply(controller: &Controller, manifest: &Value) {
+    let path = controller.scratch().join(format!("{}.json", unique("manifest")));
+    std::fs::write(&path, manifest.to_string()).unwrap();
+    kubectl_ok(controller, &["apply", "-f", path.to_str().unwrap()]);
+}
+
+fn application(name: &str, node: &str, spec: Value) -> Value {
+    let mut spec = spec;
+    spec["placement"] = json!({"nodeName": node});
+    json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": name, "namespace": "default"}, "spec": spec})
+}
+
+fn app_status(controller: &Controller, name: &str) -> Value {
+    get_json(controller, &["get", "app", name]).map(|app| app["status"].clone()).unwrap_or(Value::Null)
+}
+
+/// Two agents joined and uncordoned; answers them.
+fn two_nodes(controller: &Controller) -> (Agent, Agent) {
+    let line = join_line(controller);
+    let a = Agent::join(&line, &unique("node-a"));
+    let b = Agent::join(&line, &unique("node-b"));
+    for agent in [&a, &b] {
+        wait_for(&format!("node {} to be Ready", agent.name), Duration::from_secs(30), || {
+            let node = get_json(controller, &["get", "node", &agent.name])?;
+            let ready = node["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            ready.then_some(())
+        });
+        // A node that registered itself starts cordoned.
+        let node = get_json(controller, &["get", "node", &agent.name]).unwrap();
+        assert_eq!(node["spec"]["unschedulable"], true, "{}", agent.log());
+        kubectl_ok(controller, &["uncordon", &agent.name]);
+    }
+    (a, b)
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+}
+
+/// The one process of a workload, by its marker, once it runs.
+fn the_process(marker: &str) -> (u32, u32) {
+    wait_for(&format!("the process of {marker}"), Duration::from_secs(30), || {
+        let found: Vec<(u32, u32)> =
+            processes_with(marker).into_iter().filter(|(pid, _)| !is_supervisor(*pid)).collect();
+        (found.len() == 1).then(|| found[0])
+    })
+}
+
+fn is_supervisor(pid: u32) -> bool {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    String::from_utf8_lossy(&cmdline).contains("supervise")
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) != Some("Z")
+    })
+}
+
+fn a_fleet_runs_applications(controller: &mut Controller) {
+    let (mut a, _b) = two_nodes(controller);
+    let marker = unique("tick");
+    let script = format!("echo started-{marker}; while true; do echo tick-{marker}; sleep 1; done");
+    apply(
+        controller,
+        &application(
+            "ticker",
+            &a.name,
+            json!({"command": ["/bin/sh", "-c", script], "lifecycle": {"terminationGracePeriodSeconds": 3}}),
+        ),
+    );
+    wait_for("ticker to run", Duration::from_secs(30), || {
+        (app_status(controller, "ticker")["phase"] == "Running").then_some(())
+    });
+    let (pid, uid) = the_process(&marker);
+    if is_root() {
+        assert_eq!(uid, 65532, "a root agent runs the workload as the default runAsUser");
+    }
+    let pods = kubectl_ok(controller, &["get", "pods", "-o", "wide"]);
+    assert!(pods.contains("ticker") && pods.contains("Running") && pods.contains(&a.name), "{pods}");
+
+    // `kubectl logs` and `logs -f`.
+    let logs = wait_for("ticker's output", Duration::from_secs(15), || {
+        let logs = kubectl_ok(controller, &["logs", "ticker"]);
+        logs.contains(&format!("started-{marker}")).then_some(logs)
+    });
+    assert!(logs.contains(&format!("tick-{marker}")), "{logs}");
+    let followed = controller.scratch().join("followed.txt");
+    let mut follow = controller.kubectl_background(&["logs", "-f", "--tail=1", "ticker"], &followed);
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = follow.kill();
+    let _ = follow.wait();
+    let followed = std::fs::read_to_string(&followed).unwrap_or_default();
+    assert!(
+        followed.matches(&format!("tick-{marker}")).count() >= 2,
+        "logs -f follows new lines: {followed:?}"
+    );
+
+    // SIGKILL of the agent leaves the workload running; the restarted agent reports the same
+    // process, not restarted.
+    a.kill();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(alive(pid), "killing the agent killed its workload");
+    a.run();
+    wait_for("the agent to be back", Duration::from_secs(30), || {
+        let log = a.log();
+        (log.matches("the node session is open").count() >= 2).then_some(())
+    });
+    assert_eq!(the_process(&marker), (pid, uid), "the same process, not a new one");
+    let status = app_status(controller, "ticker");
+    assert_eq!(
+        (status["phase"].as_str(), status["restarts"].as_i64()),
+        (Some("Running"), Some(0)),
+        "{status}"
+    );
+
+    // A restart of the controller changes nothing on the nodes.
+    controller.restart();
+    wait_for("the agent to reconnect", Duration::from_secs(30), || {
+        (a.log().matches("the node session is open").count() >= 3).then_some(())
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(the_process(&marker), (pid, uid), "the controller's restart disturbed the workload");
+    assert_eq!(app_status(controller, "ticker")["restarts"], 0);
+
+    // Deleting stops the process within its grace period, and the object goes.
+    let deleted = Instant::now();
+    kubectl_ok(controller, &["delete", "app", "ticker"]);
+    wait_for("ticker's process to stop", Duration::from_secs(10), || (!alive(pid)).then_some(()));
+    assert!(deleted.elapsed() < Duration::from_secs(8), "stopped after {:?}", deleted.elapsed());
+    assert!(get_json(controller, &["get", "app", "ticker"]).is_none(), "the object is gone");
+}
+
+#[test]
+fn a_fleet_of_agents_runs_applications_on_sled() {
+    if !have_kubectl() {
+        return;
+    }
+    let mut controller = Controller::start(&["--store", "sled"]);
+    a_fleet_runs_applications(&mut controller);
+}
+
+#[test]
+fn a_fleet_of_agents_runs_applications_on_etcd() {
+    if !have_kubectl() {
+        return;
+    }
+    use kayra_store_etcd::test_server::{EtcdServer, StartError, skip_test};
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let etcd = match runtime.block_on(EtcdServer::start()) {
+        Ok(server) => server,
+        Err(StartError::Missing) => return skip_test(StartError::Missing),
+        Err(error) => panic!("{error}"),
+    };
+    let mut controller = Controller::start(&["--store", "etcd", "--etcd-endpoints", etcd.endpoint()]);
+    a_fleet_runs_applications(&mut controller);
+}
+
+#[test]
+fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does() {
+    if !have_kubectl() {
+        return;
+    }
+    let controller = Controller::start(&["--store", "sled"]);
+    let (a, b) = two_nodes(&controller);
+    let marker = unique("life");
+    let sh = |script: &str| json!(["/bin/sh", "-c", format!("{script} # {marker}")]);
+    apply(
+        &controller,
+        &application(
+            "flaky",
+            &a.name,
+            json!({"command": sh("echo once; exit 3"), "lifecycle": {"restartPolicy": "OnFailure"}}),
+        ),
+    );
+    apply(
+        &controller,
+        &application(
+            "job",
+            &a.name,
+            json!({"command": sh("exit 7"), "lifecycle": {"restartPolicy": "Never"}}),
+        ),
+    );
+    apply(
+        &controller,
+        &application(
+            "hog",
+            &a.name,
+            json!({"command": ["/usr/bin/python3", "-c", format!("x = bytearray(256 << 20); import time; time.sleep(60)  # {marker}")],
+                   "lifecycle": {"restartPolicy": "Never"}, "resources": {"limits": {"memory": "64Mi"}}}),
+        ),
+    );
+    apply(
+        &controller,
+        &application(
+            "unhealthy",
+            &b.name,
+            json!({"command": sh("sleep 600"),
+                   "probes": {"liveness": {"exec": {"command": ["/bin/false"]}, "periodSeconds": 1, "failureThreshold": 1}}}),
+        ),
+    );
+    // A job reports Failed with its exit code.
+    let job = wait_for("the job to fail", Duration::from_secs(30), || {
+        let status = app_status(&controller, "job");
+        (status["phase"] == "Failed").then_some(status)
+    });
+    assert_eq!(job["exitCode"], 7, "{job}");
+    // A process that exceeds its memory limit is killed, and reported as OOMKilled.
+    let hog = wait_for("the hog to be killed", Duration::from_secs(60), || {
+        let status = app_status(&controller, "hog");
+        (status["phase"] == "Failed").then_some(status)
+    });
+    assert_eq!(hog["exitCode"], 137, "{hog}");
+    assert!(hog["message"].as_str().unwrap_or_default().contains("OOMKilled"), "{hog}");
+    let described = kubectl_ok(&controller, &["describe", "pod", "hog"]);
+    assert!(described.contains("OOMKilled"), "{described}");
+    // OnFailure restarts with back-off (kubelet's: 10 s first).
+    let flaky = wait_for("flaky to be restarted", Duration::from_secs(45), || {
+        let status = app_status(&controller, "flaky");
+        (status["restarts"].as_i64().unwrap_or(0) >= 1).then_some(status)
+    });
+    assert_ne!(flaky["phase"], "Succeeded", "{flaky}");
+    // A failing liveness probe restarts the process, with Events saying so.
+    wait_for("unhealthy to be restarted", Duration::from_secs(45), || {
+        (app_status(&controller, "unhealthy")["restarts"].as_i64().unwrap_or(0) >= 1).then_some(())
+    });
+    let events =
+        kubectl_ok(&controller, &["get", "events", "--field-selector", "involvedObject.name=unhealthy"]);
+    assert!(events.contains("Unhealthy") && events.contains("Killing"), "{events}");
+    let events = kubectl_ok(&controller, &["get", "events", "--field-selector", "involvedObject.name=flaky"]);
+    assert!(events.contains("BackOff"), "{events}");
+    for name in ["flaky", "job", "hog", "unhealthy"] {
+        kubectl_ok(&controller, &["delete", "app", name]);
+    }
+    kill_all_with(&marker);
+}
+
+/// `curl` with node `agent`'s own certificate: the HTTP status.
+fn curl_as_node(
+    controller: &Controller,
+    agent: &Agent,
+    method: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> u16 {
+    let pki = agent.data().join("pki");
+    let mut command = Command::new("curl");
+    command
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method, "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("node.crt"))
+        .arg("--key")
+        .arg(pki.join("node.key"))
+        .args(["-H", "Content-Type: application/merge-patch+json"]);
+    if let Some(body) = body {
+        command.args(["-d", &body.to_string()]);
+    }
+    let output = command.arg(format!("{}{path}", controller.url())).output().expect("curl runs");
+    String::from_utf8_lossy(&output.stdout).trim().parse().unwrap_or(0)
+}
+
+#[test]
+fn a_node_certificate_reaches_nothing_beyond_its_node() {
+    if !have_kubectl() {
+        return;
+    }
+    let controller = Controller::start(&["--store", "sled"]);
+    let (a, b) = two_nodes(&controller);
+    let marker = unique("confined");
+    let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"}, "stringData": {"password": "x"}});
+    apply(&controller, &secret);
+    let on_b = json!({"command": ["/bin/sh", "-c", format!("sleep 600 # {marker}")]});
+    apply(&controller, &application("theirs", &b.name, on_b.clone()));
+    apply(&controller, &application("ours", &a.name, on_b));
+    wait_for("both to run", Duration::from_secs(30), || {
+        (app_status(&controller, "theirs")["phase"] == "Running"
+            && app_status(&controller, "ours")["phase"] == "Running")
+            .then_some(())
+    });
+    let apps = "/apis/fleet.example.com/v1/namespaces/default/applications";
+    let patch = json!({"status": {"phase": "Failed"}});
+    let cases: Vec<(&str, String, Option<Value>, &str)> = vec![
+        ("GET", format!("{apps}/ours"), None, "read an Application, even its own"),
+        ("GET", apps.to_owned(), None, "list Applications"),
+        ("GET", "/apis/fleet.example.com/v1/namespaces/default/secrets/db".to_owned(), None, "read a Secret"),
+        (
+            "PATCH",
+            format!("{apps}/ours"),
+            Some(json!({"spec": {"args": ["x"]}})),
+            "change an Application's spec",
+        ),
+        (
+            "PATCH",
+            format!("{apps}/theirs/status"),
+            Some(patch.clone()),
+            "write another node's Application's status",
+        ),
+        (
+            "PATCH",
+            format!("/api/v1/nodes/{}/status", b.name),
+            Some(json!({"status": {"capacity": {"cpu": "64"}}})),
+            "write another node's status",
+        ),
+        (
+            "PATCH",
+            format!("/api/v1/nodes/{}", a.name),
+            Some(json!({"spec": {"unschedulable": false}, "metadata": {"labels": {"x": "y"}}})),
+            "label itself",
+        ),
+    ];
+    for (method, path, body, what) in cases {
+        let code = curl_as_node(&controller, &a, method, &path, body.as_ref());
+        assert_eq!(code, 403, "a node's certificate may not {what} ({method} {path})");
+    }
+    // What it may do: write its own status.
+    assert_eq!(curl_as_node(&controller, &a, "GET", &format!("/api/v1/nodes/{}", a.name), None), 200);
+    for name in ["theirs", "ours"] {
+        kubectl_ok(&controller, &["delete", "app", name]);
+    }
+    kill_all_with(&marker);
+}
+
+#[test]
+fn join_refuses_a_controller_whose_ca_does_not_match_the_pin() {
+    let controller = Controller::start(&["--store", "memory"]);
+    let line = join_line(&controller);
+    let wrong = format!("sha256:{}", "0".repeat(64));
+    let pinned = line.split_whitespace().skip_while(|w| *w != "--ca-cert-hash").nth(1).unwrap().to_owned();
+    let line = line.replace(&pinned, &wrong);
+    let mut agent = Agent::join(&line, &unique("impostor"));
+    let status = agent.child.take().unwrap().wait().unwrap();
+    assert!(!status.success());
+    let log = agent.log();
+    assert!(log.contains("pin") || log.contains("hash"), "{log}");
+    assert!(
+        !controller.log().contains("system:bootstrap:"),
+        "the token reached the controller: {}",
+        controller.log()
+    );
+}
+
+#[test]
+fn the_controller_alone_is_a_fleet_of_one() {
+    if !have_kubectl() {
+        return;
+    }
+    let controller = Controller::start_with_local_node(&["--store", "sled"]);
+    let marker = unique("local");
+    let app = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": "hello", "namespace": "default"},
+                     "spec": {"command": ["/bin/sh", "-c", format!("echo hello-{marker}; sleep 600")]}});
+    apply(&controller, &app);
+    kubectl_ok(&controller, &["wait", "--for=condition=Ready", "app/hello", "--timeout=60s"]);
+    let logs = wait_for("hello's output", Duration::from_secs(15), || {
+        let logs = kubectl_ok(&controller, &["logs", "hello"]);
+        logs.contains(&format!("hello-{marker}")).then_some(logs)
+    });
+    assert!(logs.contains("hello-"), "{logs}");
+    let (pid, _) = the_process(&marker);
+    kubectl_ok(&controller, &["delete", "app", "hello"]);
+    wait_for("hello to stop", Duration::from_secs(40), || (!alive(pid)).then_some(()));
+    kill_all_with(&controller.scratch().join("data/agent").display().to_string());
+}
