@@ -435,7 +435,7 @@ mod tests {
     #[test]
     fn the_signature_ignores_status_and_sees_generation_deletion_and_recreation() {
         let web = application("web", "n1", "u1", 1, &[]);
-        let base = signature(&[web.clone()], &[]);
+        let base = signature(std::slice::from_ref(&web), &[]);
         let mut with_status = (*web).clone();
         with_status.insert("status".into(), json!({"phase": "Running"}));
         with_status["metadata"]["resourceVersion"] = json!("99");
@@ -451,7 +451,7 @@ mod tests {
         deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         assert_ne!(signature(&[Arc::new(deleting)], &[]), base, "being deleted");
         assert_ne!(
-            signature(&[web.clone()], &[secret("s", "1")]),
+            signature(std::slice::from_ref(&web), &[secret("s", "1")]),
             signature(&[web], &[secret("s", "2")]),
             "secret data"
         );

@@ -200,12 +200,11 @@ impl Reconciler for Placer {
             }
             Placement::Pending(message) => {
                 let involved = self.involved(&application);
-                if self.scheduled(application, "False", "Unschedulable", &message).await? {
-                    if let Err(error) =
+                if self.scheduled(application, "False", "Unschedulable", &message).await?
+                    && let Err(error) =
                         self.recorder.record(&involved, Severity::Warning, "FailedScheduling", &message).await
-                    {
-                        tracing::debug!(%error, "the FailedScheduling event was not recorded");
-                    }
+                {
+                    tracing::debug!(%error, "the FailedScheduling event was not recorded");
                 }
                 Ok(Action::RequeueAfter(RETRY))
             }

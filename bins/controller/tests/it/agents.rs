@@ -526,3 +526,29 @@ fn the_controller_alone_is_a_fleet_of_one() {
     wait_for("hello to stop", Duration::from_secs(40), || (!alive(pid)).then_some(()));
     kill_all_with(&controller.scratch().join("data/agent").display().to_string());
 }
+
+#[test]
+fn a_silent_node_becomes_ready_unknown_with_an_event() {
+    if !have_kubectl() {
+        return;
+    }
+    let settings = tempfile::tempdir().unwrap();
+    let config = settings.path().join("kayra.yaml");
+    std::fs::write(&config, "nodeReadyTimeoutSeconds: 12\n").unwrap();
+    let controller = Controller::start(&["--store", "memory", "--config", config.to_str().unwrap()]);
+    let mut agent = Agent::join(&join_line(&controller), &unique("silent"));
+    let name = agent.name.clone();
+    let ready = |status: &str| {
+        let node = get_json(&controller, &["get", "node", &name])?;
+        let conditions = node["status"]["conditions"].as_array()?.clone();
+        conditions.iter().any(|c| c["type"] == "Ready" && c["status"] == status).then_some(())
+    };
+    wait_for("the node to be Ready", Duration::from_secs(30), || ready("True"));
+    agent.kill();
+    wait_for("the node to be Ready=Unknown", Duration::from_secs(40), || ready("Unknown"));
+    let events = kubectl_ok(
+        &controller,
+        &["get", "events", "-n", "default", "--field-selector", &format!("involvedObject.name={name}")],
+    );
+    assert!(events.contains("NodeNotReady"), "{events}");
+}

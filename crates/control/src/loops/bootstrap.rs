@@ -23,7 +23,10 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     let role = |name: &str, rules: Value| json!({"apiVersion": api_version, "kind": "ClusterRole", "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules});
     let workloads = json!(["applications", "applicationsets", "services"]);
     // Pods are a read-only view of Applications; events are written by the system.
-    let core = json!({"apis": [""], "resources": ["pods", "events"], "verbs": ["get", "list", "watch"]});
+    let core =
+        json!({"apis": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]});
+    // An Application's output, as `kubectl logs` reads it through pods or directly.
+    let logs = json!({"apis": [fleet], "resources": ["applications/log"], "verbs": ["get"]});
     let statuses = json!(["applications/status", "applicationsets/status"]);
     let roles = vec![
         role(
@@ -53,6 +56,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [catalog], "resources": ["subscriptions"], "verbs": writes},
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["*"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch", "update", "patch"]},
+                logs.clone(),
             ]),
         ),
         role(
@@ -63,6 +67,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 core,
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
+                logs.clone(),
             ]),
         ),
         role(
@@ -72,6 +77,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [catalog], "resources": ["subscriptions"], "verbs": ["get", "list", "watch"]},
                 core,
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
+                logs,
             ]),
         ),
         // A node writes its own Node (NodeRestriction admission confines it to that one), renews
