@@ -111,7 +111,10 @@ fn resource(group: &str, plural: &str, namespaced: bool) -> Resource {
 #[test]
 fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
     let chain = Chain::standard("example.com", Arc::new(rbac()));
-    assert_eq!(chain.plugin_names(), ["RBACEscalation", "WorkloadReferences", "NodeRestriction"]);
+    assert_eq!(
+        chain.plugin_names(),
+        ["RBACEscalation", "WorkloadReferences", "RunAsNonRoot", "NodeRestriction"]
+    );
     let roles = resource("authorization.example.com", "roles", true);
     let request =
         |operation, dry_run| AdmissionRequest { resource: &roles, operation, part: Part::Main, dry_run };
