@@ -5,9 +5,10 @@
 //!
 //! Start at [`Chain::standard`], the plugins every Kayra server runs: [`rbac_escalation`] (an
 //! RBAC object grants only what its writer holds), [`workload_references`] (a workload names only
-//! Secrets and Services its writer may read) and [`node_restriction`] (a node writes only its own
-//! Node) and [`certificate_requests`] (who asked for a certificate is stamped, and only the
-//! approval subresource decides). [`Chain::for_caller`] binds a chain to one writer as the registry's
+//! Secrets and Services its writer may read), [`run_as_non_root`] (no workload runs as root),
+//! [`node_restriction`] (a node writes only its own Node and its Applications' status) and
+//! [`certificate_requests`] (who asked for a certificate is stamped, and only the approval
+//! subresource decides). [`Chain::for_caller`] binds a chain to one writer as the registry's
 //! [`kayra_registry::Admission`] port. A plugin reads what it needs through [`ports`], never the
 //! store directly.
 //!
@@ -19,6 +20,7 @@ pub mod certificate_requests;
 pub mod node_restriction;
 pub mod ports;
 pub mod rbac_escalation;
+pub mod run_as_non_root;
 pub mod workload_references;
 
 use std::borrow::Cow;
@@ -99,6 +101,7 @@ impl Chain {
             .with_mutating(Arc::new(certificate_requests::CertificateRequests))
             .with_validating(Arc::new(rbac_escalation::RbacEscalation::new(domain, permissions.clone())))
             .with_validating(Arc::new(workload_references::WorkloadReferences::new(domain, permissions)))
+            .with_validating(Arc::new(run_as_non_root::RunAsNonRoot::new(domain)))
             .with_validating(Arc::new(node_restriction::NodeRestriction::new(domain)))
             .with_validating(Arc::new(certificate_requests::CertificateRequests))
     }

@@ -117,6 +117,7 @@ fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
             "CertificateSigningRequest",
             "RBACEscalation",
             "WorkloadReferences",
+            "RunAsNonRoot",
             "NodeRestriction",
             "CertificateSigningRequest"
         ]

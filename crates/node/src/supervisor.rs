@@ -172,7 +172,7 @@ fn supervise(dir: &Path) -> io::Result<()> {
     // agent's terminal closing, does not reach the supervisor or its workload.
     let _ = rustix::process::setsid();
     let spec = read_spec(dir)?;
-    let mut announce = io::stdout();
+    let announce = Arc::new(Announce { stdout: Mutex::new(Some(io::stdout())) });
     let me =
         ProcessId::of(std::process::id()).ok_or_else(|| io::Error::other("no /proc entry for myself"))?;
     let log = Arc::new(Mutex::new(LogWriter::open(&spec.log_path, spec.log_max_bytes, spec.log_files)?));
@@ -194,7 +194,7 @@ fn supervise(dir: &Path) -> io::Result<()> {
     {
         Ok(child) => child,
         Err(error) => {
-            let _ = writeln!(announce, "failed starting the exec shim {shim}: {error}");
+            announce.say(&format!("failed starting the exec shim {shim}: {error}"));
             return Err(error);
         }
     };
@@ -204,8 +204,6 @@ fn supervise(dir: &Path) -> io::Result<()> {
     let started_at = Timestamp::now();
     let mut state = RunState { run: spec.run, supervisor: me, workload, started_at, exit: None };
     write_atomically(&dir.join(STATE_FILE), &state)?;
-    let _ = writeln!(announce, "started {pid}");
-    let _ = announce.flush();
 
     let mut pumps = Vec::new();
     for (stream, pipe) in [
@@ -221,11 +219,15 @@ fn supervise(dir: &Path) -> io::Result<()> {
     let ended = Arc::new(Ended::default());
     let stopped = Arc::new(Mutex::new(false));
     {
-        let (ended, stopped, grace) = (ended.clone(), stopped.clone(), spec.grace_seconds);
-        std::thread::spawn(move || serve_control(listener, group, grace, &ended, &stopped));
+        let (ended, stopped, grace, announce) =
+            (ended.clone(), stopped.clone(), spec.grace_seconds, announce.clone());
+        std::thread::spawn(move || serve_control(listener, group, grace, &ended, &stopped, &announce));
     }
 
     let status = child.wait()?;
+    // Ended before it could tell of its exec (it failed, or was killed): it did run, briefly;
+    // the state file says how it ended.
+    announce.say(&format!("started {pid}"));
     *ended.ended.lock().expect("the ended flag is never poisoned") = true;
     ended.changed.notify_all();
     // The group leader is gone; what it left in its group goes with it.
@@ -273,15 +275,54 @@ fn pump(pipe: Box<dyn Read + Send>, stream: Stream, log: &Mutex<LogWriter>) {
     }
 }
 
-/// Answers stop requests: SIGTERM to the group now, SIGKILL when the grace runs out.
-fn serve_control(listener: UnixListener, group: Pid, grace: u64, ended: &Arc<Ended>, stopped: &Mutex<bool>) {
+/// The supervisor's one line to its starter, said once.
+struct Announce {
+    stdout: Mutex<Option<io::Stdout>>,
+}
+
+impl Announce {
+    fn say(&self, line: &str) {
+        if let Some(mut stdout) = self.stdout.lock().expect("the announcement is never poisoned").take() {
+            let _ = writeln!(stdout, "{line}");
+            let _ = stdout.flush();
+        }
+    }
+}
+
+/// Answers the control socket: the exec shim's `exec` (its connection closes when the workload
+/// execs, which is when the run has started), and stop requests (SIGTERM to the group now,
+/// SIGKILL when the grace runs out).
+fn serve_control(
+    listener: UnixListener,
+    group: Pid,
+    grace: u64,
+    ended: &Arc<Ended>,
+    stopped: &Mutex<bool>,
+    announce: &Arc<Announce>,
+) {
     for connection in listener.incoming() {
         let Ok(mut connection) = connection else { continue };
         let _ = connection.set_read_timeout(Some(Duration::from_secs(5)));
         let mut line = String::new();
-        let _ = BufReader::new(&mut connection).read_line(&mut line);
+        let mut reader = BufReader::new(&mut connection);
+        let _ = reader.read_line(&mut line);
+        let mut said = reader.buffer().to_vec();
         let mut words = line.split_whitespace();
-        if words.next() != Some("stop") {
+        let verb = words.next();
+        if verb == Some("exec") {
+            let announce = announce.clone();
+            let pid = group.as_raw_pid();
+            std::thread::spawn(move || {
+                let _ = connection.set_read_timeout(None);
+                let _ = connection.read_to_end(&mut said);
+                // End of stream with nothing said: the close-on-exec socket went with the exec.
+                if said.is_empty() {
+                    announce.say(&format!("started {pid}"));
+                }
+            });
+            continue;
+        }
+        if verb != Some("stop") {
             let _ = connection.write_all(b"unknown request\n");
             continue;
         }
@@ -334,6 +375,12 @@ fn exec_shim(dir: &Path) -> i32 {
         eprintln!("kayra: empty command");
         return 127;
     };
+    // Held open across the exec: the close-on-exec socket closing tells the supervisor that the
+    // workload runs, with its user and groups already set.
+    let mut hello = UnixStream::connect(dir.join(CONTROL_SOCKET)).ok();
+    if let Some(hello) = hello.as_mut() {
+        let _ = hello.write_all(b"exec\n");
+    }
     let mut command = Command::new(&spec.program);
     command
         .arg0(arg0)
@@ -346,6 +393,9 @@ fn exec_shim(dir: &Path) -> i32 {
         command.uid(uid).gid(gid);
     }
     let error = command.exec();
+    if let Some(hello) = hello.as_mut() {
+        let _ = hello.write_all(format!("failed {error}\n").as_bytes());
+    }
     eprintln!("kayra: exec {}: {error}", spec.program.display());
     if error.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
 }

@@ -31,7 +31,9 @@ fn finished(phase: Phase, reason: Option<&'static str>) -> Next {
 #[test]
 fn each_policy_decides_each_sequence_of_runs() {
     use RestartPolicy::*;
-    let cases: Vec<(RestartPolicy, Option<i64>, Vec<Outcome>, Vec<Next>)> = vec![
+    /// A policy, a back-off limit, how each run ends, and what each end leads to.
+    type Case = (RestartPolicy, Option<i64>, Vec<Outcome>, Vec<Next>);
+    let cases: Vec<Case> = vec![
         (
             Always,
             None,

@@ -62,7 +62,9 @@ fn selection_takes_since_then_the_last_lines() {
         entry(30, false, b"d"),
     ];
     let contents = |entries: Vec<Entry<'static>>| entries.iter().map(|e| e.content).collect::<Vec<_>>();
-    let cases: [(Option<Timestamp>, Option<usize>, Vec<&[u8]>); 6] = [
+    /// Since, tail, and the contents selected.
+    type Case = (Option<Timestamp>, Option<usize>, Vec<&'static [u8]>);
+    let cases: [Case; 6] = [
         (None, None, vec![b"a", b"b", b"c1", b"c2", b"d"]),
         (None, Some(2), vec![b"c1", b"c2", b"d"]),
         (None, Some(0), vec![]),

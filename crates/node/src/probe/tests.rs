@@ -10,8 +10,9 @@ fn probe(success: i64, failure: i64) -> Probe {
 
 #[test]
 fn verdicts_change_after_their_thresholds() {
-    // (readiness?, success threshold, failure threshold, results, verdict changes)
-    let cases: [(bool, i64, i64, &[bool], &[Option<bool>]); 5] = [
+    /// Readiness (else liveness), success threshold, failure threshold, results, verdict changes.
+    type Case = (bool, i64, i64, &'static [bool], &'static [Option<bool>]);
+    let cases: [Case; 5] = [
         (
             true,
             1,

@@ -382,15 +382,16 @@ impl Task {
             .stderr(supervisor_log)
             .spawn()
             .map_err(|error| format!("starting the supervisor {program}: {error}"))?;
-        let supervisor_pid = child.id().ok_or("the supervisor exited at once")?;
+        // Opened while the supervisor is an unreaped child, so its pid cannot name another
+        // process yet; from then on it is waited on through the pidfd, and tokio reaps it.
+        let fd = child
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
+            .and_then(|pid| rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok());
         let stdout = child.stdout.take().ok_or("the supervisor has no stdout")?;
         let mut line = String::new();
         let read =
             tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).read_line(&mut line)).await;
-        let fd = open_pidfd(
-            ProcessId::of(supervisor_pid).unwrap_or(ProcessId { pid: supervisor_pid, start_time: 0 }),
-        );
-        // The supervisor is reaped by tokio once it exits; it is waited on through its pidfd.
         drop(child);
         if !matches!(read, Ok(Ok(_))) || !line.starts_with("started ") {
             let log = std::fs::read_to_string(run_dir.join("supervisor.log")).unwrap_or_default();

@@ -245,6 +245,22 @@ async fn workloads_name_only_secrets_and_services_their_writer_may_read() {
 }
 
 #[tokio::test]
+async fn no_workload_may_run_as_root_not_even_an_administrators() {
+    let world = World::start().await;
+    let apps = format!("{}/apis/fleet.example.com/v1/namespaces/default/applications", world.url);
+    let app = |name: &str, user: i64| {
+        json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": name},
+               "spec": {"command": ["/bin/true"], "securityContext": {"runAsUser": user, "runAsGroup": 0}}})
+    };
+    let (code, body) =
+        status_of(world.admin().post(&apps).json(&app("as-root", 0)).send().await.unwrap()).await;
+    assert_eq!((code, body["reason"].as_str()), (StatusCode::FORBIDDEN, Some("Forbidden")), "{body}");
+    assert!(body["message"].as_str().unwrap().contains("spec.securityContext.runAsUser"), "{body}");
+    let created = world.admin().post(&apps).json(&app("as-user", 1000)).send().await.unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED, "any other user, and group 0, are fine");
+}
+
+#[tokio::test]
 async fn impersonation_needs_the_right_and_is_audited_as_both() {
     let world = World::start().await;
     let whoami = "/apis/authentication.k8s.io/v1/selfsubjectreviews";

@@ -1,0 +1,329 @@
+//! Runs from start to end: stopping within the grace period, restarts on a new generation,
+//! restart policies and back-off, jobs, memory limits, probes, identity and environment.
+
+use std::time::{Duration, Instant};
+
+use kayra_api::kinds::application::{
+    EnvVar, ExecAction, Probe, Probes, ResourceList, Resources, SecretKeyRef,
+};
+use kayra_node::runtime::Desired;
+
+use crate::*;
+
+fn desired(applications: Vec<kayra_api::kinds::application::Application>) -> Desired {
+    Desired { applications, secrets: Vec::new() }
+}
+
+#[tokio::test]
+async fn a_process_that_ignores_sigterm_is_killed_after_its_grace_period() {
+    let node = Node::new("grace");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let app = application("stubborn", node.shell("trap '' TERM; echo up; while :; do sleep 0.05; done"))
+        .with_grace(2);
+    runtime.apply(desired(vec![app]));
+    let pid = started_pid(&wait_event(&mut events, "stubborn", "Started").await);
+    let status =
+        wait_status(&mut reports, "stubborn", "phase Running", |s| s.phase.as_deref() == Some("Running"))
+            .await;
+    assert_eq!(status.observed_generation, Some(1));
+    assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{status:?}");
+    assert!(alive_with_marker(pid, &node.marker));
+
+    let asked = Instant::now();
+    runtime.apply(desired(vec![]));
+    wait_event(&mut events, "stubborn", "Killing").await;
+    wait_gone(&mut reports, "stubborn").await;
+    wait_process_gone(pid, &node.marker).await;
+    let took = asked.elapsed();
+    assert!(
+        took >= Duration::from_secs(2),
+        "SIGTERM is ignored, so only SIGKILL after 2 s ends it ({took:?})"
+    );
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    assert!(!node.dir.path().join("data/apps").join("00000000").exists());
+}
+
+#[tokio::test]
+async fn a_process_that_honours_sigterm_stops_at_once() {
+    let node = Node::new("term");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    runtime.apply(desired(vec![application("polite", node.shell("sleep 1000")).with_grace(30)]));
+    let pid = started_pid(&wait_event(&mut events, "polite", "Started").await);
+    let asked = Instant::now();
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "polite").await;
+    assert!(!alive_with_marker(pid, &node.marker));
+    assert!(asked.elapsed() < Duration::from_secs(5), "no wait for the 30 s grace: {:?}", asked.elapsed());
+}
+
+#[tokio::test]
+async fn a_new_generation_restarts_the_process_with_the_new_spec() {
+    let node = Node::new("generation");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let first = application("gen", node.shell("echo one; sleep 1000"));
+    runtime.apply(desired(vec![first.clone()]));
+    let old = started_pid(&wait_event(&mut events, "gen", "Started").await);
+
+    runtime.apply(desired(vec![first.clone()]));
+    let mut second = first;
+    second.metadata.generation = Some(2);
+    second.spec.command = node.shell("echo two; sleep 1000");
+    runtime.apply(desired(vec![second]));
+    let new = started_pid(&wait_event(&mut events, "gen", "Started").await);
+    assert_ne!(old, new);
+    assert!(!alive_with_marker(old, &node.marker), "the old process was stopped first");
+    let status = wait_status(&mut reports, "gen", "observedGeneration 2", |s| {
+        s.observed_generation == Some(2) && s.phase.as_deref() == Some("Running")
+    })
+    .await;
+    assert_eq!(status.restarts, Some(0), "a new spec is a new start, not a crash");
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "gen").await;
+}
+
+#[tokio::test]
+async fn on_failure_restarts_with_growing_back_off() {
+    let node = Node::new("onfailure");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let start = Instant::now();
+    runtime.apply(desired(vec![application("crashy", node.shell("exit 3")).with_policy("OnFailure")]));
+    let status = wait_status(&mut reports, "crashy", "3 restarts", |s| s.restarts >= Some(3)).await;
+    // The third restart is decided after waits of 200 ms and 400 ms.
+    assert!(start.elapsed() >= Duration::from_millis(600), "{:?}", start.elapsed());
+    assert_eq!(status.exit_code, Some(3));
+    assert_eq!(
+        status.phase.as_deref(),
+        Some("Running"),
+        "restarting is still running, as kubelet reports it"
+    );
+    assert!(status.message.as_deref().unwrap_or_default().contains("back-off"), "{status:?}");
+    assert!(status.attempts >= Some(3));
+    let backoff = wait_event(&mut events, "crashy", "BackOff").await;
+    assert!(backoff.message.contains("exit code 3"), "{backoff:?}");
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "crashy").await;
+}
+
+#[tokio::test]
+async fn jobs_end_failed_with_their_exit_code_or_succeeded() {
+    let node = Node::new("jobs");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut limited = application("limited", node.shell("exit 4")).with_policy("OnFailure");
+    limited.spec.lifecycle.backoff_limit = Some(1);
+    runtime.apply(desired(vec![
+        application("fails", node.shell("exit 7")).with_policy("Never"),
+        application("succeeds", node.shell("echo done")).with_policy("Never"),
+        limited,
+    ]));
+    let failed =
+        current_status(&runtime, "fails", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert_eq!((failed.exit_code, failed.restarts, failed.attempts), (Some(7), Some(0), Some(1)));
+    let succeeded =
+        current_status(&runtime, "succeeds", "phase Succeeded", |s| s.phase.as_deref() == Some("Succeeded"))
+            .await;
+    assert_eq!(succeeded.exit_code, Some(0));
+    assert!(succeeded.finished_at.is_some() && succeeded.started_at.is_some());
+    let limited =
+        current_status(&runtime, "limited", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert_eq!((limited.exit_code, limited.attempts), (Some(4), Some(2)));
+    assert!(limited.message.unwrap_or_default().starts_with("BackoffLimitExceeded"));
+    runtime.apply(desired(vec![]));
+    for name in ["fails", "succeeds", "limited"] {
+        wait_gone(&mut reports, name).await;
+    }
+}
+
+#[tokio::test]
+async fn a_job_past_its_active_deadline_is_stopped_and_failed() {
+    let node = Node::new("deadline");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let mut job = application("slow", node.shell("sleep 1000")).with_policy("Never");
+    job.spec.lifecycle.active_deadline_seconds = Some(1);
+    runtime.apply(desired(vec![job]));
+    let pid = started_pid(&wait_event(&mut events, "slow", "Started").await);
+    let status =
+        wait_status(&mut reports, "slow", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert!(status.message.unwrap_or_default().starts_with("DeadlineExceeded"));
+    assert!(!alive_with_marker(pid, &node.marker));
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "slow").await;
+}
+
+#[tokio::test]
+async fn a_missing_command_fails_with_its_name() {
+    let node = Node::new("notfound");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let command = format!("{}-no-such-command", node.marker);
+    runtime.apply(desired(vec![application("missing", vec![command.clone()]).with_policy("Never")]));
+    let event = wait_event(&mut events, "missing", "Failed").await;
+    assert!(event.message.contains(&command) && event.message.contains("not found"), "{event:?}");
+    let status =
+        wait_status(&mut reports, "missing", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert!(status.message.unwrap_or_default().contains(&command));
+
+    runtime.apply(desired(vec![application("missing-always", vec![command.clone()])]));
+    let status = wait_status(&mut reports, "missing-always", "a back-off", |s| s.restarts >= Some(1)).await;
+    assert_eq!(status.phase.as_deref(), Some("Pending"), "never started, so still pending");
+    wait_event(&mut events, "missing-always", "BackOff").await;
+}
+
+#[tokio::test]
+async fn a_process_over_its_memory_limit_is_oom_killed() {
+    let node = Node::new("oom");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let mut app =
+        application("hungry", node.shell("x=$(head -c 200000000 /dev/zero | tr '\\0' a); echo survived"))
+            .with_policy("Never");
+    app.spec.resources = Some(Resources {
+        limits: Some(ResourceList { memory: Some("32Mi".into()), cpu: Some("500m".into()) }),
+        requests: None,
+    });
+    runtime.apply(desired(vec![app]));
+    let running = wait_status(&mut reports, "hungry", "limits enforced", |s| {
+        s.conditions.iter().any(|c| c.type_ == "LimitsEnforced")
+    })
+    .await;
+    let condition = running.conditions.iter().find(|c| c.type_ == "LimitsEnforced").unwrap();
+    assert_eq!(condition.reason.as_deref(), Some(runtime.enforcement().reason()));
+    let status =
+        wait_status(&mut reports, "hungry", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert_eq!(status.exit_code, Some(137));
+    assert!(
+        status.message.unwrap_or_default().starts_with("OOMKilled"),
+        "reason OOMKilled, as Kubernetes reports it"
+    );
+    wait_event(&mut events, "hungry", "OOMKilled").await;
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "hungry").await;
+}
+
+#[tokio::test]
+async fn a_failing_liveness_probe_restarts_the_process() {
+    let node = Node::new("liveness");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let mut app = application("sick", node.shell("sleep 1000"));
+    let probe = Probe {
+        exec: Some(ExecAction { command: vec!["false".into()] }),
+        period_seconds: Some(1),
+        failure_threshold: Some(2),
+        ..Probe::default()
+    };
+    app.spec.probes = Some(Probes { liveness: Some(probe), readiness: None });
+    runtime.apply(desired(vec![app]));
+    let first = started_pid(&wait_event(&mut events, "sick", "Started").await);
+    let unhealthy = wait_event(&mut events, "sick", "Unhealthy").await;
+    assert!(unhealthy.message.starts_with("Liveness probe failed"), "{unhealthy:?}");
+    let killing = wait_event(&mut events, "sick", "Killing").await;
+    assert!(killing.message.contains("liveness"), "{killing:?}");
+    let second = started_pid(&wait_event(&mut events, "sick", "Started").await);
+    assert_ne!(first, second);
+    assert!(!alive_with_marker(first, &node.marker));
+    let status = wait_status(&mut reports, "sick", "a restart", |s| s.restarts >= Some(1)).await;
+    assert_eq!(status.exit_code, Some(143), "stopped by SIGTERM");
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "sick").await;
+}
+
+#[tokio::test]
+async fn a_readiness_probe_drives_the_ready_condition() {
+    let node = Node::new("readiness");
+    let flag = std::env::temp_dir().join(format!("{}-ready", node.marker));
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut app = application("gate", node.shell("sleep 1000"));
+    let probe = Probe {
+        exec: Some(ExecAction { command: vec!["test".into(), "-e".into(), flag.display().to_string()] }),
+        period_seconds: Some(1),
+        failure_threshold: Some(1),
+        ..Probe::default()
+    };
+    app.spec.probes = Some(Probes { readiness: Some(probe), liveness: None });
+    runtime.apply(desired(vec![app]));
+    let ready = |want: &'static str| {
+        move |s: &kayra_api::kinds::application::ApplicationStatus| {
+            s.phase.as_deref() == Some("Running")
+                && s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == want)
+        }
+    };
+    wait_status(&mut reports, "gate", "Ready False", ready("False")).await;
+    std::fs::write(&flag, "").unwrap();
+    wait_status(&mut reports, "gate", "Ready True", ready("True")).await;
+    std::fs::remove_file(&flag).unwrap();
+    wait_status(&mut reports, "gate", "Ready False again", ready("False")).await;
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "gate").await;
+}
+
+#[tokio::test]
+async fn processes_run_as_their_user_with_secrets_in_their_environment() {
+    let node = Node::new("identity");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let mut app = application("who", node.shell("echo \"$DB_user:$PASSWORD:$PLAIN:$HOME\"; sleep 1000"));
+    app.spec.env = vec![
+        EnvVar { name: "PLAIN".into(), value: Some("literal".into()), ..EnvVar::default() },
+        EnvVar {
+            secret_ref: Some(SecretKeyRef { name: "db".into(), key: "*".into(), optional: None }),
+            prefix: Some("DB_".into()),
+            ..EnvVar::default()
+        },
+        EnvVar {
+            name: "PASSWORD".into(),
+            secret_ref: Some(SecretKeyRef { name: "db".into(), key: "password".into(), optional: None }),
+            ..EnvVar::default()
+        },
+    ];
+    let mut lacking = application("lacking", node.shell("sleep 1000")).with_policy("Never");
+    lacking.spec.env = vec![EnvVar {
+        name: "X".into(),
+        secret_ref: Some(SecretKeyRef { name: "absent".into(), key: "k".into(), optional: None }),
+        ..EnvVar::default()
+    }];
+    runtime.apply(Desired {
+        applications: vec![app, lacking],
+        secrets: vec![secret("db", &[("user", "app"), ("password", "s3cret")])],
+    });
+
+    let pid = started_pid(&wait_event(&mut events, "who", "Started").await);
+    let proc_status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = |key: &str| {
+        proc_status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(line("Uid:"), "65532 65532 65532 65532", "runs as the default user");
+    assert_eq!(line("Gid:"), "65532 65532 65532 65532");
+    assert_eq!(line("Groups:"), "", "no supplementary groups");
+
+    let failed =
+        wait_status(&mut reports, "lacking", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
+    assert_eq!(failed.message.as_deref(), Some("secret \"absent\" not found"));
+
+    let text = crate::logs::follow_until(&runtime, "who", "app:s3cret:literal:", 1).await;
+    assert!(text.contains("/work\n"), "HOME is the working directory: {text}");
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "who").await;
+}
