@@ -228,6 +228,41 @@ async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
     let (code, text) = reader.await.expect("the reader finishes");
     assert_eq!((code, text.as_str()), (StatusCode::OK, "hello\nworld\n"));
 
+    // A reader that goes away cancels the stream on the node.
+    let url = format!("{}/api/v1/namespaces/default/pods/web/log?follow=true", server.url());
+    let follower = tokio::spawn({
+        let client = server.admin();
+        async move {
+            let mut response = client.get(url).send().await.expect("the server answers");
+            while let Ok(Some(_)) = response.chunk().await {}
+        }
+    });
+    let followed = loop {
+        match tokio::time::timeout(Duration::from_secs(10), n1.next())
+            .await
+            .expect("a request")
+            .expect("open")
+        {
+            Some(ControllerMessage::LogRequest(request)) => break request,
+            Some(_) => continue,
+            None => panic!("the session closed"),
+        }
+    };
+    assert!(followed.follow);
+    let chunk = LogChunk { id: followed.id, data: b"line\n".to_vec(), eof: false, error: None };
+    sender.send(NodeMessage::LogChunk(chunk)).await.expect("sent");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    follower.abort();
+    let cancelled = loop {
+        match tokio::time::timeout(Duration::from_secs(10), n1.next()).await.expect("a cancel").expect("open")
+        {
+            Some(ControllerMessage::LogCancel(id)) => break id,
+            Some(_) => continue,
+            None => panic!("the session closed"),
+        }
+    };
+    assert_eq!(cancelled, followed.id);
+
     // A log of an Application that does not exist is a 404 naming pods.
     let missing = server
         .admin()
