@@ -322,7 +322,11 @@ impl Runtime {
 
     /// Sets the node's whole desired state: starts what is new, restarts what changed
     /// generation (stop, then start with the new spec), stops and forgets what is absent.
-    /// Secrets are read when a process starts; changing one restarts nothing.
+    /// Secrets are read when a process starts; changing one restarts nothing. An Application
+    /// with no `metadata.uid` (or one that is not UUID-shaped) is ignored. Call it from within
+    /// a tokio runtime: each Application's task is spawned on it. An Application that comes
+    /// back while it is still being forgotten is started by the next `apply` after its
+    /// `AppReport` with no status.
     pub fn apply(&self, desired: Desired) {
         *self.shared.secrets.lock().expect("the secrets are never poisoned") = Arc::new(desired.secrets);
         let mut wanted = BTreeMap::new();

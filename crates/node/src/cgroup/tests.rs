@@ -83,8 +83,14 @@ fn a_real_cgroup_is_created_joined_read_and_removed() {
     let cgroups = Cgroups::detect(Path::new("/sys/fs/cgroup"), Path::new(&parent));
     assert_ne!(cgroups.enforcement(), Enforcement::Rlimit, "these tests run as root on a host with cgroups");
     cgroups.create("app", &limits()).unwrap();
-    let mut child =
-        std::process::Command::new("sh").args(["-c", "sleep 30", "kayra-test-cgroup-join"]).spawn().unwrap();
+    // `exec`, so the process that joins is the one that sleeps (nothing forked before the move).
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "exec sleep 30", "kayra-test-cgroup-join"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     for procs in cgroups.procs_files("app") {
         std::fs::write(&procs, child.id().to_string()).unwrap();
         assert!(read(&procs).lines().any(|pid| pid == child.id().to_string()), "{}", procs.display());

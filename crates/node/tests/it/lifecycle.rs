@@ -42,7 +42,16 @@ async fn a_process_that_ignores_sigterm_is_killed_after_its_grace_period() {
         "SIGTERM is ignored, so only SIGKILL after 2 s ends it ({took:?})"
     );
     assert!(took < Duration::from_secs(6), "{took:?}");
-    assert!(!node.dir.path().join("data/apps").join("00000000").exists());
+    let apps = std::fs::read_dir(node.dir.path().join("data/apps")).unwrap().count();
+    assert_eq!(apps, 0, "a forgotten application leaves no directory");
+    let cgroup = std::path::Path::new("/sys/fs/cgroup/pids").join(&node.cgroup_parent);
+    assert_eq!(
+        std::fs::read_dir(&cgroup)
+            .map(|dir| dir.filter(|e| e.as_ref().is_ok_and(|e| e.path().is_dir())).count())
+            .unwrap_or(0),
+        0,
+        "nor a cgroup"
+    );
 }
 
 #[tokio::test]
@@ -200,6 +209,7 @@ async fn a_process_over_its_memory_limit_is_oom_killed() {
     .await;
     let condition = running.conditions.iter().find(|c| c.type_ == "LimitsEnforced").unwrap();
     assert_eq!(condition.reason.as_deref(), Some(runtime.enforcement().reason()));
+    assert_ne!(runtime.enforcement(), kayra_node::cgroup::Enforcement::Rlimit, "this host has cgroups");
     let status =
         wait_status(&mut reports, "hungry", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
     assert_eq!(status.exit_code, Some(137));
@@ -326,4 +336,44 @@ async fn processes_run_as_their_user_with_secrets_in_their_environment() {
     assert!(text.contains("/work\n"), "HOME is the working directory: {text}");
     runtime.apply(desired(vec![]));
     wait_gone(&mut reports, "who").await;
+}
+
+#[tokio::test]
+async fn without_cgroups_limits_fall_back_to_rlimits() {
+    let node = Node::new("rlimit");
+    let mut config = node.config();
+    config.cgroup_mount = Some(node.dir.path().join("no-cgroup-filesystem-here"));
+    let runtime = kayra_node::runtime::Runtime::open(config).await.unwrap();
+    assert_eq!(runtime.enforcement(), kayra_node::cgroup::Enforcement::Rlimit);
+    let (_, mut reports) = runtime.subscribe();
+    let mut app = application("capped", node.shell("ulimit -v; ulimit -p")).with_policy("Never");
+    app.spec.resources = Some(Resources {
+        limits: Some(ResourceList { memory: Some("64Mi".into()), cpu: None }),
+        requests: None,
+    });
+    runtime.apply(desired(vec![app]));
+    let done =
+        wait_status(&mut reports, "capped", "phase Succeeded", |s| s.phase.as_deref() == Some("Succeeded"))
+            .await;
+    let condition = done.conditions.iter().find(|c| c.type_ == "LimitsEnforced").unwrap();
+    assert_eq!(condition.reason.as_deref(), Some("Rlimit"));
+    let text = crate::logs::follow_until(&runtime, "capped", "\n", 2).await;
+    assert_eq!(text, "65536\n4096\n", "address space in KiB, then the process cap");
+    assert!(runtime.usage().is_empty(), "no cgroup, no usage samples");
+}
+
+#[tokio::test]
+async fn usage_comes_from_the_cgroup() {
+    let node = Node::new("usage");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    runtime.apply(desired(vec![application("busy", node.shell("sleep 1000"))]));
+    wait_event(&mut events, "busy", "Started").await;
+    let samples = runtime.usage();
+    let sample = samples.iter().find(|s| s.name == "busy").expect("a sample");
+    assert!(sample.pids >= 2, "sh and its sleep: {sample:?}");
+    assert_eq!(sample.oom_kills, 0);
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "busy").await;
 }
