@@ -9,6 +9,7 @@ use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use kayra_nodeserver::{LogError, LogOptions};
 
 use crate::error::ApiError;
@@ -16,6 +17,9 @@ use crate::routes::ResourcePath;
 use crate::state::ApiState;
 
 type Query = std::collections::HashMap<String, String>;
+
+/// How long a log request waits for its first bytes before it answers with the headers alone.
+const FIRST_CHUNK_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The one container a pod view has.
 const CONTAINER: &str = "app";
@@ -89,7 +93,17 @@ pub(crate) async fn serve(
         LogError::TooMany => ApiError::TooManyRequests(error.to_string()),
         LogError::Failed(message) => ApiError::Internal(message),
     })?;
-    let body = futures_util::stream::unfold(stream, |mut stream| async move {
+    // A log the node cannot serve at all (no previous run, not on the node) fails at once:
+    // answered as an error, not as an empty log. Output, or a quiet follow, answers 200.
+    let mut stream = stream;
+    let first = match tokio::time::timeout(FIRST_CHUNK_WITHIN, stream.next()).await {
+        Ok(Some(Err(message))) => return Err(ApiError::BadRequest(message)),
+        Ok(first) => first,
+        Err(_) => None,
+    };
+    let first = futures_util::stream::iter(first.and_then(Result::ok).filter(|data| !data.is_empty()))
+        .map(|data| Ok::<Bytes, std::io::Error>(Bytes::from(data)));
+    let rest = futures_util::stream::unfold(stream, |mut stream| async move {
         match stream.next().await {
             Some(Ok(data)) => Some((Ok::<Bytes, std::io::Error>(Bytes::from(data)), stream)),
             Some(Err(error)) => {
@@ -99,6 +113,7 @@ pub(crate) async fn serve(
             None => None,
         }
     });
+    let body = first.chain(rest);
     let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = StatusCode::OK;
     response

@@ -263,6 +263,34 @@ async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
     };
     assert_eq!(cancelled, followed.id);
 
+    // A log the node cannot serve is an error, not an empty log.
+    let url = format!("{}/api/v1/namespaces/default/pods/web/log?previous=true", server.url());
+    let asking = tokio::spawn({
+        let client = server.admin();
+        async move {
+            let response = client.get(url).send().await.expect("the server answers");
+            (response.status(), response.text().await.unwrap_or_default())
+        }
+    });
+    let previous = loop {
+        match tokio::time::timeout(Duration::from_secs(10), n1.next())
+            .await
+            .expect("a request")
+            .expect("open")
+        {
+            Some(ControllerMessage::LogRequest(request)) => break request,
+            Some(_) => continue,
+            None => panic!("the session closed"),
+        }
+    };
+    assert!(previous.previous);
+    let refusal = "previous terminated process of application \"web\" in namespace \"default\" not found";
+    let chunk = LogChunk { id: previous.id, data: Vec::new(), eof: false, error: Some(refusal.into()) };
+    sender.send(NodeMessage::LogChunk(chunk)).await.expect("sent");
+    let (code, text) = asking.await.expect("the request finishes");
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("previous terminated process"), "{text}");
+
     // A log of an Application that does not exist is a 404 naming pods.
     let missing = server
         .admin()
