@@ -71,8 +71,28 @@ impl Process {
     }
 }
 
+/// The controller's `binary`, run under `KAYRA_BENCH_WRAP` if set (a profiler such as
+/// `heaptrack -o <file>`; its figures then are the profiler's, and the controller is left
+/// running for a SIGTERM by hand, so that the profiler writes its data).
+fn wrapped(binary: PathBuf) -> Command {
+    let wrapper = std::env::var("KAYRA_BENCH_WRAP").unwrap_or_default();
+    let mut words = wrapper.split_whitespace();
+    match words.next() {
+        Some(first) => {
+            let mut command = Command::new(first);
+            command.args(words).arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    }
+}
+
 impl Drop for Process {
     fn drop(&mut self) {
+        if std::env::var_os("KAYRA_BENCH_WRAP").is_some() {
+            // Under a profiler: the profiled process gets SIGTERM by hand and writes its data.
+            return;
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -134,7 +154,7 @@ async fn start_controller(dir: &Path, options: &Options) -> Result<Controller, S
     .map_err(|e| e.to_string())?;
     let log = dir.join("controller.log");
     let data = dir.join("data");
-    let child = Command::new(sibling("kayra-controller")?)
+    let child = wrapped(sibling("kayra-controller")?)
         .arg("--config")
         .arg(&config)
         .arg("--data-dir")
