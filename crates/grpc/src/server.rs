@@ -62,7 +62,9 @@ impl wire::node_service_server::NodeService for NodeService {
                     received = inbound.message() => match received {
                         Ok(Some(message)) => {
                             let outcome = match node_message_from_wire(message) {
-                                Ok(message) => session.receive(message).await,
+                                // Boxed: the write behind a message is a deep future, and inline it
+                                // would size every idle session's task for it.
+                                Ok(message) => Box::pin(session.receive(message)).await,
                                 Err(error) => Err(error),
                             };
                             if let Err(error) = outcome {
