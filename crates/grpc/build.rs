@@ -7,6 +7,8 @@ fn main() {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        // Small initial buffers per stream (see src/codec.rs).
+        .codec_path("crate::codec::SessionCodec")
         .compile_fds(descriptors)
         .expect("the node session's Rust code generates");
 }

@@ -7,7 +7,8 @@
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
-//! - `bench store`, `bench api`, `bench catalog`, `bench loop`: the benchmarks, in release mode.
+//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench nodes [--nodes N]`: the
+//!   benchmarks, in release mode.
 
 #![allow(clippy::print_stdout)]
 
@@ -44,8 +45,18 @@ fn main() -> ExitCode {
             ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
                 cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
             }
-            _ => Err("usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop"
-                .to_owned()),
+            // The node benchmark runs the real controller binary as a process of its own.
+            ["bench", "nodes", rest @ ..] => {
+                cargo(&["build", "--release", "--package", "kayra-controller"]).and_then(|()| {
+                    let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", "nodes"];
+                    args.extend_from_slice(rest);
+                    cargo(&args)
+                })
+            }
+            _ => Err(
+                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|nodes [--nodes N]"
+                    .to_owned(),
+            ),
         };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -40,6 +40,10 @@ pub struct Config {
     pub node_ready_timeout_seconds: u64,
     /// Whether the controller also runs a local node named after the host (default true).
     pub agent: bool,
+    /// The most connections the HTTPS listener serves at once (default 4096); more wait in the
+    /// kernel's backlog. Every node holds one, so a fleet needs more than it has nodes, and the
+    /// process's open-file limit (`ulimit -n`) must allow as many.
+    pub max_connections: usize,
 }
 
 /// Which store keeps the state.
@@ -87,6 +91,7 @@ impl Default for Config {
             reconciler: kayra_catalog::steps::ReconcilerConfig::default(),
             node_ready_timeout_seconds: 40,
             agent: true,
+            max_connections: 4096,
         }
     }
 }
@@ -118,6 +123,9 @@ impl Config {
         if self.node_ready_timeout_seconds == 0 {
             return Err("nodeReadyTimeoutSeconds must be at least 1".to_owned());
         }
+        if self.max_connections == 0 {
+            return Err("maxConnections must be at least 1".to_owned());
+        }
         if self.store == StoreKind::Etcd && self.etcd.endpoints.is_empty() {
             return Err("store: etcd needs etcd.endpoints".to_owned());
         }
@@ -141,6 +149,9 @@ mod tests {
         let error = Config::from_yaml("domian: typo.io\n").unwrap_err();
         assert!(error.contains("domian"), "{error}");
         assert!(Config::from_yaml("store: floppy\n").is_err());
+        assert_eq!(Config::from_yaml("").unwrap().max_connections, 4096);
+        assert_eq!(Config::from_yaml("maxConnections: 12000\n").unwrap().max_connections, 12000);
+        assert!(Config { max_connections: 0, ..Config::default() }.validate().is_err());
         assert!(Config { domain: "Not A Domain".into(), ..Config::default() }.validate().is_err());
     }
 }

@@ -359,7 +359,7 @@ pub async fn run(
         https,
         Some(tls),
         https_app,
-        ServeOptions::default(),
+        ServeOptions { max_connections: config.max_connections, ..ServeOptions::default() },
         stopped(&stop),
     ));
     if let Some(http) = http {

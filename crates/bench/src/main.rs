@@ -1,13 +1,14 @@
-//! `kayra-bench store`, `api`, `catalog` and `loop`: throughput and latency, each printed next
-//! to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP handler, a
-//! bare channel of keys), so the ratios hold on a shared, noisy machine where absolute numbers
-//! do not.
+//! `kayra-bench store`, `api`, `catalog`, `loop` and `nodes`: throughput and latency, each
+//! printed next to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP
+//! handler, a bare channel of keys, a bare tonic stream), so the ratios hold on a shared, noisy
+//! machine where absolute numbers do not.
 
 #![allow(clippy::print_stdout)]
 
 mod api;
 mod catalog;
 mod loops;
+mod nodes;
 mod store;
 
 use std::process::ExitCode;
@@ -38,8 +39,25 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(which @ ("nodes" | "nodes-bare-server")) => {
+            let result = if which == "nodes" {
+                runtime.block_on(nodes::run(&args[1..]))
+            } else {
+                // The node benchmark's ceiling, re-executed as a process of its own.
+                runtime.block_on(nodes::bare::serve(&args[1..]))
+            };
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("benchmark failed: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         _ => {
-            eprintln!("usage: kayra-bench store | kayra-bench api | kayra-bench catalog | kayra-bench loop");
+            eprintln!(
+                "usage: kayra-bench store | api | catalog | loop | nodes [--nodes N] [--rounds R] [--store memory|sled]"
+            );
             ExitCode::from(64)
         }
     }

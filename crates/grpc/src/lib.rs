@@ -2,7 +2,10 @@
 //! controller's side ([`server`], served on the API port) and the agent's side ([`client`]).
 //! Wire types stay in this crate; both sides hand the domain [`kayra_api::session`] messages.
 
+mod codec;
 mod convert;
+
+pub use codec::SessionCodec;
 
 pub mod client;
 pub mod server;

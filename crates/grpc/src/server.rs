@@ -7,8 +7,8 @@ use std::pin::Pin;
 use kayra_authn::PeerIdentity;
 use kayra_nodeserver::{NodeServer, Refused};
 use tokio::sync::mpsc;
-use tokio_stream::Stream;
 use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::convert::{controller_message_to_wire, node_message_from_wire};
@@ -56,14 +56,18 @@ impl wire::node_service_server::NodeService for NodeService {
         let node = session.node().to_owned();
         tracing::info!(node, "a node session opened");
         let mut inbound = request.into_inner();
-        let (outbound, stream) = mpsc::channel(OUTBOUND);
+        // Messages wait boxed: a channel allocates its slots 32 at a time, and 32 unboxed
+        // messages would be ~4.5 KiB held by every idle session.
+        let (outbound, stream) = mpsc::channel::<Result<Box<wire::ControllerMessage>, Status>>(OUTBOUND);
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     received = inbound.message() => match received {
                         Ok(Some(message)) => {
                             let outcome = match node_message_from_wire(message) {
-                                Ok(message) => session.receive(message).await,
+                                // Boxed: the write behind a message is a deep future, and inline it
+                                // would size every idle session's task for it.
+                                Ok(message) => Box::pin(session.receive(message)).await,
                                 Err(error) => Err(error),
                             };
                             if let Err(error) = outcome {
@@ -78,7 +82,7 @@ impl wire::node_service_server::NodeService for NodeService {
                     },
                     next = session.next() => match next {
                         Some(message) => {
-                            if outbound.send(Ok(controller_message_to_wire(message))).await.is_err() {
+                            if outbound.send(Ok(Box::new(controller_message_to_wire(message)))).await.is_err() {
                                 break;
                             }
                         }
@@ -92,6 +96,6 @@ impl wire::node_service_server::NodeService for NodeService {
             drop(session);
             tracing::info!(node, "a node session closed");
         });
-        Ok(Response::new(Box::pin(ReceiverStream::new(stream))))
+        Ok(Response::new(Box::pin(ReceiverStream::new(stream).map(|message| message.map(|boxed| *boxed)))))
     }
 }

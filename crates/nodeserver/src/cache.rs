@@ -3,7 +3,7 @@
 //! a change to the nodes whose desired state it may alter, so the push loop recomputes exactly
 //! those.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kayra_api::session::{DesiredState, Document};
@@ -37,7 +37,9 @@ struct State {
     /// For each Secret (`namespace/name`), the nodes whose Applications reference it, with how
     /// many of them do.
     users: HashMap<String, HashMap<String, usize>>,
-    nodes: HashMap<String, Document>,
+    /// The names of the Node objects that exist: all the push needs of them (a whole Node is
+    /// some 10 KiB decoded, per node, and the registry's watch cache holds it already).
+    nodes: HashSet<String>,
     synced: BTreeSet<&'static str>,
 }
 
@@ -61,8 +63,8 @@ impl Cache {
     }
 
     /// Whether the Node object `name` exists.
-    pub(crate) fn node(&self, name: &str) -> Option<Document> {
-        self.state().nodes.get(name).cloned()
+    pub(crate) fn has_node(&self, name: &str) -> bool {
+        self.state().nodes.contains(name)
     }
 
     /// The Application `namespace/name`, if cached.
@@ -76,7 +78,7 @@ impl Cache {
         let stale: Vec<String> = match collection {
             Collection::Applications => state.applications.keys().cloned().collect(),
             Collection::Secrets => state.secrets.keys().cloned().collect(),
-            Collection::Nodes => state.nodes.keys().cloned().collect(),
+            Collection::Nodes => state.nodes.iter().cloned().collect(),
         };
         for id in stale {
             state.remove(collection, &id);
@@ -149,7 +151,7 @@ impl State {
                 self.secrets.insert(id.clone(), object);
             }
             Collection::Nodes => {
-                self.nodes.insert(meta_str(&object, "name").to_owned(), object);
+                self.nodes.insert(meta_str(&object, "name").to_owned());
             }
         }
         let keys = self.keys(collection, &id);
@@ -465,10 +467,10 @@ mod tests {
         assert!(!cache.synced());
         cache.replace(Collection::Secrets, vec![]);
         assert!(cache.synced());
-        assert!(cache.node("n1").is_some());
+        assert!(cache.has_node("n1"));
         cache.replace(Collection::Applications, vec![]);
         cache.replace(Collection::Nodes, vec![]);
         assert!(cache.desired("n1").applications.is_empty());
-        assert!(cache.node("n1").is_none());
+        assert!(!cache.has_node("n1"));
     }
 }

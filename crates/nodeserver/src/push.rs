@@ -71,7 +71,7 @@ impl Reconciler for Pusher {
             // would stop what the node runs.
             return Ok(Action::RequeueAfter(UNSYNCED));
         }
-        if inner.cache.node(node).is_none() {
+        if !inner.cache.has_node(node) {
             // The Node was deleted: the node is frozen, keeping what it runs, until its next
             // status re-creates the Node.
             return Ok(Action::AwaitChange);

@@ -13,11 +13,19 @@ use serde_json::{Value, json};
 use crate::Inner;
 use crate::session::Live;
 
-/// The last node status written in a session: what it said (less the heartbeat) and when.
+/// The last node status written in a session: a digest of what it said (less the heartbeat;
+/// the status itself is some 4 KiB decoded, kept per session) and when.
 #[derive(Debug, Clone)]
 pub(crate) struct Written {
-    content: Value,
+    digest: [u8; 32],
     at: Instant,
+}
+
+fn digest(content: &Value) -> [u8; 32] {
+    let bytes = serde_json::to_vec(content).expect("JSON values serialise");
+    let mut digest = [0; 32];
+    digest.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, &bytes).as_ref());
+    digest
 }
 
 /// How many times a status write is retried after a conflict with a concurrent writer.
@@ -72,10 +80,11 @@ fn ready_condition(stored: Option<&Value>, now: &str) -> Value {
 /// work until an operator uncordons it.
 pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -> Result<(), String> {
     let content = reported_status(&report);
+    let reported = digest(&content);
     {
         let written = live.written.lock().expect("the status record's lock is never held across a panic");
         if let Some(written) = written.as_ref()
-            && written.content == content
+            && written.digest == reported
             && written.at.elapsed() < inner.config.heartbeat_write
         {
             return Ok(());
@@ -114,7 +123,7 @@ pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -
         }
     }
     *live.written.lock().expect("the status record's lock is never held across a panic") =
-        Some(Written { content, at: Instant::now() });
+        Some(Written { digest: reported, at: Instant::now() });
     Ok(())
 }
 
