@@ -244,6 +244,17 @@ pub struct LogOptions {
     pub limit_bytes: Option<i64>,
 }
 
+/// A Node, as the object of an Event.
+pub(crate) fn node_involved(name: &str, uid: &str) -> kayra_control::events::Involved {
+    kayra_control::events::Involved {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        namespace: String::new(),
+        name: name.into(),
+        uid: uid.into(),
+    }
+}
+
 fn application_resource(control: &Control) -> Result<Resource, RegistryError> {
     control
         .scheme()

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kayra_control::events::{Involved, Severity};
+use kayra_control::events::Severity;
 use kayra_control::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
@@ -74,13 +74,7 @@ impl Reconciler for Liveness {
         ready["lastTransitionTime"] = json!(crate::status::now());
         inner.reader.update_status(&inner.nodes, None, name, &node).await?;
         tracing::warn!(node = name, "a node stopped posting its status; it is Ready=Unknown");
-        let involved = Involved {
-            api_version: "v1".into(),
-            kind: "Node".into(),
-            namespace: String::new(),
-            name: name.into(),
-            uid: meta_str(&node, "uid").to_owned(),
-        };
+        let involved = crate::node_involved(name, meta_str(&node, "uid"));
         let message = format!("Node {name} status is now: NodeNotReady");
         if let Err(error) =
             inner.recorder.record(&involved, Severity::Warning, "NodeNotReady", &message).await

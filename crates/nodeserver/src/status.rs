@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use kayra_api::kinds::Condition;
 use kayra_api::session::{ApplicationReport, NodeReport};
-use kayra_control::events::{Involved, Severity};
+use kayra_control::events::Severity;
 use kayra_registry::{Object, RegistryError, meta_str};
 use serde_json::{Value, json};
 
@@ -147,13 +147,7 @@ async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Obje
         Err(error) => return Err(format!("registering node {node}: {error}")),
     };
     tracing::info!(node, "a node registered itself; its Node starts cordoned");
-    let involved = Involved {
-        api_version: "v1".into(),
-        kind: "Node".into(),
-        namespace: String::new(),
-        name: node.into(),
-        uid: meta_str(&created, "uid").to_owned(),
-    };
+    let involved = crate::node_involved(node, meta_str(&created, "uid"));
     let message = format!("Node {node} registered itself and is cordoned until an operator uncordons it");
     if let Err(error) = inner.recorder.record(&involved, Severity::Normal, "RegisteredNode", &message).await {
         tracing::debug!(%error, node, "the registration event was not recorded");

@@ -56,6 +56,21 @@ async fn next_desired(connection: &mut Connection) -> DesiredState {
     }
 }
 
+/// The next log request the controller sends, skipping desired states.
+async fn next_log_request(connection: &mut Connection) -> kayra_api::session::LogRequest {
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(10), connection.next())
+            .await
+            .expect("a message within 10 s")
+            .expect("the session stays open");
+        match message {
+            Some(ControllerMessage::LogRequest(request)) => return request,
+            Some(_) => continue,
+            None => panic!("the controller closed the session"),
+        }
+    }
+}
+
 fn names(documents: &[kayra_api::session::Document]) -> Vec<String> {
     let mut names: Vec<String> = documents.iter().map(|d| meta_str(d, "name").to_owned()).collect();
     names.sort();
@@ -208,17 +223,7 @@ async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
             (response.status(), response.text().await.unwrap_or_default())
         }
     });
-    let request = loop {
-        match tokio::time::timeout(Duration::from_secs(10), n1.next())
-            .await
-            .expect("a request")
-            .expect("open")
-        {
-            Some(ControllerMessage::LogRequest(request)) => break request,
-            Some(_) => continue,
-            None => panic!("the session closed"),
-        }
-    };
+    let request = next_log_request(&mut n1).await;
     assert_eq!((request.name.as_str(), request.tail_lines, request.timestamps), ("web", Some(5), true));
     assert!(request.window > 0);
     for (data, eof) in [(&b"hello\n"[..], false), (&b"world\n"[..], true)] {
@@ -237,17 +242,7 @@ async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
             while let Ok(Some(_)) = response.chunk().await {}
         }
     });
-    let followed = loop {
-        match tokio::time::timeout(Duration::from_secs(10), n1.next())
-            .await
-            .expect("a request")
-            .expect("open")
-        {
-            Some(ControllerMessage::LogRequest(request)) => break request,
-            Some(_) => continue,
-            None => panic!("the session closed"),
-        }
-    };
+    let followed = next_log_request(&mut n1).await;
     assert!(followed.follow);
     let chunk = LogChunk { id: followed.id, data: b"line\n".to_vec(), eof: false, error: None };
     sender.send(NodeMessage::LogChunk(chunk)).await.expect("sent");
@@ -272,17 +267,7 @@ async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
             (response.status(), response.text().await.unwrap_or_default())
         }
     });
-    let previous = loop {
-        match tokio::time::timeout(Duration::from_secs(10), n1.next())
-            .await
-            .expect("a request")
-            .expect("open")
-        {
-            Some(ControllerMessage::LogRequest(request)) => break request,
-            Some(_) => continue,
-            None => panic!("the session closed"),
-        }
-    };
+    let previous = next_log_request(&mut n1).await;
     assert!(previous.previous);
     let refusal = "previous terminated process of application \"web\" in namespace \"default\" not found";
     let chunk = LogChunk { id: previous.id, data: Vec::new(), eof: false, error: Some(refusal.into()) };
