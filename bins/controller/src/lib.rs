@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use kayra_api::scheme::Scheme;
 use kayra_apiserver::{ApiState, ServeOptions};
 use kayra_authn::TokenFile;
@@ -215,24 +215,22 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
     ));
     for name in ["default", kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE] {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
-        match client.create(&namespaces, None, namespace).await {
-            Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => {}
-            Err(error) => bail!("cannot create namespace {name}: {error}"),
-        }
+        patiently(&format!("create namespace {name}"), || async {
+            match client.create(&namespaces, None, namespace.clone()).await {
+                Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => Ok(()),
+                Err(error) => Err(error),
+            }
+        })
+        .await?;
     }
-    BootstrapReconciler::new(client.clone())
-        .ensure_all()
-        .await
-        .context("cannot create the bootstrap roles")?;
+    let bootstrap = BootstrapReconciler::new(client.clone());
+    patiently("create the bootstrap roles", || bootstrap.ensure_all()).await?;
     let index = IndexReconciler::new(client.clone())?;
-    control.set_rbac(index.rebuild().await.context("cannot read the RBAC objects")?);
+    control.set_rbac(patiently("read the RBAC objects", || index.rebuild()).await?);
     // Every resource's watch cache starts now, so a list can always be watched from its revision.
     for resource in control.stored_resources() {
-        control
-            .registry()
-            .prime(resource)
-            .await
-            .with_context(|| format!("cannot start watching {}", resource.plural))?;
+        patiently(&format!("start watching {}", resource.plural), || control.registry().prime(resource))
+            .await?;
     }
     let mut metrics_registry = prometheus_client::registry::Registry::default();
     let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
@@ -249,6 +247,32 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
         .with_nodes(nodes.clone())
         .with_metrics(Arc::new(metrics_registry));
     Ok(Controller { state: Arc::new(state), catalog, nodes, metrics })
+}
+
+/// How long a starting controller keeps trying a store that does not answer (an etcd still
+/// electing a leader, a disk briefly saturated) before it gives up.
+const STORE_PATIENCE: Duration = Duration::from_secs(60);
+
+/// Runs `attempt` until it succeeds, retrying what the store may answer later for up to
+/// [`STORE_PATIENCE`]; any other error, or the patience running out, fails with `what`.
+async fn patiently<T, F, Fut>(what: &str, mut attempt: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kayra_registry::RegistryError>>,
+{
+    let deadline = tokio::time::Instant::now() + STORE_PATIENCE;
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match attempt().await {
+            Ok(value) => return Ok(value),
+            Err(error) if error.is_retryable() && tokio::time::Instant::now() < deadline => {
+                tracing::warn!(%error, "cannot {what} yet; trying again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            Err(error) => return Err(anyhow::Error::new(error).context(format!("cannot {what}"))),
+        }
+    }
 }
 
 /// How long a stopping controller waits for its loops' in-flight reconciles.
