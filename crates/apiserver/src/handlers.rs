@@ -158,12 +158,14 @@ pub(crate) async fn serve(
             Ok(json_response(StatusCode::OK, &render_one(kind, object, output, query), &[]))
         }
         "create" => {
+            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
             let created = registry.create(resource, namespace, object, options).await.map_err(invalid)?;
             Ok(json_response(StatusCode::CREATED, &Value::Object(created), &warnings))
         }
         "update" => {
+            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("update has a name");
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
@@ -172,6 +174,7 @@ pub(crate) async fn serve(
             Ok(json_response(StatusCode::OK, &Value::Object(updated), &warnings))
         }
         "patch" => {
+            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("patch has a name");
             let (patch_kind, patch) = patch_body(kind, headers, &body)?;
@@ -532,6 +535,11 @@ fn write_options(
     part: Part,
 ) -> Result<WriteOptions, ApiError> {
     Ok(WriteOptions { dry_run: dry_run(query)?, part, admission: Some(state.admission(identity)) })
+}
+
+/// Waits, before a write placement admission decides, until what it decides on is current.
+async fn placement_current(state: &ApiState, resource: &Resource, part: Part) {
+    state.control().placement_current(resource, part).await;
 }
 
 /// `fieldValidation`: `Strict`, `Warn` (the default) or `Ignore`.
