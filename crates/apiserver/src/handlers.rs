@@ -538,7 +538,7 @@ fn write_options(
 }
 
 /// Waits, before a write placement admission decides, until what it decides on is current.
-async fn placement_current(state: &ApiState, resource: &Resource, part: Part) {
+async fn placement_current(state: &ApiState, resource: &kayra_registry::Resource, part: Part) {
     state.control().placement_current(resource, part).await;
 }
 
