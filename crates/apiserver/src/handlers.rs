@@ -56,7 +56,12 @@ pub(crate) async fn serve(
                 .verbs
         }
     };
-    let verb = verb(method, path.name.is_some(), query)?;
+    // A named object takes a POST only at a subresource that creates something there (an
+    // Eviction), as in Kubernetes.
+    let verb = match (method, &path.name, &path.subresource) {
+        (&Method::POST, Some(_), Some(_)) => "create",
+        _ => verb(method, path.name.is_some(), query)?,
+    };
     // A Kind and each of its subresources serve the verbs discovery advertises for them
     // (namespaces are not deleted as a collection, views are read-only, reviews are created,
     // a status is read, replaced and patched); the rest are not allowed.
@@ -75,6 +80,9 @@ pub(crate) async fn serve(
     };
     if path.subresource.as_deref() == Some("log") {
         return crate::logs::serve(&state, &path, query).await;
+    }
+    if path.subresource.as_deref() == Some("eviction") {
+        return crate::eviction::serve(&state, &path, dry_run(query)?, &body).await;
     }
     if kind.review {
         return review(&state, identity, kind, verb, headers, &body);

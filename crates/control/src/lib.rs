@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod events;
+pub mod eviction;
 pub mod feed;
 pub mod loops;
 pub mod placement;

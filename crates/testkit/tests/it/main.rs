@@ -10,6 +10,7 @@ mod catalog;
 mod check;
 mod metrics;
 mod nodes;
+mod placement;
 mod rbac_table;
 mod security;
 mod surface;
