@@ -9,7 +9,7 @@
 //! pin its author clears meanwhile lets the drain finish. A `403` would end the drain at once,
 //! and the pin is no refusal of the caller's rights.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
 use kayra_control::eviction::Eviction;
@@ -29,16 +29,18 @@ pub(crate) async fn serve(
     state: &ApiState,
     path: &ResourcePath<'_>,
     dry_run_query: bool,
+    headers: &HeaderMap,
     body: &Bytes,
 ) -> Result<Response, ApiError> {
     let (Some(namespace), Some(name)) = (path.namespace.as_deref(), path.name.as_deref()) else {
         return Err(ApiError::NotFound("the server could not find the requested resource".to_owned()));
     };
-    let eviction: Value = if body.is_empty() {
-        json!({})
-    } else {
-        serde_json::from_slice(body)
-            .map_err(|error| ApiError::BadRequest(format!("the body is not an Eviction: {error}")))?
+    let not_an_eviction =
+        |error: String| ApiError::BadRequest(format!("the body is not an Eviction: {error}"));
+    let eviction: Value = match crate::media::body(headers) {
+        _ if body.is_empty() => json!({}),
+        crate::media::Body::Protobuf => crate::protobuf::decode(body).map_err(not_an_eviction)?,
+        _ => serde_json::from_slice(body).map_err(|error| not_an_eviction(error.to_string()))?,
     };
     if let Some(named) = eviction.pointer("/metadata/name").and_then(Value::as_str)
         && named != name

@@ -82,7 +82,7 @@ pub(crate) async fn serve(
         return crate::logs::serve(&state, &path, query).await;
     }
     if path.subresource.as_deref() == Some("eviction") {
-        return crate::eviction::serve(&state, &path, dry_run(query)?, &body).await;
+        return crate::eviction::serve(&state, &path, dry_run(query)?, headers, &body).await;
     }
     if kind.review {
         return review(&state, identity, kind, verb, headers, &body);
