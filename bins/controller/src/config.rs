@@ -38,6 +38,9 @@ pub struct Config {
     pub reconciler: kayra_catalog::steps::ReconcilerConfig,
     /// How long a node may be silent before it is `Ready=Unknown` (seconds; default 40).
     pub node_ready_timeout_seconds: u64,
+    /// How long a node may be `Ready=Unknown` before it is lost and what the scheduler placed
+    /// there is placed elsewhere (seconds; default 300).
+    pub node_lost_timeout_seconds: u64,
     /// Whether the controller also runs a local node named after the host (default true).
     pub agent: bool,
     /// The most connections the HTTPS listener serves at once (default 4096); more wait in the
@@ -90,6 +93,7 @@ impl Default for Config {
             region: String::new(),
             reconciler: kayra_catalog::steps::ReconcilerConfig::default(),
             node_ready_timeout_seconds: 40,
+            node_lost_timeout_seconds: 300,
             agent: true,
             max_connections: 4096,
         }
@@ -122,6 +126,9 @@ impl Config {
         }
         if self.node_ready_timeout_seconds == 0 {
             return Err("nodeReadyTimeoutSeconds must be at least 1".to_owned());
+        }
+        if self.node_lost_timeout_seconds == 0 {
+            return Err("nodeLostTimeoutSeconds must be at least 1".to_owned());
         }
         if self.max_connections == 0 {
             return Err("maxConnections must be at least 1".to_owned());

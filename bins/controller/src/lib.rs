@@ -238,6 +238,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
     let node_config = kayra_nodeserver::Config {
         ready_timeout,
         heartbeat_write: ready_timeout / 4,
+        lost_timeout: Duration::from_secs(config.node_lost_timeout_seconds),
         ..kayra_nodeserver::Config::default()
     };
     let nodes = kayra_nodeserver::NodeServer::new(control.clone(), node_config)?;
@@ -318,6 +319,7 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
         controller.nodes.push_loop(),
         kayra_scheduler::Placer::new(client("scheduler"))?.into_loop().elected(election("scheduler")),
         controller.nodes.liveness_loop().elected(election("node-liveness")),
+        controller.nodes.loss_loop().elected(election("node-loss")),
     ];
     Ok(loops.into_iter().map(|lp| lp.metrics(&controller.metrics).drain_deadline(LOOP_DRAIN)).collect())
 }

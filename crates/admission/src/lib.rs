@@ -6,7 +6,9 @@
 //! Start at [`Chain::standard`], the plugins every Kayra server runs: [`rbac_escalation`] (an
 //! RBAC object grants only what its writer holds), [`workload_references`] (a workload names only
 //! Secrets and Services its writer may read), [`run_as_non_root`] (no workload runs as root),
-//! [`node_restriction`] (a node writes only its own Node and its Applications' status) and
+//! [`node_restriction`] (a node writes only its own Node and its Applications' status),
+//! [`node_placement`] (a binding names a Node that exists and has room, and only the scheduler
+//! moves what it placed) and
 //! [`certificate_requests`] (who asked for a certificate is stamped, and only the approval
 //! subresource decides). [`Chain::for_caller`] binds a chain to one writer as the registry's
 //! [`kayra_registry::Admission`] port. A plugin reads what it needs through [`ports`], never the
@@ -17,6 +19,7 @@
 //! the REST adapter maps refusals to 403 and 422 through the registry's errors.
 
 pub mod certificate_requests;
+pub mod node_placement;
 pub mod node_restriction;
 pub mod ports;
 pub mod rbac_escalation;
@@ -29,7 +32,7 @@ use std::sync::Arc;
 use kayra_authz::Caller;
 use kayra_registry::{AdmissionRequest, Object, Operation, Part, Refusal};
 
-use crate::ports::Permissions;
+use crate::ports::{Fleet, Permissions};
 
 /// One write as the plugins see it: who writes what, how, and the object as it would be stored
 /// (on delete, as it stands) with what it replaces.
@@ -95,14 +98,16 @@ impl std::fmt::Debug for Chain {
 impl Chain {
     /// The plugins every Kayra server runs, deciding against `permissions` (the RBAC state of
     /// the moment). `domain` is the deployment's: RBAC Kinds live in `authorization.<domain>`,
-    /// workloads in `fleet.<domain>`.
-    pub fn standard(domain: &str, permissions: Arc<dyn Permissions>) -> Chain {
+    /// workloads in `fleet.<domain>`. `fleet` is the Nodes and what is bound to them, as
+    /// placement is decided against.
+    pub fn standard(domain: &str, permissions: Arc<dyn Permissions>, fleet: Arc<dyn Fleet>) -> Chain {
         Chain::default()
             .with_mutating(Arc::new(certificate_requests::CertificateRequests))
             .with_validating(Arc::new(rbac_escalation::RbacEscalation::new(domain, permissions.clone())))
             .with_validating(Arc::new(workload_references::WorkloadReferences::new(domain, permissions)))
             .with_validating(Arc::new(run_as_non_root::RunAsNonRoot::new(domain)))
             .with_validating(Arc::new(node_restriction::NodeRestriction::new(domain)))
+            .with_validating(Arc::new(node_placement::NodePlacement::new(domain, fleet)))
             .with_validating(Arc::new(certificate_requests::CertificateRequests))
     }
 

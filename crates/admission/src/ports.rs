@@ -36,3 +36,39 @@ impl Permissions for Rbac {
         Rbac::role(self, namespace, name)
     }
 }
+
+/// What a node offers or what Applications ask of it: CPU in cores, memory in bytes. A side
+/// left out is not counted (a node that reports no memory is not limited by it).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Resources {
+    /// CPU, in cores.
+    pub cpu: Option<f64>,
+    /// Memory, in bytes.
+    pub memory: Option<f64>,
+}
+
+/// The fleet as placement admission sees it: which Nodes exist, what each offers, and what
+/// the Applications already bound to each ask for.
+pub trait Fleet: Send + Sync {
+    /// The node's `status.allocatable` when the Node exists (both sides `None` when it reports
+    /// none yet); `None` when there is no Node of that name.
+    fn allocatable(&self, node: &str) -> Option<Resources>;
+
+    /// What the unfinished Applications bound to `node` request in all, leaving out the
+    /// Application `namespace`/`name` (the one being written).
+    fn requested_on(&self, node: &str, namespace: &str, name: &str) -> Resources;
+}
+
+/// A fleet with no Nodes: every pin names a Node that does not exist.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoNodes;
+
+impl Fleet for NoNodes {
+    fn allocatable(&self, _node: &str) -> Option<Resources> {
+        None
+    }
+
+    fn requested_on(&self, _node: &str, _namespace: &str, _name: &str) -> Resources {
+        Resources::default()
+    }
+}

@@ -110,7 +110,7 @@ fn resource(group: &str, plural: &str, namespaced: bool) -> Resource {
 
 #[test]
 fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
-    let chain = Chain::standard("example.com", Arc::new(rbac()));
+    let chain = Chain::standard("example.com", Arc::new(rbac()), Arc::new(crate::ports::NoNodes));
     assert_eq!(
         chain.plugin_names(),
         [
@@ -119,6 +119,7 @@ fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
             "WorkloadReferences",
             "RunAsNonRoot",
             "NodeRestriction",
+            "NodePlacement",
             "CertificateSigningRequest"
         ]
     );

@@ -30,16 +30,26 @@ pub struct Subresource {
     pub name: &'static str,
     /// The verbs served; any other is refused with 405.
     pub verbs: &'static [&'static str],
+    /// The group, version and Kind it takes and answers, when not the object's own
+    /// (`pods/eviction` takes a `policy/v1` Eviction).
+    pub response: Option<(&'static str, &'static str, &'static str)>,
 }
 
 /// The status subresource: read, replaced and patched.
-pub const STATUS: Subresource = Subresource { name: "status", verbs: &["get", "patch", "update"] };
+pub const STATUS: Subresource =
+    Subresource { name: "status", verbs: &["get", "patch", "update"], response: None };
 
 /// The `log` subresource: the output of an Application's process, streamed from its node.
-pub const LOG: Subresource = Subresource { name: "log", verbs: &["get"] };
+pub const LOG: Subresource = Subresource { name: "log", verbs: &["get"], response: None };
+
+/// The `eviction` subresource of a Pod: a `policy/v1` Eviction created there asks for the
+/// Application to be placed elsewhere (what `kubectl drain` does to each pod).
+pub const EVICTION: Subresource =
+    Subresource { name: "eviction", verbs: &["create"], response: Some(("policy", "v1", "Eviction")) };
 
 /// A certificate request's approval subresource: read, replaced and patched.
-pub const APPROVAL: Subresource = Subresource { name: "approval", verbs: &["get", "patch", "update"] };
+pub const APPROVAL: Subresource =
+    Subresource { name: "approval", verbs: &["get", "patch", "update"], response: None };
 
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
@@ -271,9 +281,9 @@ fn catalog_kinds(domain: &str) -> [KindInfo; 2] {
             false,
             &[
                 // A sync is asked for with a PUT; status and the stored document are read.
-                Subresource { name: "sync", verbs: &["update"] },
-                Subresource { name: "status", verbs: &["get"] },
-                Subresource { name: "openapi.json", verbs: &["get"] },
+                Subresource { name: "sync", verbs: &["update"], response: None },
+                Subresource { name: "status", verbs: &["get"], response: None },
+                Subresource { name: "openapi.json", verbs: &["get"], response: None },
             ],
             &[
                 Column {
@@ -641,7 +651,7 @@ impl Scheme {
                 short_names: &["po"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &[LOG],
+                subresources: &[LOG, EVICTION],
                 field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
                 columns: &[
                     Column {

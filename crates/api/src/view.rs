@@ -1,6 +1,12 @@
 //! Read-only views: Kinds served in a builtin shape but stored as another Kind. Core `v1`
 //! Pods are a view of Applications, one Pod per Application, so `kubectl get pods` (and later
 //! `logs` and `top`) work.
+//!
+//! A Pod is one placement of its Application, as a rescheduled pod is a new pod in
+//! Kubernetes: its `uid` is derived from the Application's and the node's, so an Application
+//! moved to another node (or unbound, awaiting placement) is a new Pod, which is how `kubectl
+//! drain` sees an evicted pod gone. Its controller (`ownerReferences`) is the Application, which
+//! keeps it running wherever it is placed.
 
 use serde_json::{Value, json};
 
@@ -9,8 +15,21 @@ use crate::table::field_of_typed_entry;
 /// The Pod an Application appears as.
 pub fn pod_from_application(application: &Value) -> Value {
     let mut metadata = application.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let node =
+        application.pointer("/spec/placement/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty());
     if let Some(map) = metadata.as_object_mut() {
         map.remove("managedFields");
+        let uid = map.get("uid").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let name = map.get("name").cloned().unwrap_or(Value::Null);
+        let api_version = application.get("apiVersion").cloned().unwrap_or(Value::Null);
+        map.insert(
+            "ownerReferences".into(),
+            json!([{"apiVersion": api_version, "kind": "Application", "name": name, "uid": uid,
+                    "controller": true, "blockOwnerDeletion": true}]),
+        );
+        if let Some(node) = node {
+            map.insert("uid".into(), Value::String(placement_uid(&uid, node)));
+        }
     }
     let status = application.get("status");
     let phase = status.and_then(|s| s.get("phase")).and_then(Value::as_str).unwrap_or("Pending");
@@ -45,6 +64,28 @@ pub fn pod_from_application(application: &Value) -> Value {
         pod_status["startTime"] = started.clone();
     }
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": pod_status})
+}
+
+/// The uid of an Application's Pod on `node`: a UUID-shaped digest of both (FNV-1a, two seeds),
+/// stable across reads and different for every node.
+pub fn placement_uid(application_uid: &str, node: &str) -> String {
+    let digest = |seed: u64| {
+        let mut hash = seed;
+        for byte in application_uid.bytes().chain([0]).chain(node.bytes()) {
+            hash ^= u64::from(byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        hash
+    };
+    let (high, low) = (digest(0xcbf2_9ce4_8422_2325), digest(0x6c62_272e_07bb_0142));
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        high >> 32,
+        (high >> 16) & 0xffff,
+        high & 0xffff,
+        low >> 48,
+        low & 0xffff_ffff_ffff
+    )
 }
 
 /// The container state kubectl describes: running since, terminated how, or waiting why.
@@ -112,5 +153,28 @@ mod tests {
         assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "OOMKilled");
         assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137);
         assert_eq!(pod_from_application(&json!({"metadata": {"name": "new"}}))["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn a_pod_is_one_placement_controlled_by_its_application() {
+        let on = |node: Option<&str>| {
+            pod_from_application(&json!({
+                "apiVersion": "fleet.example.com/v1", "kind": "Application",
+                "metadata": {"name": "web", "namespace": "default", "uid": "0b5e6c8e-1111-4222-8333-944455556666"},
+                "spec": {"command": ["/bin/web"], "placement": {"nodeName": node}},
+            }))
+        };
+        let (n1, n1_again, n2, unbound) = (on(Some("n1")), on(Some("n1")), on(Some("n2")), on(None));
+        let uid = |pod: &Value| pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(uid(&n1), uid(&n1_again), "the same placement is the same Pod");
+        assert_ne!(uid(&n1), uid(&n2), "a moved Application is a new Pod");
+        assert_ne!(uid(&n1), uid(&unbound), "an unbound Application is no longer the Pod on n1");
+        assert_eq!(uid(&unbound), "0b5e6c8e-1111-4222-8333-944455556666");
+        assert_eq!(uid(&n1).len(), 36, "shaped as a UUID: {}", uid(&n1));
+        assert_eq!(
+            n1["metadata"]["ownerReferences"],
+            json!([{"apiVersion": "fleet.example.com/v1", "kind": "Application", "name": "web",
+                    "uid": "0b5e6c8e-1111-4222-8333-944455556666", "controller": true, "blockOwnerDeletion": true}])
+        );
     }
 }

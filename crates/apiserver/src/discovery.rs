@@ -22,7 +22,13 @@ fn aggregated_resource(kind: &KindInfo) -> Value {
     let subresources: Vec<Value> = kind
         .subresources
         .iter()
-        .map(|sub| json!({"subresource": sub.name, "responseKind": response_kind(kind), "verbs": sub.verbs}))
+        .map(|sub| {
+            let response = match sub.response {
+                Some((group, version, kind)) => json!({"group": group, "version": version, "kind": kind}),
+                None => response_kind(kind),
+            };
+            json!({"subresource": sub.name, "responseKind": response, "verbs": sub.verbs})
+        })
         .collect();
     json!({
         "resource": kind.plural,
@@ -205,10 +211,18 @@ fn api_resources(scheme: &Scheme, group: &str, version: &str) -> Vec<Value> {
             "kind": kind.kind, "verbs": kind.verbs, "shortNames": kind.short_names, "categories": kind.categories,
         }));
         for sub in kind.subresources {
-            resources.push(json!({
+            let mut resource = json!({
                 "name": format!("{}/{}", kind.plural, sub.name), "singularName": "", "namespaced": kind.namespaced,
                 "kind": kind.kind, "verbs": sub.verbs,
-            }));
+            });
+            // A subresource taking another Kind names it with its group and version, as
+            // `pods/eviction` does (kubectl drain looks for exactly that).
+            if let Some((group, version, kind)) = sub.response {
+                resource["group"] = json!(group);
+                resource["version"] = json!(version);
+                resource["kind"] = json!(kind);
+            }
+            resources.push(resource);
         }
     }
     resources

@@ -56,7 +56,12 @@ pub(crate) async fn serve(
                 .verbs
         }
     };
-    let verb = verb(method, path.name.is_some(), query)?;
+    // A named object takes a POST only at a subresource that creates something there (an
+    // Eviction), as in Kubernetes.
+    let verb = match (method, &path.name, &path.subresource) {
+        (&Method::POST, Some(_), Some(_)) => "create",
+        _ => verb(method, path.name.is_some(), query)?,
+    };
     // A Kind and each of its subresources serve the verbs discovery advertises for them
     // (namespaces are not deleted as a collection, views are read-only, reviews are created,
     // a status is read, replaced and patched); the rest are not allowed.
@@ -75,6 +80,9 @@ pub(crate) async fn serve(
     };
     if path.subresource.as_deref() == Some("log") {
         return crate::logs::serve(&state, &path, query).await;
+    }
+    if path.subresource.as_deref() == Some("eviction") {
+        return crate::eviction::serve(&state, &path, dry_run(query)?, headers, &body).await;
     }
     if kind.review {
         return review(&state, identity, kind, verb, headers, &body);
@@ -158,12 +166,14 @@ pub(crate) async fn serve(
             Ok(json_response(StatusCode::OK, &render_one(kind, object, output, query), &[]))
         }
         "create" => {
+            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
             let created = registry.create(resource, namespace, object, options).await.map_err(invalid)?;
             Ok(json_response(StatusCode::CREATED, &Value::Object(created), &warnings))
         }
         "update" => {
+            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("update has a name");
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
@@ -172,6 +182,7 @@ pub(crate) async fn serve(
             Ok(json_response(StatusCode::OK, &Value::Object(updated), &warnings))
         }
         "patch" => {
+            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("patch has a name");
             let (patch_kind, patch) = patch_body(kind, headers, &body)?;
@@ -532,6 +543,11 @@ fn write_options(
     part: Part,
 ) -> Result<WriteOptions, ApiError> {
     Ok(WriteOptions { dry_run: dry_run(query)?, part, admission: Some(state.admission(identity)) })
+}
+
+/// Waits, before a write placement admission decides, until what it decides on is current.
+async fn placement_current(state: &ApiState, resource: &kayra_registry::Resource, part: Part) {
+    state.control().placement_current(resource, part).await;
 }
 
 /// `fieldValidation`: `Strict`, `Warn` (the default) or `Ignore`.

@@ -13,6 +13,7 @@ mod catalog;
 mod check;
 mod discovery;
 mod error;
+mod eviction;
 mod handlers;
 mod logs;
 mod media;

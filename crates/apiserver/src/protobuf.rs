@@ -28,6 +28,7 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value, String> {
     }
     match (api_version.as_str(), kind.as_str()) {
         ("v1", "Namespace") => namespace(raw),
+        ("policy/v1", "Eviction") => eviction(raw),
         ("certificates.k8s.io/v1", "CertificateSigningRequest") => certificate_request(raw),
         ("authorization.k8s.io/v1", "SelfSubjectAccessReview") => access_review(raw),
         ("authorization.k8s.io/v1", "SelfSubjectRulesReview") => rules_review(raw),
@@ -51,6 +52,37 @@ fn namespace(raw: &[u8]) -> Result<Value, String> {
                     }
                 }
                 object["spec"] = json!({"finalizers": finalizers});
+            }
+            _ => {}
+        }
+    }
+    Ok(object)
+}
+
+/// `policy/v1 Eviction` (what `kubectl drain` posts): metadata, and of its delete options the
+/// dry run and grace period.
+fn eviction(raw: &[u8]) -> Result<Value, String> {
+    let mut object = json!({"apiVersion": "policy/v1", "kind": "Eviction"});
+    for field in Fields::new(raw) {
+        match field? {
+            (1, Wire::Bytes(bytes)) => object["metadata"] = object_meta(bytes)?,
+            (2, Wire::Bytes(bytes)) => {
+                let mut options = Map::new();
+                let mut dry_run = Vec::new();
+                for inner in Fields::new(bytes) {
+                    match inner? {
+                        (1, Wire::Varint(seconds)) => {
+                            // An int64 travels as its two's complement.
+                            options.insert("gracePeriodSeconds".into(), json!(seconds.cast_signed()));
+                        }
+                        (5, Wire::Bytes(text)) => dry_run.push(Value::String(utf8(text)?)),
+                        _ => {}
+                    }
+                }
+                if !dry_run.is_empty() {
+                    options.insert("dryRun".into(), Value::Array(dry_run));
+                }
+                object["deleteOptions"] = Value::Object(options);
             }
             _ => {}
         }
@@ -352,6 +384,19 @@ mod tests {
         let mut out = vec![(number << 3) | 2, payload.len() as u8];
         out.extend_from_slice(payload);
         out
+    }
+
+    #[test]
+    fn kubectl_drain_eviction_decodes() {
+        let type_meta = [bytes_field(1, b"policy/v1"), bytes_field(2, b"Eviction")].concat();
+        let meta = [bytes_field(1, b"web"), bytes_field(3, b"default")].concat();
+        let options = [vec![0x08, 30], bytes_field(5, b"All")].concat();
+        let raw = [bytes_field(1, &meta), bytes_field(2, &options)].concat();
+        let body = [MAGIC.to_vec(), bytes_field(1, &type_meta), bytes_field(2, &raw)].concat();
+        let eviction = decode(&body).expect("an Eviction decodes");
+        assert_eq!(eviction["metadata"]["name"], "web");
+        assert_eq!(eviction["metadata"]["namespace"], "default");
+        assert_eq!(eviction["deleteOptions"], json!({"gracePeriodSeconds": 30, "dryRun": ["All"]}));
     }
 
     #[test]

@@ -69,7 +69,8 @@ impl Client {
         Err(RegistryError::Forbidden(action.refusal(&self.identity.user)))
     }
 
-    fn write_options(&self, part: Part) -> WriteOptions {
+    async fn write_options(&self, resource: &Resource, part: Part) -> WriteOptions {
+        self.control.placement_current(resource, part).await;
         WriteOptions { dry_run: false, part, admission: Some(self.control.admission(&self.identity)) }
     }
 
@@ -151,7 +152,10 @@ impl Client {
     ) -> Result<Object, RegistryError> {
         self.authorize("create", resource, None, namespace, None)?;
         let body = encode(object)?;
-        self.control.registry().create(resource, namespace, body, self.write_options(Part::Main)).await
+        self.control
+            .registry()
+            .create(resource, namespace, body, self.write_options(resource, Part::Main).await)
+            .await
     }
 
     /// Replaces an object (everything but its status); `metadata.resourceVersion`, when set,
@@ -165,7 +169,10 @@ impl Client {
     ) -> Result<Object, RegistryError> {
         self.authorize("update", resource, None, namespace, Some(name))?;
         let body = encode(object)?;
-        self.control.registry().update(resource, namespace, name, body, self.write_options(Part::Main)).await
+        self.control
+            .registry()
+            .update(resource, namespace, name, body, self.write_options(resource, Part::Main).await)
+            .await
     }
 
     /// Replaces an object's status through its `status` subresource.
@@ -180,7 +187,7 @@ impl Client {
         let body = encode(object)?;
         self.control
             .registry()
-            .update(resource, namespace, name, body, self.write_options(Part::Status))
+            .update(resource, namespace, name, body, self.write_options(resource, Part::Status).await)
             .await
     }
 
@@ -194,7 +201,10 @@ impl Client {
     ) -> Result<Object, RegistryError> {
         self.authorize("update", resource, Some("approval"), None, Some(name))?;
         let body = encode(object)?;
-        self.control.registry().update(resource, None, name, body, self.write_options(Part::Approval)).await
+        self.control
+            .registry()
+            .update(resource, None, name, body, self.write_options(resource, Part::Approval).await)
+            .await
     }
 
     /// Patches an object.
@@ -210,7 +220,7 @@ impl Client {
         let bytes = serde_json::to_vec(patch).expect("JSON values serialise");
         self.control
             .registry()
-            .patch(resource, namespace, name, kind, &bytes, self.write_options(Part::Main))
+            .patch(resource, namespace, name, kind, &bytes, self.write_options(resource, Part::Main).await)
             .await
     }
 

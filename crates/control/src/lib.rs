@@ -12,8 +12,10 @@
 
 pub mod client;
 pub mod events;
+pub mod eviction;
 pub mod feed;
 pub mod loops;
+pub mod placement;
 mod strategy;
 
 use std::collections::HashMap;
@@ -38,6 +40,7 @@ pub struct Control {
     registry: Registry,
     resources: HashMap<(String, &'static str, &'static str), Resource>,
     rbac: RwLock<Arc<Rbac>>,
+    fleet: Arc<placement::FleetIndex>,
 }
 
 impl std::fmt::Debug for Control {
@@ -55,7 +58,13 @@ impl Control {
             .iter()
             .map(|kind| ((kind.group.clone(), kind.version, kind.plural), strategy::resource(kind)))
             .collect();
-        Control { scheme, registry, resources, rbac: RwLock::new(Arc::new(Rbac::default())) }
+        Control {
+            scheme,
+            registry,
+            resources,
+            rbac: RwLock::new(Arc::new(Rbac::default())),
+            fleet: Arc::default(),
+        }
     }
 
     /// A client acting as `identity`.
@@ -110,9 +119,26 @@ impl Control {
         self.rbac().allows(&caller(identity), action)
     }
 
-    /// What `identity` may store: the standard admission chain over the current RBAC index.
+    /// What `identity` may store: the standard admission chain over the current RBAC index and
+    /// the fleet index.
     pub fn admission(&self, identity: &Identity) -> Arc<dyn Admission> {
-        kayra_admission::Chain::standard(self.scheme.domain(), self.rbac()).for_caller(caller(identity))
+        kayra_admission::Chain::standard(self.scheme.domain(), self.rbac(), self.fleet.clone())
+            .for_caller(caller(identity))
+    }
+
+    /// Before a write of `part` of a `resource` object is admitted: when placement admission
+    /// decides it (an Application's binding), waits until the fleet index holds every write
+    /// made so far. Every other write goes straight on.
+    pub async fn placement_current(&self, resource: &Resource, part: kayra_registry::Part) {
+        let fleet = format!("fleet.{}", self.scheme.domain());
+        let (Some(applications), Some(nodes)) =
+            (self.resource_named(&fleet, "applications"), self.resource_named("", "nodes"))
+        else {
+            return;
+        };
+        if placement::decided_by_placement(applications, resource, part == kayra_registry::Part::Main) {
+            self.fleet.caught_up(&self.registry, nodes, applications).await;
+        }
     }
 
     /// The identity of a bootstrap token, read from its Secret; `None` when there is none,

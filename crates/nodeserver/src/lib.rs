@@ -4,9 +4,11 @@
 //! (`system:node:<name>` in `system:nodes`) and confined to that node: it pushes the node's
 //! desired state (its Applications and exactly the Secrets they reference) whenever that
 //! changes and on a periodic resync, writes what the node reports through the application layer
-//! under the node's own identity, and relays log streams. Two loops run beside the sessions:
+//! under the node's own identity, and relays log streams. Three loops run beside the sessions:
 //! [`NodeServer::push_loop`] (every replica, for the sessions it holds) and
-//! [`NodeServer::liveness_loop`] (elected: marks silent nodes `Ready=Unknown`).
+//! [`NodeServer::liveness_loop`] (elected: marks silent nodes `Ready=Unknown`), and
+//! [`NodeServer::loss_loop`] (elected: moves what the scheduler placed off nodes lost for
+//! longer than the lost timeout, and marks the pinned ones `NodeLost`).
 //!
 //! The transport is a port: the gRPC adapter opens sessions, feeds them what the node sends
 //! and forwards what [`Session::next`] yields.
@@ -14,6 +16,7 @@
 mod cache;
 mod liveness;
 mod logs;
+mod loss;
 mod push;
 mod session;
 mod status;
@@ -44,6 +47,9 @@ pub struct Config {
     pub ready_timeout: Duration,
     /// How often every node's desired state is pushed even when unchanged (default 5 min).
     pub resync: Duration,
+    /// How long a node may be `Ready=Unknown` before it is lost and what the scheduler placed
+    /// there is placed elsewhere (default 5 min).
+    pub lost_timeout: Duration,
     /// How stale a stored heartbeat may get before an unchanged status is written again
     /// (default a quarter of the ready timeout).
     pub heartbeat_write: Duration,
@@ -59,6 +65,7 @@ impl Default for Config {
         Config {
             ready_timeout,
             resync: Duration::from_secs(300),
+            lost_timeout: Duration::from_secs(300),
             heartbeat_write: ready_timeout / 4,
             log_window: 256 * 1024,
             max_log_streams: 256,

@@ -173,7 +173,7 @@ impl Reconciler for Placer {
         match place(&nodes) {
             Placement::Bind(node) => {
                 let patch = json!({
-                    "metadata": {"resourceVersion": meta_str(&application, "resourceVersion")},
+                    "metadata": {"resourceVersion": meta_str(&application, "resourceVersion"), "annotations": {format!("fleet.{}/scheduled-by", self.client.control().scheme().domain()): "kayra-scheduler"}},
                     "spec": {"placement": {"nodeName": node}},
                 });
                 let bound = match self

@@ -4,6 +4,7 @@
 mod agents;
 mod bypass;
 mod csr;
+mod draining;
 mod kubectl;
 mod logs;
 mod scopes;

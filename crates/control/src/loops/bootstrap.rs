@@ -28,6 +28,9 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     // An Application's output, as `kubectl logs` reads it through pods or directly.
     let logs = json!({"apis": [fleet], "resources": ["applications/log"], "verbs": ["get"]});
     let statuses = json!(["applications/status", "applicationsets/status"]);
+    // Evicting a pod moves the Application the scheduler placed (what `kubectl drain` does);
+    // as in Kubernetes, admin and edit may, and so may a sysadmin, who drains nodes.
+    let eviction = json!({"apis": [""], "resources": ["pods/eviction"], "verbs": ["create"]});
     let roles = vec![
         role(
             "cluster-admin",
@@ -44,6 +47,8 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [authorization], "resources": ["*"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": ["certificates.k8s.io"], "resources": ["certificatesigningrequests", "certificatesigningrequests/approval", "certificatesigningrequests/status"], "verbs": ["*"]},
                 {"apis": [catalog], "resources": registrations, "verbs": writes},
+                {"apis": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                eviction.clone(),
             ]),
         ),
         role(
@@ -57,6 +62,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["*"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch", "update", "patch"]},
                 logs.clone(),
+                eviction.clone(),
             ]),
         ),
         role(
@@ -68,6 +74,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
                 logs.clone(),
+                eviction,
             ]),
         ),
         role(

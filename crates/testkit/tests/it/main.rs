@@ -10,6 +10,7 @@ mod catalog;
 mod check;
 mod metrics;
 mod nodes;
+mod placement;
 mod rbac_table;
 mod security;
 mod surface;
@@ -349,6 +350,14 @@ async fn state_survives_a_restart_on_sled() {
     // Pinned, so that no placement writes its status between the create and the restart.
     let mut kept = app("kept");
     kept["spec"]["placement"] = json!({"nodeName": "n1"});
+    let node = server
+        .admin()
+        .post(format!("{}/api/v1/nodes", server.url()))
+        .json(&json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(node.status(), reqwest::StatusCode::CREATED, "a pin names a Node that exists");
     let created: Value = server
         .admin()
         .post(format!("{}{APPS}", server.url()))
@@ -359,6 +368,7 @@ async fn state_survives_a_restart_on_sled() {
         .json()
         .await
         .unwrap();
+    assert_eq!(created["kind"], "Application", "{created}");
     server.restart().await;
     let read: Value = server
         .admin()

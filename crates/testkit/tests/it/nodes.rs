@@ -135,6 +135,10 @@ async fn a_node_session_is_confined_to_its_node() {
             admin_json(&server, reqwest::Method::POST, &format!("{FLEET}/secrets"), Some(body)).await;
         assert_eq!(code, StatusCode::CREATED, "{answer}");
     }
+    // n2 exists but holds no session: what is bound to it goes nowhere.
+    let n2 = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n2"}});
+    let (code, answer) = admin_json(&server, reqwest::Method::POST, "/api/v1/nodes", Some(n2)).await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
     for body in [application("web", "n1", Some("db")), application("api", "n2", Some("other"))] {
         let (code, answer) =
             admin_json(&server, reqwest::Method::POST, &format!("{FLEET}/applications"), Some(body)).await;

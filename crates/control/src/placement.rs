@@ -1,0 +1,247 @@
+//! The fleet as placement admission reads it: each Node's allocatable, and what the unfinished
+//! Applications bound to each request. One task follows the registry's watch caches of Nodes
+//! and Applications; admission reads the index synchronously.
+//!
+//! Admission decides on what the index holds, so a write that placement admission decides
+//! first waits until the index has caught up with the store (see [`FleetIndex::caught_up`]):
+//! a Node created just before a pin to it is known to the pin.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use kayra_admission::node_placement::{bound_node, requests, resources};
+use kayra_admission::ports::{Fleet, Resources};
+use kayra_registry::{Registry, Resource, WatchEvent, WatchOptions, meta_str};
+use kayra_store::Revision;
+use tokio::sync::{Notify, watch};
+
+/// The longest a write waits for the index to catch up with the store before it is decided on
+/// what the index holds.
+const CATCH_UP: Duration = Duration::from_secs(3);
+
+/// How long the follower waits before watching again after its watches ended.
+const REWATCH: Duration = Duration::from_millis(200);
+
+/// Nodes and the Applications bound to them, following the store.
+#[derive(Default)]
+pub struct FleetIndex {
+    state: Mutex<State>,
+    reached: OnceLock<watch::Receiver<Revision>>,
+    wake: Arc<Notify>,
+}
+
+impl std::fmt::Debug for FleetIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FleetIndex").finish_non_exhaustive()
+    }
+}
+
+#[derive(Default)]
+struct State {
+    nodes: HashMap<String, Resources>,
+    bound: HashMap<(String, String), (String, Resources)>,
+    requested: HashMap<String, Resources>,
+}
+
+impl State {
+    fn apply(&mut self, event: &WatchEvent, applications: bool) {
+        let object = event.object();
+        let name = meta_str(object, "name").to_owned();
+        let deleted = matches!(event, WatchEvent::Deleted(_));
+        if !applications {
+            if deleted {
+                self.nodes.remove(&name);
+            } else {
+                let allocatable = object.get("status").and_then(|status| status.get("allocatable"));
+                self.nodes.insert(name, resources(allocatable));
+            }
+            return;
+        }
+        let key = (meta_str(object, "namespace").to_owned(), name);
+        if let Some((node, asked)) = self.bound.remove(&key) {
+            let sum = self.requested.entry(node).or_default();
+            *sum = add(*sum, asked, -1.0);
+        }
+        if deleted {
+            return;
+        }
+        if let Some(node) = bound_node(object) {
+            let asked = requests(object);
+            let sum = self.requested.entry(node.to_owned()).or_default();
+            *sum = add(*sum, asked, 1.0);
+            self.bound.insert(key, (node.to_owned(), asked));
+        }
+    }
+}
+
+fn add(sum: Resources, asked: Resources, sign: f64) -> Resources {
+    let side = |sum: Option<f64>, asked: Option<f64>| match (sum, asked) {
+        (sum, None) => sum,
+        (sum, Some(asked)) => Some(sum.unwrap_or(0.0) + sign * asked),
+    };
+    Resources { cpu: side(sum.cpu, asked.cpu), memory: side(sum.memory, asked.memory) }
+}
+
+impl Fleet for FleetIndex {
+    fn allocatable(&self, node: &str) -> Option<Resources> {
+        self.state.lock().expect("the fleet index lock is never held across a panic").nodes.get(node).copied()
+    }
+
+    fn requested_on(&self, node: &str, namespace: &str, name: &str) -> Resources {
+        let state = self.state.lock().expect("the fleet index lock is never held across a panic");
+        let sum = state.requested.get(node).copied().unwrap_or_default();
+        match state.bound.get(&(namespace.to_owned(), name.to_owned())) {
+            Some((bound, asked)) if bound == node => add(sum, *asked, -1.0),
+            _ => sum,
+        }
+    }
+}
+
+impl FleetIndex {
+    /// Waits (at most a few seconds) until the index holds every write the store had made when
+    /// called, starting the follower on first use. Must be called inside a Tokio runtime.
+    pub async fn caught_up(self: &Arc<Self>, registry: &Registry, nodes: &Resource, applications: &Resource) {
+        let mut reached = self
+            .reached
+            .get_or_init(|| {
+                let (sender, receiver) = watch::channel(0);
+                let follower = Follower {
+                    index: Arc::downgrade(self),
+                    registry: registry.clone(),
+                    nodes: nodes.clone(),
+                    applications: applications.clone(),
+                    reached: sender,
+                    wake: self.wake.clone(),
+                };
+                tokio::spawn(follower.run());
+                receiver
+            })
+            .clone();
+        let Ok(current) = registry.store().revision().await else { return };
+        let wait = async {
+            loop {
+                if *reached.borrow_and_update() >= current {
+                    return;
+                }
+                self.wake.notify_one();
+                // The follower reports progress that comes without events when woken; ask
+                // again shortly in case the store's progress arrives after it looked.
+                let _ = tokio::time::timeout(Duration::from_millis(5), reached.changed()).await;
+            }
+        };
+        if tokio::time::timeout(CATCH_UP, wait).await.is_err() {
+            tracing::warn!(revision = current, "the fleet index did not catch up; deciding on what it holds");
+        }
+    }
+}
+
+/// The task that keeps an index current.
+struct Follower {
+    index: std::sync::Weak<FleetIndex>,
+    registry: Registry,
+    nodes: Resource,
+    applications: Resource,
+    reached: watch::Sender<Revision>,
+    wake: Arc<Notify>,
+}
+
+impl Follower {
+    async fn run(self) {
+        loop {
+            if self.index.strong_count() == 0 {
+                return;
+            }
+            if let Err(error) = self.follow().await {
+                tracing::debug!(%error, "the fleet index watches again");
+            }
+            tokio::time::sleep(REWATCH).await;
+        }
+    }
+
+    /// Follows both resources from their current objects until a watch ends.
+    async fn follow(&self) -> Result<(), kayra_registry::RegistryError> {
+        let from_now = WatchOptions::default();
+        let mut nodes = self.registry.watch(&self.nodes, &from_now).await?;
+        let mut applications = self.registry.watch(&self.applications, &from_now).await?;
+        let mut fresh = State::default();
+        let mut primed = false;
+        loop {
+            let (event, of_applications) = tokio::select! {
+                event = nodes.next() => (Some(event?), false),
+                event = applications.next() => (Some(event?), true),
+                () = self.wake.notified() => (None, false),
+                () = tokio::time::sleep(Duration::from_secs(1)) => (None, false),
+            };
+            let Some(index) = self.index.upgrade() else { return Ok(()) };
+            let mut state = index.state.lock().expect("the fleet index lock is never held across a panic");
+            if !primed {
+                // A new watch starts with every current object: the index starts over with it.
+                *state = std::mem::take(&mut fresh);
+                primed = true;
+            }
+            if let Some(event) = event {
+                state.apply(&event, of_applications);
+            }
+            drop(state);
+            self.reached.send_replace(nodes.revision().min(applications.revision()));
+        }
+    }
+}
+
+/// Whether a write must wait for the index: writes of Applications themselves (their binding),
+/// not of their status.
+pub(crate) fn decided_by_placement(applications: &Resource, resource: &Resource, object_part: bool) -> bool {
+    object_part && resource.group == applications.group && resource.plural == applications.plural
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(value: serde_json::Value, deleted: bool) -> WatchEvent {
+        let serde_json::Value::Object(object) = value else { panic!("an object") };
+        if deleted { WatchEvent::Deleted(Arc::new(object)) } else { WatchEvent::Modified(Arc::new(object)) }
+    }
+
+    fn app(name: &str, node: Option<&str>, memory: &str) -> serde_json::Value {
+        json!({"metadata": {"name": name, "namespace": "a"},
+               "spec": {"placement": {"nodeName": node}, "resources": {"requests": {"memory": memory}}}})
+    }
+
+    #[test]
+    fn the_index_sums_what_is_bound_to_each_node_leaving_out_the_one_written() {
+        let index = FleetIndex::default();
+        {
+            let mut state = index.state.lock().expect("not poisoned");
+            state.apply(
+                &event(
+                    json!({"metadata": {"name": "n1"}, "status": {"allocatable": {"memory": "1Ki"}}}),
+                    false,
+                ),
+                false,
+            );
+            state.apply(&event(app("x", Some("n1"), "100"), false), true);
+            state.apply(&event(app("y", Some("n1"), "200"), false), true);
+            state.apply(&event(app("z", None, "400"), false), true);
+            state.apply(&event(app("y", Some("n2"), "200"), false), true);
+        }
+        assert_eq!(index.allocatable("n1"), Some(Resources { cpu: None, memory: Some(1024.0) }));
+        assert_eq!(index.allocatable("n2"), None, "an Application bound to it does not make a Node");
+        assert_eq!(index.requested_on("n1", "a", "other").memory, Some(100.0), "y moved to n2");
+        assert_eq!(index.requested_on("n1", "a", "x").memory, Some(0.0), "x itself is left out");
+        assert_eq!(index.requested_on("n2", "a", "other").memory, Some(200.0));
+        {
+            let mut state = index.state.lock().expect("not poisoned");
+            let mut done = app("y", Some("n2"), "200");
+            done["status"] = json!({"phase": "Succeeded"});
+            state.apply(&event(done, false), true);
+            state.apply(&event(app("x", Some("n1"), "100"), true), true);
+            state.apply(&event(json!({"metadata": {"name": "n1"}}), true), false);
+        }
+        assert_eq!(index.requested_on("n2", "a", "other").memory, Some(0.0), "a finished one asks nothing");
+        assert_eq!(index.requested_on("n1", "a", "other").memory, Some(0.0), "a deleted one asks nothing");
+        assert_eq!(index.allocatable("n1"), None, "a deleted Node is gone");
+    }
+}
