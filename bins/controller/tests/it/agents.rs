@@ -22,13 +22,13 @@ fn agent_binary() -> PathBuf {
     path
 }
 
-fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     format!("{prefix}-{}-{}", std::process::id(), nanos % 1_000_000_000)
 }
 
 /// The processes whose command line contains `needle`: `(pid, real uid)`.
-fn processes_with(needle: &str) -> Vec<(u32, u32)> {
+pub(crate) fn processes_with(needle: &str) -> Vec<(u32, u32)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
@@ -51,13 +51,13 @@ fn processes_with(needle: &str) -> Vec<(u32, u32)> {
     found
 }
 
-fn kill_all_with(needle: &str) {
+pub(crate) fn kill_all_with(needle: &str) {
     for (pid, _) in processes_with(needle) {
         let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
     }
 }
 
-fn wait_for<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn wait_for<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + within;
     loop {
         if let Some(value) = check() {
@@ -70,16 +70,16 @@ fn wait_for<T>(what: &str, within: Duration, mut check: impl FnMut() -> Option<T
 
 /// A `kayra-agent` process with its own name and data directory; on drop it is killed, and
 /// so is everything its supervisors run (found by its data directory, which is in their argv).
-struct Agent {
+pub(crate) struct Agent {
     child: Option<Child>,
-    name: String,
+    pub(crate) name: String,
     dir: tempfile::TempDir,
 }
 
 impl Agent {
     /// `kayra-agent join` with the line `token create --print-join-command` printed, plus a
     /// name and a data directory; it goes straight on to run.
-    fn join(join_line: &str, name: &str) -> Agent {
+    pub(crate) fn join(join_line: &str, name: &str) -> Agent {
         let dir = tempfile::tempdir().unwrap();
         let mut words = join_line.split_whitespace();
         assert_eq!((words.next(), words.next()), (Some("kayra-agent"), Some("join")), "{join_line}");
@@ -95,7 +95,7 @@ impl Agent {
         Agent { child: Some(child), name: name.to_owned(), dir }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
     }
 
@@ -132,7 +132,7 @@ impl Drop for Agent {
     }
 }
 
-fn join_line(controller: &Controller) -> String {
+pub(crate) fn join_line(controller: &Controller) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
         .arg("--data-dir")
         .arg(controller.scratch().join("data"))
@@ -144,20 +144,20 @@ fn join_line(controller: &Controller) -> String {
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
 }
 
-fn kubectl_ok(controller: &Controller, args: &[&str]) -> String {
+pub(crate) fn kubectl_ok(controller: &Controller, args: &[&str]) -> String {
     let output = controller.kubectl(args);
     assert!(output.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
-fn get_json(controller: &Controller, args: &[&str]) -> Option<Value> {
+pub(crate) fn get_json(controller: &Controller, args: &[&str]) -> Option<Value> {
     let mut all = args.to_vec();
     all.extend(["-o", "json"]);
     let output = controller.kubectl(&all);
     output.status.success().then(|| serde_json::from_slice(&output.stdout).ok()).flatten()
 }
 
-fn apply(controller: &Controller, manifest: &Value) {
+pub(crate) fn apply(controller: &Controller, manifest: &Value) {
     let path = controller.scratch().join(format!("{}.json", unique("manifest")));
     std::fs::write(&path, manifest.to_string()).unwrap();
     kubectl_ok(controller, &["apply", "-f", path.to_str().unwrap()]);
@@ -169,12 +169,12 @@ fn application(name: &str, node: &str, spec: Value) -> Value {
     json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": name, "namespace": "default"}, "spec": spec})
 }
 
-fn app_status(controller: &Controller, name: &str) -> Value {
+pub(crate) fn app_status(controller: &Controller, name: &str) -> Value {
     get_json(controller, &["get", "app", name]).map(|app| app["status"].clone()).unwrap_or(Value::Null)
 }
 
 /// Two agents joined and uncordoned; answers them.
-fn two_nodes(controller: &Controller) -> (Agent, Agent) {
+pub(crate) fn two_nodes(controller: &Controller) -> (Agent, Agent) {
     let line = join_line(controller);
     let a = Agent::join(&line, &unique("node-a"));
     let b = Agent::join(&line, &unique("node-b"));
@@ -216,7 +216,7 @@ fn is_supervisor(pid: u32) -> bool {
     String::from_utf8_lossy(&cmdline).contains("supervise")
 }
 
-fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         stat.rsplit(')').next().and_then(|rest| rest.split_whitespace().next()) != Some("Z")
     })

@@ -6,6 +6,7 @@ mod bypass;
 mod csr;
 mod kubectl;
 mod logs;
+mod scheduling;
 mod scopes;
 mod tokens;
 
