@@ -112,22 +112,19 @@ fn the_scheduler_spreads_avoids_cordoned_nodes_obeys_no_execute_and_explains() {
         &controller,
         &unpinned("too-big", &marker, json!({"resources": {"requests": {"memory": "1000Ti"}}})),
     );
-    let expected = format!(
-        "0/2 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint {{maintenance: now}}."
-    );
+    let expected =
+        "0/2 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint {maintenance: now}.";
     wait_for("too-big to be explained", Duration::from_secs(30), || {
         let status = app_status(&controller, "too-big");
         let condition = status["conditions"].as_array()?.iter().find(|c| c["type"] == "Scheduled")?.clone();
-        (status["phase"] == "Pending"
-            && condition["status"] == "False"
-            && condition["message"] == expected.as_str())
-        .then_some(())
+        (status["phase"] == "Pending" && condition["status"] == "False" && condition["message"] == expected)
+            .then_some(())
     });
     let described = wait_for("the FailedScheduling event", Duration::from_secs(15), || {
         let described = kubectl_ok(&controller, &["describe", "app", "too-big"]);
         described.contains("FailedScheduling").then_some(described)
     });
-    assert!(described.contains(&expected), "{described}");
+    assert!(described.contains(expected), "{described}");
     // The explanation is not rewritten while nothing changes: one event.
     std::thread::sleep(Duration::from_secs(3));
     let failures = kubectl_ok(
