@@ -195,21 +195,30 @@ async fn placements(
     let running = tokio::spawn(scheduler.into_loop().run(stop.clone()));
     // Let the scheduler list the nodes first, as a running controller's would have.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let options = WatchOptions { namespace: Some("placed".into()), ..WatchOptions::default() };
-    let mut watch = client.watch(applications, &options).await.map_err(|e| e.to_string())?;
+    let watching = WatchOptions { namespace: Some("placed".into()), ..WatchOptions::default() };
+    let mut watch = client.watch(applications, &watching).await.map_err(|e| e.to_string())?;
+    let (watch_client, watched) = (client.clone(), applications.clone());
     let watcher = tokio::spawn(async move {
         let mut bound: HashMap<String, Instant> = HashMap::with_capacity(APPLICATIONS);
         while bound.len() < APPLICATIONS {
             let event = match tokio::time::timeout(Duration::from_secs(120), watch.next()).await {
                 Ok(Ok(event)) => event,
-                _ => break,
+                // Fell behind the writers: watch again from now; the new watch starts with
+                // every Application as it is (a bind seen that way is timed a little late).
+                Ok(Err(_)) => match watch_client.watch(&watched, &watching).await {
+                    Ok(resumed) => {
+                        watch = resumed;
+                        continue;
+                    }
+                    Err(error) => {
+                        eprintln!("the benchmark's watch could not resume: {error}");
+                        break;
+                    }
+                },
+                Err(_) => break,
             };
-            if let WatchEvent::Modified(object) = &event
-                && object
-                    .get("spec")
-                    .and_then(|s| s.pointer("/placement/nodeName"))
-                    .and_then(Value::as_str)
-                    .is_some()
+            if let WatchEvent::Added(object) | WatchEvent::Modified(object) = &event
+                && is_bound(object)
             {
                 bound.entry(meta_str(object, "name").to_owned()).or_insert_with(Instant::now);
             }
@@ -245,6 +254,10 @@ async fn placements(
         .collect();
     latencies.sort();
     Ok((APPLICATIONS as f64 / last.duration_since(started).as_secs_f64(), latencies, create_time))
+}
+
+fn is_bound(object: &kayra_registry::Object) -> bool {
+    object.get("spec").and_then(|s| s.pointer("/placement/nodeName")).and_then(Value::as_str).is_some()
 }
 
 trait Pipe: Sized {

@@ -33,6 +33,11 @@ pub struct Snapshot {
     /// Placed Applications with a required anti-affinity term: their rules protect them from
     /// newcomers too.
     anti_affine: BTreeSet<String>,
+    /// Those Applications by what their terms' `matchLabels` ask of a newcomer: the namespace a
+    /// term looks in, and one label pair of its selector.
+    anti_index: HashMap<(String, String, String), BTreeSet<String>>,
+    /// Those with a term that has no `matchLabels` (checked against every newcomer).
+    anti_unindexed: BTreeSet<String>,
 }
 
 impl Snapshot {
@@ -59,6 +64,41 @@ impl Snapshot {
     /// Placed Applications with a required anti-affinity term, with their nodes.
     pub fn anti_affine(&self) -> impl Iterator<Item = &(String, App)> {
         self.anti_affine.iter().filter_map(|id| self.placed.get(id))
+    }
+
+    /// The placed Applications whose required anti-affinity terms may pick `app`: a superset,
+    /// found through the index, each once and in id order.
+    pub fn anti_affine_for(&self, app: &crate::model::AppInfo) -> Vec<&(String, App)> {
+        let mut ids: BTreeSet<&String> = self.anti_unindexed.iter().collect();
+        for (key, value) in &app.labels {
+            let slot = (app.namespace.clone(), key.clone(), value.clone());
+            ids.extend(self.anti_index.get(&slot).into_iter().flatten());
+        }
+        ids.into_iter().filter_map(|id| self.placed.get(id)).collect()
+    }
+
+    /// The index slots of a placed Application's required anti-affinity terms; `None` when a
+    /// term has no `matchLabels` to index it by.
+    fn anti_slots(app: &crate::model::AppInfo) -> Option<Vec<(String, String, String)>> {
+        let terms = app
+            .affinity
+            .workload_anti_affinity
+            .as_ref()
+            .and_then(|anti| anti.required_during_scheduling_ignored_during_execution.as_ref())?;
+        let mut slots = Vec::new();
+        for term in terms {
+            let (key, value) = term
+                .label_selector
+                .as_ref()
+                .and_then(|s| s.match_labels.as_ref())
+                .and_then(|m| m.iter().next())?;
+            let namespaces = match term.namespaces.as_deref() {
+                Some(list) if !list.is_empty() => list.to_vec(),
+                _ => vec![app.namespace.clone()],
+            };
+            slots.extend(namespaces.into_iter().map(|ns| (ns, key.clone(), value.clone())));
+        }
+        Some(slots)
     }
 
     /// Adds or replaces a node; answers whether the change may let something fit that did not.
@@ -108,6 +148,16 @@ impl Snapshot {
             .is_some_and(|terms| !terms.is_empty())
         {
             self.anti_affine.insert(app.id.clone());
+            match Snapshot::anti_slots(app) {
+                Some(slots) => {
+                    for slot in slots {
+                        self.anti_index.entry(slot).or_default().insert(app.id.clone());
+                    }
+                }
+                None => {
+                    self.anti_unindexed.insert(app.id.clone());
+                }
+            }
         }
         self.placed.insert(app.id.clone(), (node.to_owned(), app.clone()));
     }
@@ -148,7 +198,17 @@ impl Snapshot {
                 self.namespaces.remove(&app.namespace);
             }
         }
-        self.anti_affine.remove(id);
+        if self.anti_affine.remove(id) {
+            self.anti_unindexed.remove(id);
+            for slot in Snapshot::anti_slots(&app).unwrap_or_default() {
+                if let Some(ids) = self.anti_index.get_mut(&slot) {
+                    ids.remove(id);
+                    if ids.is_empty() {
+                        self.anti_index.remove(&slot);
+                    }
+                }
+            }
+        }
         true
     }
 

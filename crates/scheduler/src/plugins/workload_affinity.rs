@@ -71,9 +71,17 @@ fn domains_of(term: &PodAffinityTerm, app: &AppInfo, snapshot: &Snapshot) -> Has
         .collect()
 }
 
+/// Whether `term` of an Application in `own` looks in `namespace`.
+fn looks_in(term: &PodAffinityTerm, own: &str, namespace: &str) -> bool {
+    match term.namespaces.as_deref() {
+        Some(list) if !list.is_empty() => list.iter().any(|n| n == namespace),
+        _ => own == namespace,
+    }
+}
+
 fn picks_itself(term: &PodAffinityTerm, app: &AppInfo) -> bool {
     term.label_selector.as_ref().is_some_and(|selector| selects(selector, &app.labels))
-        && namespaces(term, &app.namespace).contains(&app.namespace)
+        && looks_in(term, &app.namespace, &app.namespace)
 }
 
 impl Plugin for WorkloadAffinity {
@@ -83,7 +91,7 @@ impl Plugin for WorkloadAffinity {
 
     fn pre_filter(&self, app: &AppInfo, snapshot: &Snapshot, state: &mut CycleState) -> Result<(), String> {
         let mut prepared = Prepared::default();
-        for (node, placed) in snapshot.anti_affine() {
+        for (node, placed) in snapshot.anti_affine_for(app) {
             if placed.id == app.id {
                 continue;
             }
