@@ -7,7 +7,7 @@
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
-//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench nodes [--nodes N]`: the
+//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench nodes [--nodes N]`: the
 //!   benchmarks, in release mode.
 
 #![allow(clippy::print_stdout)]
@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         match args.as_slice() {
             ["ci"] => ci(),
             ["e2e"] => tests(&["--package", "kayra-controller"], &mut Vec::new()),
-            ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
+            ["bench", which @ ("store" | "api" | "catalog" | "loop" | "scheduler")] => {
                 cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
             }
             // The node benchmark runs the real controller binary as a process of its own.
@@ -54,7 +54,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|nodes [--nodes N]"
+                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler|nodes [--nodes N]"
                     .to_owned(),
             ),
         };

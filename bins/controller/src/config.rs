@@ -47,6 +47,28 @@ pub struct Config {
     /// kernel's backlog. Every node holds one, so a fleet needs more than it has nodes, and the
     /// process's open-file limit (`ulimit -n`) must allow as many.
     pub max_connections: usize,
+    /// The scheduler: `policy` is `spread` (the default: the emptiest node wins) or `binpack`
+    /// (the fullest node that fits wins).
+    pub scheduler: SchedulerConfig,
+}
+
+/// The scheduler's settings.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct SchedulerConfig {
+    /// How nodes are scored for resources.
+    pub policy: SchedulerPolicy,
+}
+
+/// How the scheduler scores nodes for resources.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerPolicy {
+    /// Least allocated first: Applications spread over the nodes.
+    #[default]
+    Spread,
+    /// Most allocated first: Applications pack onto as few nodes as fit them.
+    Binpack,
 }
 
 /// Which store keeps the state.
@@ -96,6 +118,7 @@ impl Default for Config {
             node_lost_timeout_seconds: 300,
             agent: true,
             max_connections: 4096,
+            scheduler: SchedulerConfig::default(),
         }
     }
 }
@@ -160,5 +183,9 @@ mod tests {
         assert_eq!(Config::from_yaml("maxConnections: 12000\n").unwrap().max_connections, 12000);
         assert!(Config { max_connections: 0, ..Config::default() }.validate().is_err());
         assert!(Config { domain: "Not A Domain".into(), ..Config::default() }.validate().is_err());
+        assert_eq!(Config::from_yaml("").unwrap().scheduler.policy, SchedulerPolicy::Spread);
+        let binpack = Config::from_yaml("scheduler:\n  policy: binpack\n").unwrap();
+        assert_eq!(binpack.scheduler.policy, SchedulerPolicy::Binpack);
+        assert!(Config::from_yaml("scheduler:\n  policy: random\n").is_err());
     }
 }

@@ -34,7 +34,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use config::{Config, StoreKind};
+pub use config::{Config, SchedulerPolicy, StoreKind};
 
 /// Where `init` put things.
 #[derive(Debug, Clone)]
@@ -317,7 +317,18 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
         )
         .into_loop(candidate.clone()),
         controller.nodes.push_loop(),
-        kayra_scheduler::Placer::new(client("scheduler"))?.into_loop().elected(election("scheduler")),
+        kayra_scheduler::Scheduler::with_framework(
+            client("scheduler"),
+            kayra_scheduler::Framework::new(
+                match config.scheduler.policy {
+                    SchedulerPolicy::Spread => kayra_scheduler::Policy::Spread,
+                    SchedulerPolicy::Binpack => kayra_scheduler::Policy::Binpack,
+                },
+                Some(Duration::from_secs(config.node_ready_timeout_seconds)),
+            ),
+        )?
+        .into_loop()
+        .elected(election("scheduler")),
         controller.nodes.liveness_loop().elected(election("node-liveness")),
         controller.nodes.loss_loop().elected(election("node-loss")),
     ];

@@ -17,6 +17,7 @@
 //!
 //! Finished Applications (`Succeeded`, `Failed`) request nothing of their Node.
 
+use kayra_api::kinds::application::scheduled_by_annotation;
 use std::sync::Arc;
 
 use kayra_api::quantity::Quantity;
@@ -42,11 +43,6 @@ impl NodePlacement {
     pub fn new(domain: &str, fleet: Arc<dyn Fleet>) -> NodePlacement {
         NodePlacement { group: format!("fleet.{domain}"), annotation: scheduled_by_annotation(domain), fleet }
     }
-}
-
-/// The annotation the scheduler writes with the binding of an Application it placed.
-fn scheduled_by_annotation(domain: &str) -> String {
-    format!("fleet.{domain}/scheduled-by")
 }
 
 /// The binding an Application names, if any (empty is none).

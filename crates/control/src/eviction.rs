@@ -6,6 +6,7 @@
 //! it (within its grace period), and the scheduler places it again. An Application its author
 //! pinned (a binding without the annotation) is never moved: only its author changes the pin.
 
+use kayra_api::kinds::application::scheduled_by_annotation;
 use std::sync::Arc;
 
 use kayra_registry::{Object, PatchKind, RegistryError, Resource, meta_str};
@@ -17,11 +18,6 @@ use crate::events::{Involved, Recorder, Severity};
 
 /// How many times an unbinding that lost a race to another writer is tried again.
 const RETRIES: usize = 5;
-
-/// The annotation the scheduler writes with the binding of an Application it placed.
-fn scheduled_by_annotation(domain: &str) -> String {
-    format!("fleet.{domain}/scheduled-by")
-}
 
 /// Whether the scheduler placed `application` (rather than its author pinning it).
 pub fn scheduler_placed(domain: &str, application: &Object) -> bool {

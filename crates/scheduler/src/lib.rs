@@ -1,133 +1,350 @@
-//! Placement of Applications that name no node. This placer binds such an Application to the
-//! fleet's only schedulable node (cordoned and not-Ready nodes are not schedulable), so a
-//! fleet of one — the controller's own local node — runs what it is given with no pinning.
-//! With no schedulable node, or several, the Application stays `Pending` with condition
-//! `Scheduled=False` saying why, and is looked at again as nodes come and go.
+//! Placement of Applications that name no node, shaped as kube-scheduler.
 //!
-//! A bound Application stays where it is: placement is decided once (as Kubernetes'
-//! `IgnoredDuringExecution`), and a pin its author wrote is never changed.
+//! [`framework`] holds the extension points and [`plugins`] one module per plugin; the
+//! [`Scheduler`] runs them on the loop runtime over a [`snapshot::Snapshot`] of Nodes and placed
+//! Applications that list-and-watch feeds keep current (no list per placement), in the order of
+//! its [`queue`]. A decision is reserved in the snapshot and bound by one merge patch through
+//! the application layer (so admission sees it) that sets `spec.placement.nodeName` and the
+//! scheduled-by annotation together; binds run concurrently while the next decisions are made.
+//! An Application that fits nowhere gets `Scheduled=False` with kube-scheduler's message and a
+//! `FailedScheduling` Event when that message changes; a bound one `Scheduled=True` and a
+//! `Scheduled` Event. The [`taint_manager`] moves scheduler-placed Applications off nodes
+//! with `NoExecute` taints they do not tolerate.
+//!
+//! Placement is decided once (Kubernetes' `IgnoredDuringExecution`): a bound Application stays
+//! where it is when labels or its own rules change later, and a pin its author wrote (a node
+//! without the annotation) is never changed.
 
-use std::time::Duration;
+pub mod framework;
+pub mod model;
+pub mod plugins;
+pub mod queue;
+pub mod snapshot;
+pub mod taint_manager;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use kayra_api::kinds::application::{SCHEDULER, scheduled_by_annotation};
 use kayra_control::client::Client;
 use kayra_control::events::{Involved, Recorder, Severity};
-use kayra_control::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
+use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed, Sink, Source};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{Object, PatchKind, RegistryError, Resource, meta_str};
+use kayra_registry::{
+    ListOptions, Object, PatchKind, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
+};
 use serde_json::{Value, json};
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
 
-/// How soon an Application that could not be placed is looked at again.
-const RETRY: Duration = Duration::from_secs(5);
+pub use framework::{Framework, Policy};
+use model::{App, AppInfo, NodeInfo};
+use queue::{Entry, Queue};
+use snapshot::Snapshot;
+
+/// The loop key that runs the scheduling queue.
+const SCHEDULE: &str = "schedule";
+/// The prefix of the loop keys that run the taint manager for one node.
+const TAINTS: &str = "taints/";
+/// How many Applications one pass decides before their binds are started.
+const BATCH: usize = 256;
+/// How many binds are written at once.
+const BINDS: usize = 32;
 
 /// Places Applications that name no node.
-#[derive(Debug)]
-pub struct Placer {
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler").field("framework", &self.inner.framework).finish_non_exhaustive()
+    }
+}
+
+struct Inner {
     client: Client,
     applications: Resource,
     nodes: Resource,
+    domain: String,
+    framework: Framework,
     recorder: Recorder,
+    state: Mutex<State>,
+    wake: Notify,
+    binds: Arc<Semaphore>,
 }
 
-/// What the fleet offers an Application that names no node.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// Bind it to this node.
-    Bind(String),
-    /// Leave it pending, for this reason.
-    Pending(String),
+#[derive(Default)]
+struct State {
+    snapshot: Snapshot,
+    queue: Queue,
+    /// Decided and not yet bound: node by Application id. A list that still shows them
+    /// unbound keeps their reservation.
+    assumed: HashMap<String, String>,
+    /// Which collections were listed at least once (applications, nodes).
+    synced: [bool; 2],
+    /// When each `NoExecute` taint (`node`, `key`, `value`) was first seen.
+    taints_seen: HashMap<(String, String, String), Instant>,
 }
 
-/// Whether a Node may receive new work: not cordoned, and Ready.
-pub fn schedulable(node: &Object) -> bool {
-    let cordoned =
-        node.get("spec").and_then(|spec| spec.get("unschedulable")).and_then(Value::as_bool) == Some(true);
-    let ready = node
-        .get("status")
-        .and_then(|status| status.get("conditions"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| {
-            c.get("type").and_then(Value::as_str) == Some("Ready")
-                && c.get("status").and_then(Value::as_str) == Some("True")
-        });
-    !cordoned && ready
-}
-
-/// Decides where an Application that names no node goes, given every Node.
-pub fn place(nodes: &[Object]) -> Placement {
-    let candidates: Vec<&str> =
-        nodes.iter().filter(|node| schedulable(node)).map(|node| meta_str(node, "name")).collect();
-    match candidates.as_slice() {
-        [only] => Placement::Bind((*only).to_owned()),
-        [] => {
-            let cordoned = nodes
-                .iter()
-                .filter(|node| {
-                    node.get("spec").and_then(|s| s.get("unschedulable")).and_then(Value::as_bool)
-                        == Some(true)
-                })
-                .count();
-            let not_ready = nodes.len() - cordoned;
-            Placement::Pending(format!(
-                "0/{} nodes are available: {cordoned} node(s) were cordoned, {not_ready} node(s) were not ready.",
-                nodes.len()
-            ))
-        }
-        several => Placement::Pending(format!(
-            "{} nodes are schedulable and this controller binds an Application that names no node only \
-             while exactly one is; set spec.placement.nodeName to choose one",
-            several.len()
-        )),
+impl Scheduler {
+    /// The scheduler, acting as `client`, scoring resources by `policy`. Nodes are trusted on
+    /// their `Ready` condition alone until [`Scheduler::heartbeat_timeout`] says otherwise.
+    pub fn new(client: Client, policy: Policy) -> Result<Scheduler, RegistryError> {
+        Scheduler::with_framework(client, Framework::new(policy, None))
     }
-}
 
-impl Placer {
-    /// The placer, acting as `client`.
-    pub fn new(client: Client) -> Result<Placer, RegistryError> {
-        let fleet = format!("fleet.{}", client.control().scheme().domain());
-        let applications = client.resource(&fleet, "applications")?;
+    /// The scheduler running `framework`.
+    pub fn with_framework(client: Client, framework: Framework) -> Result<Scheduler, RegistryError> {
+        let domain = client.control().scheme().domain().to_owned();
+        let applications = client.resource(&format!("fleet.{domain}"), "applications")?;
         let nodes = client.resource("", "nodes")?;
         let recorder = Recorder::new(client.clone(), "kayra-scheduler");
-        Ok(Placer { client, applications, nodes, recorder })
+        Ok(Scheduler {
+            inner: Arc::new(Inner {
+                client,
+                applications,
+                nodes,
+                domain,
+                framework,
+                recorder,
+                state: Mutex::default(),
+                wake: Notify::new(),
+                binds: Arc::new(Semaphore::new(BINDS)),
+            }),
+        })
     }
 
-    /// The loop: one key per Application.
+    /// The loop: the queue's key, and one key per node for the taint manager.
     pub fn into_loop(self) -> Loop {
-        let source = ResourceFeed::objects(self.client.clone(), self.applications.clone());
-        Loop::new("placement", self).source(source).concurrency(2)
+        let inner = &self.inner;
+        let applications = ListWatch::new(SchedulerFeed {
+            scheduler: self.clone(),
+            resource: inner.applications.clone(),
+            collection: Collection::Applications,
+        });
+        let nodes = ListWatch::new(SchedulerFeed {
+            scheduler: self.clone(),
+            resource: inner.nodes.clone(),
+            collection: Collection::Nodes,
+        });
+        let wake = Wake(self.clone());
+        Loop::new("scheduler", self)
+            .source(applications)
+            .source(nodes)
+            .source(wake)
+            .concurrency(2)
+            .resync(Duration::from_secs(60))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().expect("the scheduler's lock is never held across a panic")
+    }
+
+    fn annotation(&self) -> String {
+        scheduled_by_annotation(&self.inner.domain)
+    }
+
+    /// Records an Application; answers the loop keys it concerns.
+    fn put_app(&self, object: Arc<Object>) -> Vec<Key> {
+        let Some(app) = AppInfo::from_object(&object, &self.inner.domain) else { return Vec::new() };
+        let app = Arc::new(app);
+        let mut state = self.state();
+        let wants = app.wants_placement();
+        let freed = if app.node.is_none() && state.assumed.contains_key(&app.id) {
+            false
+        } else {
+            state.snapshot.put_app(&app)
+        };
+        state.queue.upsert(app, object);
+        if freed {
+            state.queue.move_unschedulable();
+        }
+        if wants || freed { vec![Key::new(SCHEDULE)] } else { Vec::new() }
+    }
+
+    fn remove_app(&self, object: &Object) -> Vec<Key> {
+        let id = format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name"));
+        let mut state = self.state();
+        state.queue.remove(&id);
+        let freed = !state.assumed.contains_key(&id) && state.snapshot.remove_app(&id);
+        if freed {
+            state.queue.move_unschedulable();
+            vec![Key::new(SCHEDULE)]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn put_node(&self, object: &Object) -> Vec<Key> {
+        let Some(node) = NodeInfo::from_object(object) else { return Vec::new() };
+        let name = node.name.clone();
+        let no_execute = node.taints.iter().any(|t| t.effect == "NoExecute");
+        let mut state = self.state();
+        if !state.snapshot.put_node(node) {
+            return Vec::new();
+        }
+        state.queue.move_unschedulable();
+        let mut keys = vec![Key::new(SCHEDULE)];
+        if no_execute || state.taints_seen.keys().any(|(n, _, _)| *n == name) {
+            keys.push(Key::new(format!("{TAINTS}{name}")));
+        }
+        keys
+    }
+
+    /// One pass of the queue: decide a batch under the lock, then start its binds.
+    async fn schedule(&self) -> Result<Action, ReconcileError> {
+        loop {
+            let decisions = {
+                let mut state = self.state();
+                if state.synced != [true, true] {
+                    return Ok(Action::AwaitChange);
+                }
+                let framework = &self.inner.framework;
+                let (batch, next) =
+                    state.queue.pop(Instant::now(), BATCH, |a, b| framework.compare(&a.app, &b.app));
+                if batch.is_empty() {
+                    return Ok(match next {
+                        Some(at) => Action::RequeueAfter(at.saturating_duration_since(Instant::now())),
+                        None => Action::AwaitChange,
+                    });
+                }
+                let now = jiff::Timestamp::now();
+                let mut decisions = Vec::with_capacity(batch.len());
+                for entry in batch {
+                    match framework.schedule(&entry.app, &state.snapshot, Some(now)) {
+                        Ok(node) => {
+                            state.snapshot.assume(&entry.app, &node);
+                            state.assumed.insert(entry.app.id.clone(), node.clone());
+                            decisions.push((entry, Ok(node)));
+                        }
+                        Err(unschedulable) => {
+                            state.queue.failed(&entry.app.id, Instant::now());
+                            decisions.push((entry, Err(unschedulable.message())));
+                        }
+                    }
+                }
+                decisions
+            };
+            for (entry, decision) in decisions {
+                let permit = self.inner.binds.clone().acquire_owned().await?;
+                let scheduler = self.clone();
+                tokio::spawn(async move {
+                    match decision {
+                        Ok(node) => scheduler.bind(entry, node).await,
+                        Err(message) => scheduler.explain(entry, &message).await,
+                    }
+                    drop(permit);
+                });
+            }
+        }
+    }
+
+    /// Writes a decision: `nodeName` and the annotation in one patch, on the version decided on.
+    async fn bind(&self, entry: Entry, node: String) {
+        let app = &entry.app;
+        let patch = json!({
+            "metadata": {"resourceVersion": app.resource_version, "annotations": {self.annotation(): SCHEDULER}},
+            "spec": {"placement": {"nodeName": node}},
+        });
+        let written = self
+            .inner
+            .client
+            .patch(&self.inner.applications, Some(&app.namespace), &app.name, PatchKind::Merge, &patch)
+            .await;
+        let bound = match written {
+            Ok(bound) => bound,
+            Err(error) => {
+                let mut state = self.state();
+                state.assumed.remove(&app.id);
+                state.snapshot.remove_app(&app.id);
+                match error {
+                    // A newer version is on its way through the watch, or the Application is gone.
+                    RegistryError::Conflict { .. } | RegistryError::NotFound { .. } => {
+                        state.queue.retry(&app.id)
+                    }
+                    error => {
+                        tracing::warn!(application = %app.id, %node, %error, "binding failed; backing off");
+                        state.queue.failed(&app.id, Instant::now());
+                    }
+                }
+                drop(state);
+                self.inner.wake.notify_one();
+                return;
+            }
+        };
+        let bound = Arc::new(bound);
+        {
+            let mut state = self.state();
+            state.assumed.remove(&app.id);
+            if let Some(info) = AppInfo::from_object(&bound, &self.inner.domain) {
+                let info = Arc::new(info);
+                state.snapshot.put_app(&info);
+                state.queue.upsert(info, bound.clone());
+            }
+        }
+        let message = format!("Successfully assigned {} to {node}", app.id);
+        let involved = self.involved(&bound);
+        if let Err(error) = self.condition((*bound).clone(), "True", "Scheduled", &message).await {
+            tracing::debug!(application = %app.id, %error, "the Scheduled condition was not written");
+        }
+        if let Err(error) =
+            self.inner.recorder.record(&involved, Severity::Normal, "Scheduled", &message).await
+        {
+            tracing::debug!(%error, "the Scheduled event was not recorded");
+        }
+    }
+
+    /// Explains why an Application fits nowhere: condition and Event, when the message changed.
+    async fn explain(&self, entry: Entry, message: &str) {
+        if entry.app.scheduled_message.as_deref() == Some(message) {
+            return;
+        }
+        let involved = self.involved(&entry.object);
+        match self.condition((*entry.object).clone(), "False", "Unschedulable", message).await {
+            Ok(()) => {
+                if let Err(error) = self
+                    .inner
+                    .recorder
+                    .record(&involved, Severity::Warning, "FailedScheduling", message)
+                    .await
+                {
+                    tracing::debug!(%error, "the FailedScheduling event was not recorded");
+                }
+            }
+            // Changed meanwhile: the next attempt explains again.
+            Err(error) => {
+                tracing::debug!(application = %entry.app.id, %error, "the Scheduled condition was not written")
+            }
+        }
     }
 
     fn involved(&self, application: &Object) -> Involved {
-        let (namespace, name) = (meta_str(application, "namespace"), meta_str(application, "name"));
         Involved {
-            api_version: format!("{}/{}", self.applications.group, self.applications.version),
+            api_version: format!("{}/{}", self.inner.applications.group, self.inner.applications.version),
             kind: "Application".into(),
-            namespace: namespace.into(),
-            name: name.into(),
+            namespace: meta_str(application, "namespace").into(),
+            name: meta_str(application, "name").into(),
             uid: meta_str(application, "uid").into(),
         }
     }
 
-    /// Sets condition `Scheduled` (and phase `Pending` on an Application with none); writes only
-    /// a change.
-    async fn scheduled(
+    /// Sets condition `Scheduled` (and phase `Pending` on an Application with none).
+    async fn condition(
         &self,
         mut application: Object,
         status: &str,
         reason: &str,
         message: &str,
-    ) -> Result<bool, RegistryError> {
+    ) -> Result<(), RegistryError> {
         let (namespace, name) =
             (meta_str(&application, "namespace").to_owned(), meta_str(&application, "name").to_owned());
         let mut current = application.get("status").cloned().unwrap_or_else(|| json!({}));
         let conditions = current.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
         let existing = conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled"));
-        if existing.is_some_and(|c| c["status"] == status && c["reason"] == reason && c["message"] == message)
-        {
-            return Ok(false);
-        }
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
         let since = match existing {
             Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
@@ -145,111 +362,267 @@ impl Placer {
         }
         if status == "False" {
             current["message"] = json!(message);
+        } else if current.get("phase").and_then(Value::as_str) == Some("Pending") {
+            current.as_object_mut().map(|status| status.remove("message"));
         }
         application.insert("status".into(), current);
-        self.client.update_status(&self.applications, Some(&namespace), &name, &application).await?;
-        Ok(true)
+        self.inner
+            .client
+            .update_status(&self.inner.applications, Some(&namespace), &name, &application)
+            .await?;
+        Ok(())
+    }
+
+    /// The taint manager's pass over one node.
+    async fn taints(&self, node: &str) -> Result<Action, ReconcileError> {
+        let now = Instant::now();
+        let verdict = {
+            let mut state = self.state();
+            let State { snapshot, taints_seen, .. } = &mut *state;
+            let Some(info) = snapshot.nodes().get(node) else {
+                taints_seen.retain(|(n, _, _), _| n != node);
+                return Ok(Action::AwaitChange);
+            };
+            let current: Vec<(String, String, String)> = info
+                .taints
+                .iter()
+                .filter(|t| t.effect == "NoExecute")
+                .map(|t| (node.to_owned(), t.key.clone(), t.value.clone().unwrap_or_default()))
+                .collect();
+            taints_seen.retain(|key, _| key.0 != node || current.contains(key));
+            for key in current {
+                taints_seen.entry(key).or_insert(now);
+            }
+            let apps: Vec<App> = snapshot
+                .usage(node)
+                .into_iter()
+                .flat_map(|usage| usage.apps.iter())
+                .filter_map(|id| snapshot.placed(id).map(|(_, app)| app.clone()))
+                .collect();
+            let seen = |t: &k8s_openapi::api::core::v1::Taint| {
+                taints_seen
+                    .get(&(node.to_owned(), t.key.clone(), t.value.clone().unwrap_or_default()))
+                    .copied()
+                    .unwrap_or(now)
+            };
+            taint_manager::verdict(info, &apps, seen, now)
+        };
+        for (app, taint) in verdict.evict {
+            let patch = json!({
+                "metadata": {"resourceVersion": app.resource_version, "annotations": {self.annotation(): null}},
+                "spec": {"placement": {"nodeName": null}},
+            });
+            match self
+                .inner
+                .client
+                .patch(&self.inner.applications, Some(&app.namespace), &app.name, PatchKind::Merge, &patch)
+                .await
+            {
+                Ok(moved) => {
+                    let message = format!(
+                        "Unbinding {} from node {node}: it does not tolerate taint {{{}: {}}}:NoExecute",
+                        app.id,
+                        taint.key,
+                        taint.value.as_deref().unwrap_or_default()
+                    );
+                    if let Err(error) = self
+                        .inner
+                        .recorder
+                        .record(&self.involved(&moved), Severity::Normal, "TaintManagerEviction", &message)
+                        .await
+                    {
+                        tracing::debug!(%error, "the TaintManagerEviction event was not recorded");
+                    }
+                }
+                // Changed meanwhile; the change brings the node's key back.
+                Err(RegistryError::Conflict { .. } | RegistryError::NotFound { .. }) => {
+                    return Ok(Action::RequeueAfter(Duration::from_millis(200)));
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
+        Ok(match verdict.next {
+            Some(at) => Action::RequeueAfter(at.saturating_duration_since(Instant::now())),
+            None => Action::AwaitChange,
+        })
     }
 }
 
 #[async_trait::async_trait]
-impl Reconciler for Placer {
+impl Reconciler for Scheduler {
     async fn reconcile(&self, key: &Key) -> Result<Action, ReconcileError> {
-        let (namespace, name) = (key.namespace().unwrap_or_default(), key.name());
-        let application = match self.client.get(&self.applications, Some(namespace), name).await {
-            Ok(application) => application,
-            Err(RegistryError::NotFound { .. }) => return Ok(Action::AwaitChange),
-            Err(error) => return Err(error.into()),
-        };
-        let bound = application
-            .get("spec")
-            .and_then(|spec| spec.pointer("/placement/nodeName"))
-            .and_then(Value::as_str)
-            .filter(|node| !node.is_empty());
-        if bound.is_some() || !meta_str(&application, "deletionTimestamp").is_empty() {
-            return Ok(Action::AwaitChange);
-        }
-        let nodes = self.client.list_all(&self.nodes, None).await?;
-        match place(&nodes) {
-            Placement::Bind(node) => {
-                let patch = json!({
-                    "metadata": {"resourceVersion": meta_str(&application, "resourceVersion"), "annotations": {format!("fleet.{}/scheduled-by", self.client.control().scheme().domain()): "kayra-scheduler"}},
-                    "spec": {"placement": {"nodeName": node}},
-                });
-                let bound = match self
-                    .client
-                    .patch(&self.applications, Some(namespace), name, PatchKind::Merge, &patch)
-                    .await
-                {
-                    Ok(bound) => bound,
-                    // Changed meanwhile: the change queues it again.
-                    Err(RegistryError::Conflict { .. } | RegistryError::NotFound { .. }) => {
-                        return Ok(Action::AwaitChange);
-                    }
-                    Err(error) => return Err(error.into()),
-                };
-                let message = format!("Successfully assigned {namespace}/{name} to {node}");
-                let involved = self.involved(&bound);
-                self.scheduled(bound, "True", "Scheduled", &message).await?;
-                if let Err(error) =
-                    self.recorder.record(&involved, Severity::Normal, "Scheduled", &message).await
-                {
-                    tracing::debug!(%error, "the Scheduled event was not recorded");
-                }
-                Ok(Action::AwaitChange)
-            }
-            Placement::Pending(message) => {
-                let involved = self.involved(&application);
-                if self.scheduled(application, "False", "Unschedulable", &message).await?
-                    && let Err(error) =
-                        self.recorder.record(&involved, Severity::Warning, "FailedScheduling", &message).await
-                {
-                    tracing::debug!(%error, "the FailedScheduling event was not recorded");
-                }
-                Ok(Action::RequeueAfter(RETRY))
-            }
+        match key.as_str().strip_prefix(TAINTS) {
+            Some(node) => self.taints(node).await,
+            None => self.schedule().await,
         }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The collections the scheduler follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Collection {
+    Applications,
+    Nodes,
+}
 
-    fn node(name: &str, cordoned: bool, ready: &str) -> Object {
-        match json!({"metadata": {"name": name}, "spec": {"unschedulable": cordoned},
-                     "status": {"conditions": [{"type": "Ready", "status": ready}]}})
-        {
-            Value::Object(object) => object,
-            _ => unreachable!("an object"),
+/// A collection listed and watched into the scheduler's snapshot and queue.
+struct SchedulerFeed {
+    scheduler: Scheduler,
+    resource: Resource,
+    collection: Collection,
+}
+
+fn feed_error(error: RegistryError) -> FeedError {
+    match error {
+        RegistryError::Expired { .. } => FeedError::Expired,
+        other => FeedError::Failed(other.to_string()),
+    }
+}
+
+fn id_of(object: &Object) -> String {
+    format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name"))
+}
+
+impl SchedulerFeed {
+    /// Replaces the collection with a fresh list.
+    fn replace(&self, objects: Vec<Object>) -> Vec<Item> {
+        let scheduler = &self.scheduler;
+        match self.collection {
+            Collection::Nodes => {
+                let nodes: Vec<NodeInfo> = objects.iter().filter_map(NodeInfo::from_object).collect();
+                let mut state = scheduler.state();
+                state.snapshot.replace_nodes(nodes);
+                state.queue.move_unschedulable();
+                state.synced[1] = true;
+                drop(state);
+                objects
+                    .iter()
+                    .map(|object| Item {
+                        id: id_of(object),
+                        keys: vec![
+                            Key::new(SCHEDULE),
+                            Key::new(format!("{TAINTS}{}", meta_str(object, "name"))),
+                        ],
+                    })
+                    .collect()
+            }
+            Collection::Applications => {
+                {
+                    let mut state = scheduler.state();
+                    let listed: std::collections::HashSet<String> = objects.iter().map(id_of).collect();
+                    let State { snapshot, queue, assumed, .. } = &mut *state;
+                    let gone: Vec<String> = snapshot
+                        .usage_ids()
+                        .filter(|id| !listed.contains(*id) && !assumed.contains_key(*id))
+                        .cloned()
+                        .collect();
+                    for id in gone {
+                        snapshot.remove_app(&id);
+                        queue.remove(&id);
+                    }
+                    state.synced[0] = true;
+                }
+                let items = objects
+                    .into_iter()
+                    .map(|object| {
+                        let id = id_of(&object);
+                        Item { id, keys: scheduler.put_app(Arc::new(object)) }
+                    })
+                    .collect();
+                scheduler.state().queue.move_unschedulable();
+                items
+            }
         }
     }
 
-    #[test]
-    fn the_only_schedulable_node_gets_the_application() {
-        assert_eq!(place(&[node("a", false, "True")]), Placement::Bind("a".into()));
-        assert_eq!(
-            place(&[node("a", true, "True"), node("b", false, "True"), node("c", false, "Unknown")]),
-            Placement::Bind("b".into())
-        );
-        assert_eq!(
-            place(&[node("a", true, "True"), node("c", false, "Unknown")]),
-            Placement::Pending(
-                "0/2 nodes are available: 1 node(s) were cordoned, 1 node(s) were not ready.".into()
-            )
-        );
-        assert_eq!(
-            place(&[]),
-            Placement::Pending(
-                "0/0 nodes are available: 0 node(s) were cordoned, 0 node(s) were not ready.".into()
-            )
-        );
-        let Placement::Pending(several) = place(&[node("a", false, "True"), node("b", false, "True")]) else {
-            panic!("two schedulable nodes are not one")
+    fn apply(&self, event: &WatchEvent) -> Item {
+        let object = event.object();
+        let id = id_of(object);
+        let keys = match (self.collection, event) {
+            (Collection::Applications, WatchEvent::Deleted(_)) => self.scheduler.remove_app(object),
+            (Collection::Applications, _) => self.scheduler.put_app(Arc::new(object.clone())),
+            (Collection::Nodes, WatchEvent::Deleted(_)) => {
+                let name = meta_str(object, "name");
+                self.scheduler.state().snapshot.remove_node(name);
+                vec![Key::new(format!("{TAINTS}{name}"))]
+            }
+            (Collection::Nodes, _) => self.scheduler.put_node(object),
         };
-        assert!(
-            several.contains("2 nodes are schedulable") && several.contains("spec.placement.nodeName"),
-            "{several}"
-        );
+        Item { id, keys }
+    }
+}
+
+#[async_trait::async_trait]
+impl Feed for SchedulerFeed {
+    async fn list(&self) -> Result<Listed, FeedError> {
+        let client = &self.scheduler.inner.client;
+        let mut revision = 0;
+        let mut objects = Vec::new();
+        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
+        loop {
+            let page = client.list(&self.resource, None, &options).await.map_err(feed_error)?;
+            if revision == 0 {
+                revision = page.resource_version.parse().unwrap_or_default();
+            }
+            objects.extend(page.items);
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => break,
+            }
+        }
+        Ok(Listed { revision, items: self.replace(objects) })
+    }
+
+    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
+        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
+        let stream = self.scheduler.inner.client.watch(&self.resource, &options).await.map_err(feed_error)?;
+        Ok(Box::new(SchedulerChanges {
+            stream,
+            feed: SchedulerFeed {
+                scheduler: self.scheduler.clone(),
+                resource: self.resource.clone(),
+                collection: self.collection,
+            },
+        }))
+    }
+}
+
+struct SchedulerChanges {
+    stream: WatchStream,
+    feed: SchedulerFeed,
+}
+
+#[async_trait::async_trait]
+impl Changes for SchedulerChanges {
+    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
+        let event = match self.stream.next().await {
+            Ok(event) => event,
+            Err(error) => return Some(Err(feed_error(error))),
+        };
+        let revision = self.stream.revision();
+        let item = self.feed.apply(&event);
+        Some(Ok(match event {
+            WatchEvent::Added(_) | WatchEvent::Modified(_) => Change::Put { item, revision },
+            WatchEvent::Deleted(_) => Change::Delete { item, revision },
+        }))
+    }
+}
+
+/// Queues the scheduling key when a bind's failure frees an Application to be tried again.
+struct Wake(Scheduler);
+
+#[async_trait::async_trait]
+impl Source for Wake {
+    async fn run(&self, sink: Sink, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.0.inner.wake.notified() => sink.add(Key::new(SCHEDULE)),
+            }
+        }
+    }
+
+    fn known(&self) -> Vec<Key> {
+        vec![Key::new(SCHEDULE)]
     }
 }

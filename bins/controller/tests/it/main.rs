@@ -7,6 +7,7 @@ mod csr;
 mod draining;
 mod kubectl;
 mod logs;
+mod scheduling;
 mod scopes;
 mod tokens;
 

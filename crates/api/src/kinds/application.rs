@@ -2,13 +2,29 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::core::v1::{
+    NodeAffinity, NodeSelectorRequirement, PodAffinity, PodAffinityTerm, PodAntiAffinity, Toleration,
+    WeightedPodAffinityTerm,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{Condition, Kind, duplicates, validate_conditions};
 use crate::quantity::Quantity;
 use crate::validation::{FieldError, has_control_breaks, is_clean_absolute_path, is_dns_subdomain};
+
+/// The annotation that marks an Application the scheduler placed, `fleet.<domain>/scheduled-by`,
+/// with value [`SCHEDULER`]. It is written in the same write that sets
+/// `spec.placement.nodeName`; an Application with a node and without it was pinned by its
+/// author and is never moved. Clearing `nodeName` and removing the annotation together asks for
+/// a new placement.
+pub fn scheduled_by_annotation(domain: &str) -> String {
+    format!("fleet.{domain}/scheduled-by")
+}
+
+/// The value of [`scheduled_by_annotation`] on an Application the scheduler placed.
+pub const SCHEDULER: &str = "kayra-scheduler";
 
 /// The most environment entries an Application may have.
 pub const MAX_ENV: usize = 256;
@@ -271,12 +287,37 @@ pub struct Placement {
     /// Labels a node must carry.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
-    /// Rules over node labels and other Applications.
+    /// Rules over node labels and over the Applications already placed. Like Kubernetes',
+    /// they are IgnoredDuringExecution: they decide where the Application is placed, and a
+    /// placed Application stays where it is when labels or the rules change later.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub affinity: Option<serde_json::Value>,
-    /// Higher priorities are placed first.
+    pub affinity: Option<Affinity>,
+    /// The taints of nodes this Application tolerates, in Kubernetes' shape.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    /// Higher priorities are placed first; equal ones oldest first. Default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub priority: Option<i64>,
+}
+
+/// Affinity is a group of placement rules: over node labels, and over the Applications already
+/// placed (co-locate with them, or keep apart from them, within a topology domain).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Affinity {
+    /// Describes node affinity scheduling rules for the Application.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_affinity: Option<NodeAffinity>,
+    /// Describes rules to place the Application in the same topology domain (nodes with the
+    /// same value of the label `topologyKey`) as other Applications, as Kubernetes'
+    /// podAffinity; `labelSelector` selects Applications by their labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_affinity: Option<PodAffinity>,
+    /// Describes rules to keep the Application out of the topology domains of other
+    /// Applications, as Kubernetes' podAntiAffinity. Required rules are symmetric: a placed
+    /// Application's rule also keeps newcomers it selects away from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_anti_affinity: Option<PodAntiAffinity>,
 }
 
 /// ApplicationStatus is what the node reports about an Application's process.
@@ -420,6 +461,9 @@ impl Kind for Application {
                 format!("\"{node}\""),
                 "must be a DNS subdomain",
             ));
+        }
+        if let Some(placement) = &spec.placement {
+            errors.extend(validate_placement(placement));
         }
         if let Some(service) = spec.service_name.as_deref().filter(|name| !is_dns_subdomain(name)) {
             errors.push(FieldError::invalid(
@@ -664,4 +708,276 @@ fn validate_resources(resources: &Resources) -> Vec<FieldError> {
         }
     }
     errors
+}
+
+const NODE_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+const SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
+const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+fn validate_placement(placement: &Placement) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let field = "spec.placement";
+    if let Some(affinity) = &placement.affinity {
+        if let Some(node) = &affinity.node_affinity {
+            let required = node.required_during_scheduling_ignored_during_execution.as_ref();
+            for (at, term) in required.into_iter().flat_map(|r| r.node_selector_terms.iter()).enumerate() {
+                let term_field = format!(
+                    "{field}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{at}]"
+                );
+                for (i, requirement) in term.match_expressions.iter().flatten().enumerate() {
+                    errors.extend(validate_node_requirement(
+                        &format!("{term_field}.matchExpressions[{i}]"),
+                        requirement,
+                    ));
+                }
+                if term.match_fields.as_ref().is_some_and(|fields| !fields.is_empty()) {
+                    errors.push(FieldError::forbidden(
+                        format!("{term_field}.matchFields"),
+                        "is not supported; use matchExpressions over node labels",
+                    ));
+                }
+            }
+            let preferred = node.preferred_during_scheduling_ignored_during_execution.iter().flatten();
+            for (at, term) in preferred.enumerate() {
+                let term_field = format!(
+                    "{field}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{at}]"
+                );
+                errors.extend(validate_weight(&term_field, term.weight));
+                for (i, requirement) in term.preference.match_expressions.iter().flatten().enumerate() {
+                    errors.extend(validate_node_requirement(
+                        &format!("{term_field}.preference.matchExpressions[{i}]"),
+                        requirement,
+                    ));
+                }
+            }
+        }
+        let workload = [
+            (
+                "workloadAffinity",
+                affinity.workload_affinity.as_ref().map(|a| {
+                    (
+                        &a.required_during_scheduling_ignored_during_execution,
+                        &a.preferred_during_scheduling_ignored_during_execution,
+                    )
+                }),
+            ),
+            (
+                "workloadAntiAffinity",
+                affinity.workload_anti_affinity.as_ref().map(|a| {
+                    (
+                        &a.required_during_scheduling_ignored_during_execution,
+                        &a.preferred_during_scheduling_ignored_during_execution,
+                    )
+                }),
+            ),
+        ];
+        for (name, rules) in workload {
+            let Some((required, preferred)) = rules else { continue };
+            for (at, term) in required.iter().flatten().enumerate() {
+                errors.extend(validate_workload_term(
+                    &format!("{field}.affinity.{name}.requiredDuringSchedulingIgnoredDuringExecution[{at}]"),
+                    term,
+                ));
+            }
+            for (at, WeightedPodAffinityTerm { weight, pod_affinity_term }) in
+                preferred.iter().flatten().enumerate()
+            {
+                let term_field =
+                    format!("{field}.affinity.{name}.preferredDuringSchedulingIgnoredDuringExecution[{at}]");
+                errors.extend(validate_weight(&term_field, *weight));
+                errors.extend(validate_workload_term(
+                    &format!("{term_field}.podAffinityTerm"),
+                    pod_affinity_term,
+                ));
+            }
+        }
+    }
+    for (at, toleration) in placement.tolerations.iter().enumerate() {
+        let t_field = format!("{field}.tolerations[{at}]");
+        let operator = toleration.operator.as_deref().unwrap_or("Equal");
+        match operator {
+            "Equal" => {
+                if toleration.key.as_deref().unwrap_or_default().is_empty() {
+                    errors.push(FieldError::invalid(format!("{t_field}.operator"), "\"Equal\"", "operator must be Exists when `key` is empty, which means \"match all values and all keys\""));
+                }
+            }
+            "Exists" => {
+                if toleration.value.as_deref().is_some_and(|value| !value.is_empty()) {
+                    errors.push(FieldError::invalid(
+                        format!("{t_field}.operator"),
+                        "\"Exists\"",
+                        "value must be empty when `operator` is 'Exists'",
+                    ));
+                }
+            }
+            other => errors.push(FieldError::not_supported(
+                format!("{t_field}.operator"),
+                other,
+                &["Equal", "Exists"],
+            )),
+        }
+        if let Some(effect) =
+            toleration.effect.as_deref().filter(|e| !e.is_empty() && !TAINT_EFFECTS.contains(e))
+        {
+            errors.push(FieldError::not_supported(format!("{t_field}.effect"), effect, TAINT_EFFECTS));
+        }
+        if toleration.toleration_seconds.is_some() && toleration.effect.as_deref() != Some("NoExecute") {
+            errors.push(FieldError::invalid(
+                format!("{t_field}.effect"),
+                format!("\"{}\"", toleration.effect.as_deref().unwrap_or_default()),
+                "effect must be 'NoExecute' when `tolerationSeconds` is set",
+            ));
+        }
+    }
+    errors
+}
+
+fn validate_weight(field: &str, weight: i32) -> Option<FieldError> {
+    (!(1..=100).contains(&weight))
+        .then(|| FieldError::invalid(format!("{field}.weight"), weight, "must be in the range 1-100"))
+}
+
+fn validate_node_requirement(field: &str, requirement: &NodeSelectorRequirement) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if requirement.key.is_empty() {
+        errors.push(FieldError::required(format!("{field}.key")));
+    }
+    let values = requirement.values.as_deref().unwrap_or_default();
+    match requirement.operator.as_str() {
+        "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(format!("{field}.values"))),
+        "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
+            format!("{field}.values"),
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )),
+        "Gt" | "Lt" if values.len() != 1 => errors.push(FieldError::required(format!("{field}.values"))),
+        "Gt" | "Lt" if values[0].parse::<i64>().is_err() => errors.push(FieldError::invalid(
+            format!("{field}.values[0]"),
+            format!("\"{}\"", values[0]),
+            "must be an integer",
+        )),
+        operator if !NODE_OPERATORS.contains(&operator) => {
+            errors.push(FieldError::not_supported(format!("{field}.operator"), operator, NODE_OPERATORS));
+        }
+        _ => {}
+    }
+    errors
+}
+
+fn validate_workload_term(field: &str, term: &PodAffinityTerm) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if term.topology_key.is_empty() {
+        errors.push(FieldError::required(format!("{field}.topologyKey")));
+    }
+    if let Some(selector) = &term.label_selector {
+        errors.extend(validate_label_selector(&format!("{field}.labelSelector"), selector));
+    }
+    if term.namespace_selector.is_some() {
+        errors.push(FieldError::forbidden(
+            format!("{field}.namespaceSelector"),
+            "is not supported; list `namespaces`",
+        ));
+    }
+    errors
+}
+
+fn validate_label_selector(field: &str, selector: &LabelSelector) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (at, requirement) in selector.match_expressions.iter().flatten().enumerate() {
+        let values = requirement.values.as_deref().unwrap_or_default();
+        let item = format!("{field}.matchExpressions[{at}]");
+        match requirement.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => {
+                errors.push(FieldError::required(format!("{item}.values")))
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
+                format!("{item}.values"),
+                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+            )),
+            operator if !SELECTOR_OPERATORS.contains(&operator) => {
+                errors.push(FieldError::not_supported(
+                    format!("{item}.operator"),
+                    operator,
+                    SELECTOR_OPERATORS,
+                ));
+            }
+            _ => {}
+        }
+    }
+    errors
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fields(placement: serde_json::Value) -> Vec<String> {
+        let application: Application = serde_json::from_value(serde_json::json!({
+            "spec": {"command": ["/bin/true"], "placement": placement},
+        }))
+        .expect("the test's placement decodes");
+        application.validate(None).into_iter().map(|error| error.field).collect()
+    }
+
+    #[test]
+    fn placement_rules_take_kubernetes_shapes_and_are_validated() {
+        let good = serde_json::json!({
+            "nodeSelector": {"disk": "ssd"},
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "zone", "operator": "In", "values": ["a", "b"]},
+                        {"key": "gpu", "operator": "DoesNotExist"},
+                        {"key": "cores", "operator": "Gt", "values": ["4"]},
+                    ]}]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 10, "preference": {"matchExpressions": [{"key": "zone", "operator": "NotIn", "values": ["c"]}]}},
+                    ],
+                },
+                "workloadAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"},
+                ]},
+                "workloadAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": 100, "podAffinityTerm": {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}, "topologyKey": "zone"}},
+                ]},
+            },
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"},
+                {"operator": "Exists"},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+            ],
+        });
+        assert_eq!(fields(good), Vec::<String>::new());
+        let bad = serde_json::json!({
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "zone", "operator": "In"},
+                        {"key": "gpu", "operator": "Exists", "values": ["x"]},
+                        {"key": "cores", "operator": "Lt", "values": ["four"]},
+                        {"key": "x", "operator": "Near", "values": ["y"]},
+                    ]}]},
+                    "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 0, "preference": {}}],
+                },
+                "workloadAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"topologyKey": ""}]},
+            },
+            "tolerations": [{"key": "a", "operator": "Exists", "value": "b"}, {"value": "b"}, {"key": "a", "effect": "Never"}, {"key": "a", "tolerationSeconds": 5}],
+        });
+        let required = "spec.placement.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions";
+        assert_eq!(
+            fields(bad),
+            [
+                format!("{required}[0].values"),
+                format!("{required}[1].values"),
+                format!("{required}[2].values[0]"),
+                format!("{required}[3].operator"),
+                "spec.placement.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight".into(),
+                "spec.placement.affinity.workloadAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey".into(),
+                "spec.placement.tolerations[0].operator".into(),
+                "spec.placement.tolerations[1].operator".into(),
+                "spec.placement.tolerations[2].effect".into(),
+                "spec.placement.tolerations[3].effect".into(),
+            ]
+        );
+        assert_eq!(scheduled_by_annotation("example.com"), "fleet.example.com/scheduled-by");
+    }
 }

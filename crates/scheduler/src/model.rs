@@ -1,0 +1,253 @@
+//! What the scheduler reads of Nodes and Applications, decoded once when the store says they
+//! changed: names, labels, capacity, taints, readiness; requests, rules and priority.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
+use kayra_api::kinds::application::{Affinity, Application, SCHEDULER, scheduled_by_annotation};
+use kayra_api::quantity::Quantity;
+use kayra_registry::Object;
+use serde_json::Value;
+
+/// CPU in millicores and memory in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Resources {
+    /// Millicores.
+    pub cpu: i64,
+    /// Bytes.
+    pub memory: i64,
+}
+
+impl Resources {
+    /// The sum of two amounts.
+    pub fn plus(self, other: Resources) -> Resources {
+        Resources { cpu: self.cpu + other.cpu, memory: self.memory + other.memory }
+    }
+
+    /// The difference of two amounts.
+    pub fn minus(self, other: Resources) -> Resources {
+        Resources { cpu: self.cpu - other.cpu, memory: self.memory - other.memory }
+    }
+}
+
+/// What kube-scheduler counts for an Application that requests no CPU when it scores a node
+/// (never when it checks fit): 100 millicores.
+pub const DEFAULT_CPU_REQUEST: i64 = 100;
+/// What kube-scheduler counts for an Application that requests no memory when it scores a
+/// node: 200 MiB.
+pub const DEFAULT_MEMORY_REQUEST: i64 = 200 * 1024 * 1024;
+
+/// Whether a node answers: the `Ready` condition, as the node's liveness sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Readiness {
+    /// `Ready=True`.
+    Ready,
+    /// `Ready=False`: the node answers and says it cannot run work.
+    NotReady,
+    /// `Ready=Unknown`, or no condition: the node is not heard from.
+    Unknown,
+}
+
+/// A Node as the scheduler sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInfo {
+    /// The Node's name.
+    pub name: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// Cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
+    /// Its taints.
+    pub taints: Vec<Taint>,
+    /// What it offers to Applications (`status.allocatable`); a resource it does not list is 0.
+    pub allocatable: Resources,
+    /// Its `Ready` condition.
+    pub readiness: Readiness,
+    /// When the node was last heard from (`Ready`'s `lastHeartbeatTime`).
+    pub heartbeat: Option<jiff::Timestamp>,
+}
+
+impl NodeInfo {
+    /// A ready, untainted node with `allocatable` and `labels`.
+    pub fn new(name: &str, allocatable: Resources, labels: &[(&str, &str)]) -> NodeInfo {
+        NodeInfo {
+            name: name.to_owned(),
+            labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            unschedulable: false,
+            taints: Vec::new(),
+            allocatable,
+            readiness: Readiness::Ready,
+            heartbeat: None,
+        }
+    }
+
+    /// Decodes a stored Node; `None` when it does not decode.
+    pub fn from_object(object: &Object) -> Option<NodeInfo> {
+        let node: Node = serde_json::from_value(Value::Object(object.clone())).ok()?;
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let spec = node.spec.unwrap_or_default();
+        let status = node.status.unwrap_or_default();
+        let allocatable = status.allocatable.as_ref().map_or_else(Resources::default, |list| Resources {
+            cpu: list.get("cpu").map_or(0, |q| millicores(&q.0)),
+            memory: list.get("memory").map_or(0, |q| bytes(&q.0)),
+        });
+        let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready");
+        let readiness = match ready.map(|c| c.status.as_str()) {
+            Some("True") => Readiness::Ready,
+            Some("False") => Readiness::NotReady,
+            _ => Readiness::Unknown,
+        };
+        Some(NodeInfo {
+            name,
+            labels: node.metadata.labels.unwrap_or_default(),
+            unschedulable: spec.unschedulable.unwrap_or(false),
+            taints: spec.taints.unwrap_or_default(),
+            allocatable,
+            readiness,
+            heartbeat: ready.and_then(|c| c.last_heartbeat_time.as_ref()).map(|time| time.0),
+        })
+    }
+
+    /// The node's value of a topology key: its label, or for `kubernetes.io/hostname` on a
+    /// node without that label, its name.
+    pub fn topology(&self, key: &str) -> Option<&str> {
+        match self.labels.get(key) {
+            Some(value) => Some(value),
+            None if key == HOSTNAME => Some(&self.name),
+            None => None,
+        }
+    }
+
+    /// Whether a change from `self` to `new` may let an Application that did not fit fit now
+    /// (a heartbeat alone does not).
+    pub fn relevant_change(&self, new: &NodeInfo) -> bool {
+        self.labels != new.labels
+            || self.unschedulable != new.unschedulable
+            || self.taints != new.taints
+            || self.allocatable != new.allocatable
+            || self.readiness != new.readiness
+    }
+}
+
+/// The well-known label naming a node's host, the usual `topologyKey` for one per node.
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+
+fn millicores(text: &str) -> i64 {
+    Quantity::parse(text).map_or(0, |q| (q.value() * 1000.0).ceil() as i64)
+}
+
+fn bytes(text: &str) -> i64 {
+    Quantity::parse(text).map_or(0, |q| q.value().ceil() as i64)
+}
+
+/// An Application as the scheduler sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AppInfo {
+    /// `namespace/name`.
+    pub id: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its uid.
+    pub uid: String,
+    /// The version it was read at.
+    pub resource_version: String,
+    /// Its `metadata.generation`: a change of spec, as opposed to one of status.
+    pub generation: i64,
+    /// When it was created (RFC 3339), the tie-break between equal priorities.
+    pub created: String,
+    /// Its labels.
+    pub labels: BTreeMap<String, String>,
+    /// What it requests: an unset request is 0 here.
+    pub requests: Resources,
+    /// Labels a node must carry.
+    pub node_selector: BTreeMap<String, String>,
+    /// Its affinity rules.
+    pub affinity: Affinity,
+    /// The taints it tolerates.
+    pub tolerations: Vec<Toleration>,
+    /// Its priority (default 0).
+    pub priority: i64,
+    /// The node it is bound to.
+    pub node: Option<String>,
+    /// Whether the scheduler bound it (the scheduled-by annotation), as opposed to its author.
+    pub scheduler_placed: bool,
+    /// Whether its process is done for good (`Succeeded` or `Failed`): it holds nothing.
+    pub finished: bool,
+    /// Whether it is being deleted.
+    pub deleting: bool,
+    /// The message of its `Scheduled=False` condition, if it has one (to tell a changed
+    /// explanation).
+    pub scheduled_message: Option<String>,
+}
+
+impl AppInfo {
+    /// An Application named `namespace/name` with nothing set.
+    pub fn new(namespace: &str, name: &str) -> AppInfo {
+        AppInfo {
+            id: format!("{namespace}/{name}"),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            ..AppInfo::default()
+        }
+    }
+
+    /// Decodes a stored Application of a deployment whose domain is `domain`.
+    pub fn from_object(object: &Object, domain: &str) -> Option<AppInfo> {
+        let app: Application = serde_json::from_value(Value::Object(object.clone())).ok()?;
+        let metadata = app.metadata;
+        let namespace = metadata.namespace.unwrap_or_default();
+        let name = metadata.name.unwrap_or_default();
+        let placement = app.spec.placement.unwrap_or_default();
+        let requests = app.spec.resources.and_then(|r| r.requests).unwrap_or_default();
+        let annotations = metadata.annotations.unwrap_or_default();
+        let status = app.status.unwrap_or_default();
+        Some(AppInfo {
+            id: format!("{namespace}/{name}"),
+            namespace,
+            name,
+            uid: metadata.uid.unwrap_or_default(),
+            resource_version: metadata.resource_version.unwrap_or_default(),
+            generation: metadata.generation.unwrap_or_default(),
+            created: metadata.creation_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
+            labels: metadata.labels.unwrap_or_default(),
+            requests: Resources {
+                cpu: requests.cpu.as_deref().map_or(0, millicores),
+                memory: requests.memory.as_deref().map_or(0, bytes),
+            },
+            node_selector: placement.node_selector,
+            affinity: placement.affinity.unwrap_or_default(),
+            tolerations: placement.tolerations,
+            priority: placement.priority.unwrap_or(0),
+            node: placement.node_name.filter(|node| !node.is_empty()),
+            scheduler_placed: annotations.get(&scheduled_by_annotation(domain)).map(String::as_str)
+                == Some(SCHEDULER),
+            finished: matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")),
+            deleting: metadata.deletion_timestamp.is_some(),
+            scheduled_message: status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Scheduled" && c.status == "False")
+                .map(|c| c.message.clone().unwrap_or_default()),
+        })
+    }
+
+    /// Whether it waits for a node: no node, not finished, not being deleted.
+    pub fn wants_placement(&self) -> bool {
+        self.node.is_none() && !self.finished && !self.deleting
+    }
+
+    /// What it counts for when a node is scored: unset requests count as kube-scheduler's
+    /// defaults.
+    pub fn scoring_requests(&self) -> Resources {
+        Resources {
+            cpu: if self.requests.cpu == 0 { DEFAULT_CPU_REQUEST } else { self.requests.cpu },
+            memory: if self.requests.memory == 0 { DEFAULT_MEMORY_REQUEST } else { self.requests.memory },
+        }
+    }
+}
+
+/// A shared, decoded Application.
+pub type App = Arc<AppInfo>;

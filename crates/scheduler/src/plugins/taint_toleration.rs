@@ -1,0 +1,109 @@
+//! `TaintToleration`: a node with a `NoSchedule` or `NoExecute` taint the Application does not
+//! tolerate is ruled out (`node(s) had untolerated taint {key: value}`, naming the first); a
+//! `PreferNoSchedule` taint it does not tolerate lowers the node's score.
+
+use crate::framework::{CycleState, Plugin, default_normalize};
+use crate::model::{AppInfo, NodeInfo};
+use crate::plugins::{tolerated, untolerated};
+use crate::snapshot::Snapshot;
+
+/// Taints against tolerations.
+#[derive(Debug, Clone, Copy)]
+pub struct TaintToleration;
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &'static str {
+        "TaintToleration"
+    }
+
+    fn filter(
+        &self,
+        app: &AppInfo,
+        node: &NodeInfo,
+        _: &Snapshot,
+        _: &CycleState,
+    ) -> Result<(), Vec<String>> {
+        let blocking = node
+            .taints
+            .iter()
+            .filter(|taint| matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute"))
+            .find(|taint| !tolerated(&app.tolerations, taint));
+        match blocking {
+            Some(taint) => Err(vec![untolerated(taint)]),
+            None => Ok(()),
+        }
+    }
+
+    fn scores(&self) -> bool {
+        true
+    }
+
+    fn score(&self, app: &AppInfo, node: &NodeInfo, _: &Snapshot, _: &CycleState) -> i64 {
+        let untolerated = node
+            .taints
+            .iter()
+            .filter(|taint| taint.effect == "PreferNoSchedule" && !tolerated(&app.tolerations, taint))
+            .count();
+        i64::try_from(untolerated).unwrap_or(i64::MAX)
+    }
+
+    fn normalize(&self, scores: &mut [i64]) {
+        default_normalize(scores, true);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::plugins::taint;
+    use crate::plugins::testing::{app, node, shape, snapshot};
+
+    #[test]
+    fn hard_taints_filter_soft_ones_score_and_tolerations_lift_both() {
+        let tainted = |name: &str, taints: Vec<k8s_openapi::api::core::v1::Taint>| {
+            let mut n = node(name, &[]);
+            n.taints = taints;
+            n
+        };
+        let fleet = snapshot(
+            vec![
+                tainted("clean", vec![]),
+                tainted("db", vec![taint("dedicated", "db", "NoSchedule")]),
+                tainted("draining", vec![taint("maintenance", "", "NoExecute")]),
+                tainted("soft", vec![taint("spot", "true", "PreferNoSchedule")]),
+            ],
+            vec![],
+        );
+        let state = CycleState::default();
+        let plain = app("plain", &[]);
+        let results: Vec<Result<(), Vec<String>>> =
+            fleet.nodes().values().map(|n| TaintToleration.filter(&plain, n, &fleet, &state)).collect();
+        assert_eq!(
+            results,
+            [
+                Ok(()),
+                Err(vec!["node(s) had untolerated taint {dedicated: db}".to_owned()]),
+                Err(vec!["node(s) had untolerated taint {maintenance: }".to_owned()]),
+                Ok(()),
+            ]
+        );
+        let mut tolerant = app("tolerant", &[]);
+        tolerant.tolerations = vec![
+            shape(json!({"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"})),
+            shape(json!({"key": "maintenance", "operator": "Exists"})),
+        ];
+        assert!(fleet.nodes().values().all(|n| TaintToleration.filter(&tolerant, n, &fleet, &state).is_ok()));
+        let mut scores: Vec<i64> = ["clean", "soft"]
+            .iter()
+            .map(|n| TaintToleration.score(&plain, &fleet.nodes()[*n], &fleet, &state))
+            .collect();
+        TaintToleration.normalize(&mut scores);
+        assert_eq!(scores, [100, 0]);
+        let mut spot = app("spot", &[]);
+        spot.tolerations =
+            vec![shape(json!({"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}))];
+        assert_eq!(TaintToleration.score(&spot, &fleet.nodes()["soft"], &fleet, &state), 0);
+    }
+}
