@@ -42,8 +42,13 @@ fn main() -> ExitCode {
         match args.as_slice() {
             ["ci"] => ci(),
             ["e2e"] => tests(&["--package", "kayra-controller"], &mut Vec::new()),
-            ["bench", which @ ("store" | "api" | "catalog" | "loop" | "scheduler")] => {
+            ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
                 cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
+            }
+            ["bench", "scheduler", rest @ ..] => {
+                let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", "scheduler"];
+                args.extend_from_slice(rest);
+                cargo(&args)
             }
             // The node benchmark runs the real controller binary as a process of its own.
             ["bench", "nodes", rest @ ..] => {
@@ -54,7 +59,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler|nodes [--nodes N]"
+                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|nodes [--nodes N]"
                     .to_owned(),
             ),
         };

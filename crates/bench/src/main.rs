@@ -30,7 +30,7 @@ fn main() -> ExitCode {
                 "store" => runtime.block_on(store::run()),
                 "api" => runtime.block_on(api::run()),
                 "loop" => runtime.block_on(loops::run()),
-                "scheduler" => runtime.block_on(scheduler::run()),
+                "scheduler" => runtime.block_on(scheduler::run(&args[1..])),
                 _ => runtime.block_on(catalog::run()),
             };
             match result {
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: kayra-bench store | api | catalog | loop | scheduler | nodes [--nodes N] [--rounds R] [--store memory|sled]"
+                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled]"
             );
             ExitCode::from(64)
         }

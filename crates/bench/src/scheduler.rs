@@ -1,6 +1,6 @@
 //! The scheduler benchmark (`kayra-bench scheduler`): 10 000 Applications placed onto 1 000
 //! Node objects (capacity and labels, no agents) by the real scheduler loop, in process over
-//! the application layer on an in-memory store, next to writing the same 10 000 bindings
+//! the application layer on an in-memory store (or sled with `--store sled`), next to writing the same 10 000 bindings
 //! directly through the application layer in the same run.
 //!
 //! - Nodes: 16 cores and 64 GiB each, labels `zone` (10 zones), `disk` (ssd on a third),
@@ -34,8 +34,11 @@ const NODES: usize = 1_000;
 const APPLICATIONS: usize = 10_000;
 const WRITERS: usize = 32;
 
-fn control() -> Result<Arc<Control>, String> {
-    let store = Arc::new(MvccStore::in_memory(Options::default()).map_err(|e| e.to_string())?);
+fn control(sled: Option<&std::path::Path>) -> Result<Arc<Control>, String> {
+    let store = Arc::new(match sled {
+        Some(path) => kayra_store_sled::open(path, Options::default()).map_err(|e| e.to_string())?,
+        None => MvccStore::in_memory(Options::default()).map_err(|e| e.to_string())?,
+    });
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
     Ok(Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry)))
 }
@@ -295,8 +298,15 @@ async fn check(client: &Client, applications: &Resource) -> Result<(), String> {
 }
 
 /// The benchmark.
-pub(crate) async fn run() -> Result<(), String> {
-    let control = control()?;
+pub(crate) async fn run(args: &[String]) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let store = match args {
+        [] => "memory",
+        [flag, store] if flag == "--store" && (store == "memory" || store == "sled") => store.as_str(),
+        _ => return Err("usage: kayra-bench scheduler [--store memory|sled]".into()),
+    };
+    let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
+    println!("store: {store}");
     let client = control.client(kayra_control::controller_identity("bench"));
     let applications = client.resource("fleet.example.com", "applications").map_err(|e| e.to_string())?;
     let started = Instant::now();

@@ -3,7 +3,9 @@
 //! cycle needs once (and may reject it outright), filter plugins rule nodes out, post-filter
 //! plugins may act when no node is left, score plugins rank the rest (each normalised to
 //! 0–100 and weighted), and the best node is reserved in the snapshot until the bind lands
-//! (unreserved when it fails). The bind itself is the scheduler's write through the
+//! (unreserved when it fails). In a large fleet a cycle stops filtering once it has found as many
+//! feasible nodes as kube-scheduler's adaptive sample asks ([`feasible_to_find`]), starting where
+//! the previous cycle stopped. The bind itself is the scheduler's write through the
 //! application layer ([`crate::Scheduler`]).
 //!
 //! A node that fails a filter is counted under each reason the first failing plugin gives, and
@@ -161,6 +163,9 @@ struct Weighted {
 
 /// The configured plugins.
 pub struct Framework {
+    /// Where the next cycle starts looking, so that successive cycles examine different nodes
+    /// first when they stop early (kube-scheduler's `nextStartNodeIndex`).
+    next_start: std::sync::atomic::AtomicUsize,
     queue_sort: Box<dyn QueueSort>,
     plugins: Vec<Weighted>,
     post_filters: Vec<Box<dyn PostFilter>>,
@@ -179,6 +184,7 @@ impl Framework {
     /// (weight 1), `NodeAffinity` (2), `InterPodAffinity` (2), `TaintToleration` (3).
     pub fn new(policy: Policy, heartbeat_timeout: Option<std::time::Duration>) -> Framework {
         Framework {
+            next_start: std::sync::atomic::AtomicUsize::new(0),
             queue_sort: Box::new(plugins::priority::PrioritySort),
             plugins: vec![
                 Weighted {
@@ -226,7 +232,14 @@ impl Framework {
             }
         }
         let mut feasible: Vec<&NodeInfo> = Vec::new();
-        'nodes: for node in nodes.values() {
+        let wanted = feasible_to_find(nodes.len());
+        let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % nodes.len().max(1);
+        let mut examined = 0;
+        'nodes: for node in nodes.values().cycle().skip(start).take(nodes.len()) {
+            if feasible.len() >= wanted {
+                break;
+            }
+            examined += 1;
             for weighted in &self.plugins {
                 if let Err(failed) = weighted.plugin.filter(app, node, snapshot, &state) {
                     for reason in failed {
@@ -237,6 +250,7 @@ impl Framework {
             }
             feasible.push(node);
         }
+        self.next_start.store((start + examined) % nodes.len().max(1), std::sync::atomic::Ordering::Relaxed);
         match feasible.as_slice() {
             [] => Err(self.post_filter(
                 app,
@@ -256,8 +270,8 @@ impl Framework {
                         *total += score * weighted.weight;
                     }
                 }
-                // The highest total; the first node by name among equals, so that the same
-                // fleet gives the same placement.
+                // The highest total; the first examined among equals, so that the same
+                // sequence of cycles over the same fleet gives the same placements.
                 let mut best = 0;
                 for (at, total) in totals.iter().enumerate() {
                     if *total > totals[best] {
@@ -282,6 +296,17 @@ impl Framework {
         }
         unschedulable
     }
+}
+
+/// How many feasible nodes a cycle looks for before it stops filtering: every node of a small
+/// fleet; of a large one, kube-scheduler's adaptive `percentageOfNodesToScore` (50% less 1% per
+/// 125 nodes, at least 5%, at least 100 nodes).
+pub fn feasible_to_find(nodes: usize) -> usize {
+    if nodes < 100 {
+        return nodes;
+    }
+    let percent = 50usize.saturating_sub(nodes / 125).max(5);
+    (nodes * percent / 100).max(100)
 }
 
 /// kube-scheduler's `DefaultNormalizeScore`: scales to 0–[`MAX_SCORE`] by the highest score,
@@ -320,6 +345,16 @@ mod tests {
         );
         let none = Unschedulable { nodes: 0, reasons: BTreeMap::new(), notes: vec![] };
         assert_eq!(none.message(), "no nodes available to schedule pods");
+    }
+
+    #[test]
+    fn large_fleets_are_sampled_as_kube_scheduler_samples_them() {
+        assert_eq!(feasible_to_find(3), 3);
+        assert_eq!(feasible_to_find(99), 99);
+        assert_eq!(feasible_to_find(100), 100);
+        assert_eq!(feasible_to_find(1_000), 420);
+        assert_eq!(feasible_to_find(5_000), 500);
+        assert_eq!(feasible_to_find(100_000), 5_000);
     }
 
     #[test]

@@ -52,6 +52,9 @@ const TAINTS: &str = "taints/";
 const BATCH: usize = 256;
 /// How many binds are written at once.
 const BINDS: usize = 32;
+/// How many explanations (conditions and Events after a decision) are written at once: they
+/// follow the binds, which go first.
+const EXPLANATIONS: usize = 8;
 
 /// Places Applications that name no node.
 #[derive(Clone)]
@@ -75,6 +78,7 @@ struct Inner {
     state: Mutex<State>,
     wake: Notify,
     binds: Arc<Semaphore>,
+    explanations: Arc<Semaphore>,
 }
 
 #[derive(Default)]
@@ -86,6 +90,9 @@ struct State {
     assumed: HashMap<String, String>,
     /// Which collections were listed at least once (applications, nodes).
     synced: [bool; 2],
+    /// The resourceVersion of every Application last recorded, so that a relist decodes only
+    /// what changed.
+    versions: HashMap<String, String>,
     /// When each `NoExecute` taint (`node`, `key`, `value`) was first seen.
     taints_seen: HashMap<(String, String, String), Instant>,
 }
@@ -114,6 +121,7 @@ impl Scheduler {
                 state: Mutex::default(),
                 wake: Notify::new(),
                 binds: Arc::new(Semaphore::new(BINDS)),
+                explanations: Arc::new(Semaphore::new(EXPLANATIONS)),
             }),
         })
     }
@@ -150,9 +158,15 @@ impl Scheduler {
 
     /// Records an Application; answers the loop keys it concerns.
     fn put_app(&self, object: Arc<Object>) -> Vec<Key> {
+        let id = id_of(&object);
+        let version = meta_str(&object, "resourceVersion");
+        if self.state().versions.get(&id).is_some_and(|known| known == version) {
+            return Vec::new();
+        }
         let Some(app) = AppInfo::from_object(&object, &self.inner.domain) else { return Vec::new() };
         let app = Arc::new(app);
         let mut state = self.state();
+        state.versions.insert(id, app.resource_version.clone());
         let wants = app.wants_placement();
         let freed = if app.node.is_none() && state.assumed.contains_key(&app.id) {
             false
@@ -170,6 +184,7 @@ impl Scheduler {
         let id = format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name"));
         let mut state = self.state();
         state.queue.remove(&id);
+        state.versions.remove(&id);
         let freed = !state.assumed.contains_key(&id) && state.snapshot.remove_app(&id);
         if freed {
             state.queue.move_unschedulable();
@@ -234,17 +249,26 @@ impl Scheduler {
                 let scheduler = self.clone();
                 tokio::spawn(async move {
                     match decision {
-                        Ok(node) => scheduler.bind(entry, node).await,
-                        Err(message) => scheduler.explain(entry, &message).await,
+                        Ok(node) => {
+                            let bound = scheduler.bind(entry, &node).await;
+                            drop(permit);
+                            if let Some(bound) = bound {
+                                scheduler.scheduled(&bound, &node).await;
+                            }
+                        }
+                        Err(message) => {
+                            drop(permit);
+                            scheduler.explain(entry, &message).await;
+                        }
                     }
-                    drop(permit);
                 });
             }
         }
     }
 
-    /// Writes a decision: `nodeName` and the annotation in one patch, on the version decided on.
-    async fn bind(&self, entry: Entry, node: String) {
+    /// Writes a decision: `nodeName` and the annotation in one patch, on the version decided on;
+    /// answers the bound object.
+    async fn bind(&self, entry: Entry, node: &str) -> Option<Arc<Object>> {
         let app = &entry.app;
         let patch = json!({
             "metadata": {"resourceVersion": app.resource_version, "annotations": {self.annotation(): SCHEDULER}},
@@ -273,7 +297,7 @@ impl Scheduler {
                 }
                 drop(state);
                 self.inner.wake.notify_one();
-                return;
+                return None;
             }
         };
         let bound = Arc::new(bound);
@@ -282,14 +306,22 @@ impl Scheduler {
             state.assumed.remove(&app.id);
             if let Some(info) = AppInfo::from_object(&bound, &self.inner.domain) {
                 let info = Arc::new(info);
+                state.versions.insert(info.id.clone(), info.resource_version.clone());
                 state.snapshot.put_app(&info);
                 state.queue.upsert(info, bound.clone());
             }
         }
-        let message = format!("Successfully assigned {} to {node}", app.id);
-        let involved = self.involved(&bound);
-        if let Err(error) = self.condition((*bound).clone(), "True", "Scheduled", &message).await {
-            tracing::debug!(application = %app.id, %error, "the Scheduled condition was not written");
+        Some(bound)
+    }
+
+    /// Records a bind: condition `Scheduled=True` and Event `Scheduled`.
+    async fn scheduled(&self, bound: &Arc<Object>, node: &str) {
+        let Ok(_permit) = self.inner.explanations.acquire().await else { return };
+        let id = id_of(bound);
+        let message = format!("Successfully assigned {id} to {node}");
+        let involved = self.involved(bound);
+        if let Err(error) = self.condition((**bound).clone(), "True", "Scheduled", &message).await {
+            tracing::debug!(application = %id, %error, "the Scheduled condition was not written");
         }
         if let Err(error) =
             self.inner.recorder.record(&involved, Severity::Normal, "Scheduled", &message).await
@@ -303,6 +335,7 @@ impl Scheduler {
         if entry.app.scheduled_message.as_deref() == Some(message) {
             return;
         }
+        let Ok(_permit) = self.inner.explanations.acquire().await else { return };
         let involved = self.involved(&entry.object);
         match self.condition((*entry.object).clone(), "False", "Unschedulable", message).await {
             Ok(()) => {
@@ -510,7 +543,8 @@ impl SchedulerFeed {
                 {
                     let mut state = scheduler.state();
                     let listed: std::collections::HashSet<String> = objects.iter().map(id_of).collect();
-                    let State { snapshot, queue, assumed, .. } = &mut *state;
+                    let State { snapshot, queue, assumed, versions, .. } = &mut *state;
+                    versions.retain(|id, _| listed.contains(id));
                     let gone: Vec<String> = snapshot
                         .usage_ids()
                         .filter(|id| !listed.contains(*id) && !assumed.contains_key(*id))
@@ -595,9 +629,11 @@ struct SchedulerChanges {
 #[async_trait::async_trait]
 impl Changes for SchedulerChanges {
     async fn next(&mut self) -> Option<Result<Change, FeedError>> {
+        // A watch cut off (the registry closes one that falls behind) resumes from its last
+        // revision; only one that cannot start from there lists again.
         let event = match self.stream.next().await {
             Ok(event) => event,
-            Err(error) => return Some(Err(feed_error(error))),
+            Err(error) => return Some(Err(FeedError::Failed(error.to_string()))),
         };
         let revision = self.stream.revision();
         let item = self.feed.apply(&event);

@@ -292,6 +292,19 @@ mod tests {
         let fleet = snapshot(nodes(), vec![on(loner, "b1")]);
         assert_eq!(passing(&app("web", &[("app", "web")]), &fleet), [ok(), ok(), err(EXISTING_ANTI)]);
         assert_eq!(passing(&app("db", &[("app", "db")]), &fleet), [ok(), ok(), ok()]);
+        // A placed term with only matchExpressions (not in the label index) protects it too.
+        let wary = with(
+            "wary",
+            &[],
+            json!({"workloadAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]}, "topologyKey": "zone"}]}}),
+        );
+        let fleet = snapshot(nodes(), vec![on(wary, "a1")]);
+        assert_eq!(
+            passing(&app("api", &[("app", "api")]), &fleet),
+            [err(EXISTING_ANTI), err(EXISTING_ANTI), ok()]
+        );
+        assert_eq!(passing(&app("db", &[("app", "db")]), &fleet), [ok(), ok(), ok()]);
         // The first of a group whose affinity picks its own kind may go anywhere.
         let first = with(
             "g-0",
