@@ -166,23 +166,23 @@ pub(crate) async fn serve(
             Ok(json_response(StatusCode::OK, &render_one(kind, object, output, query), &[]))
         }
         "create" => {
-            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
+            placement_current(&state, resource, part, Some(&object)).await;
             let created = registry.create(resource, namespace, object, options).await.map_err(invalid)?;
             Ok(json_response(StatusCode::CREATED, &Value::Object(created), &warnings))
         }
         "update" => {
-            placement_current(&state, resource, part).await;
             let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("update has a name");
             let (object, warnings) = decode_body(kind, headers, &body, query)?;
+            placement_current(&state, resource, part, Some(&object)).await;
             let updated =
                 registry.update(resource, namespace, name, object, options).await.map_err(invalid)?;
             Ok(json_response(StatusCode::OK, &Value::Object(updated), &warnings))
         }
         "patch" => {
-            placement_current(&state, resource, part).await;
+            placement_current(&state, resource, part, None).await;
             let options = write_options(&state, identity, query, part)?;
             let name = path.name.as_deref().expect("patch has a name");
             let (patch_kind, patch) = patch_body(kind, headers, &body)?;
@@ -546,8 +546,13 @@ fn write_options(
 }
 
 /// Waits, before a write placement admission decides, until what it decides on is current.
-async fn placement_current(state: &ApiState, resource: &kayra_registry::Resource, part: Part) {
-    state.control().placement_current(resource, part).await;
+async fn placement_current(
+    state: &ApiState,
+    resource: &kayra_registry::Resource,
+    part: Part,
+    object: Option<&Value>,
+) {
+    state.control().placement_current(resource, part, object).await;
 }
 
 /// `fieldValidation`: `Strict`, `Warn` (the default) or `Ignore`.

@@ -69,8 +69,8 @@ impl Client {
         Err(RegistryError::Forbidden(action.refusal(&self.identity.user)))
     }
 
-    async fn write_options(&self, resource: &Resource, part: Part) -> WriteOptions {
-        self.control.placement_current(resource, part).await;
+    async fn write_options(&self, resource: &Resource, part: Part, object: Option<&Value>) -> WriteOptions {
+        self.control.placement_current(resource, part, object).await;
         WriteOptions { dry_run: false, part, admission: Some(self.control.admission(&self.identity)) }
     }
 
@@ -152,10 +152,8 @@ impl Client {
     ) -> Result<Object, RegistryError> {
         self.authorize("create", resource, None, namespace, None)?;
         let body = encode(object)?;
-        self.control
-            .registry()
-            .create(resource, namespace, body, self.write_options(resource, Part::Main).await)
-            .await
+        let options = self.write_options(resource, Part::Main, Some(&body)).await;
+        self.control.registry().create(resource, namespace, body, options).await
     }
 
     /// Replaces an object (everything but its status); `metadata.resourceVersion`, when set,
@@ -167,12 +165,7 @@ impl Client {
         name: &str,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        self.authorize("update", resource, None, namespace, Some(name))?;
-        let body = encode(object)?;
-        self.control
-            .registry()
-            .update(resource, namespace, name, body, self.write_options(resource, Part::Main).await)
-            .await
+        self.replace(resource, namespace, name, Part::Main, object).await
     }
 
     /// Replaces an object's status through its `status` subresource.
@@ -183,12 +176,7 @@ impl Client {
         name: &str,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        self.authorize("update", resource, Some("status"), namespace, Some(name))?;
-        let body = encode(object)?;
-        self.control
-            .registry()
-            .update(resource, namespace, name, body, self.write_options(resource, Part::Status).await)
-            .await
+        self.replace(resource, namespace, name, Part::Status, object).await
     }
 
     /// Replaces a certificate request's decision through its `approval` subresource: only
@@ -199,12 +187,27 @@ impl Client {
         name: &str,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        self.authorize("update", resource, Some("approval"), None, Some(name))?;
+        self.replace(resource, None, name, Part::Approval, object).await
+    }
+
+    /// Replaces `part` of an object, authorized as `update` of that part.
+    async fn replace(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        part: Part,
+        object: impl Serialize,
+    ) -> Result<Object, RegistryError> {
+        let subresource = match part {
+            Part::Main => None,
+            Part::Status => Some("status"),
+            Part::Approval => Some("approval"),
+        };
+        self.authorize("update", resource, subresource, namespace, Some(name))?;
         let body = encode(object)?;
-        self.control
-            .registry()
-            .update(resource, None, name, body, self.write_options(resource, Part::Approval).await)
-            .await
+        let options = self.write_options(resource, part, Some(&body)).await;
+        self.control.registry().update(resource, namespace, name, body, options).await
     }
 
     /// Patches an object.
@@ -220,7 +223,14 @@ impl Client {
         let bytes = serde_json::to_vec(patch).expect("JSON values serialise");
         self.control
             .registry()
-            .patch(resource, namespace, name, kind, &bytes, self.write_options(resource, Part::Main).await)
+            .patch(
+                resource,
+                namespace,
+                name,
+                kind,
+                &bytes,
+                self.write_options(resource, Part::Main, None).await,
+            )
             .await
     }
 

@@ -128,8 +128,24 @@ impl Control {
 
     /// Before a write of `part` of a `resource` object is admitted: when placement admission
     /// decides it (an Application's binding), waits until the fleet index holds every write
-    /// made so far. Every other write goes straight on.
-    pub async fn placement_current(&self, resource: &Resource, part: kayra_registry::Part) {
+    /// made so far. `object` is the whole object a create or replace stores (`None` for a
+    /// patch, whose result is not known yet): one that names no node binds nothing, so it
+    /// goes straight on, as does every other write.
+    pub async fn placement_current(
+        &self,
+        resource: &Resource,
+        part: kayra_registry::Part,
+        object: Option<&Value>,
+    ) {
+        let names_a_node = |object: &Value| {
+            object
+                .pointer("/spec/placement/nodeName")
+                .and_then(Value::as_str)
+                .is_some_and(|node| !node.is_empty())
+        };
+        if object.is_some_and(|object| !names_a_node(object)) {
+            return;
+        }
         let fleet = format!("fleet.{}", self.scheme.domain());
         let (Some(applications), Some(nodes)) =
             (self.resource_named(&fleet, "applications"), self.resource_named("", "nodes"))
