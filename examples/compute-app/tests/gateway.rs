@@ -267,7 +267,7 @@ async fn a_team_api_behind_nginx_through_its_whole_life() {
     // A broken document moves nobody; each subscriber says why and keeps its build.
     world.faults(true, false).await;
     let broken = world.sync(json!({})).await;
-    world.settle(&[("sre", "error", &canary), ("apps", "error", &canary)]).await;
+    world.settle(&[("sre", "error", &canary), ("apps", "error", &canary), ("web", "error", &canary)]).await;
     assert!(world.subscription("web").await["message"].as_str().unwrap().contains("answered 500"));
     assert_eq!(world.subscription("web").await["expected_sync_id"], broken.as_str());
 
