@@ -11,6 +11,29 @@ use super::application::{Application, ApplicationSpec, EnvVar};
 use super::{Condition, Kind, duplicates, validate_conditions};
 use crate::validation::{FieldError, is_dns_label};
 
+/// The label naming the set a child was rendered from, `fleet.<domain>/application-set`. It is
+/// reserved: only the control plane sets, changes or removes it.
+pub fn set_label(domain: &str) -> String {
+    format!("fleet.{domain}/application-set")
+}
+
+/// The label naming the component a child was rendered from, `fleet.<domain>/component`;
+/// reserved as [`set_label`] is.
+pub fn component_label(domain: &str) -> String {
+    format!("fleet.{domain}/component")
+}
+
+/// The annotation holding the hash of a child's rendered spec, `fleet.<domain>/appset-spec-hash`;
+/// the set compares it, not the specs, to decide whether a child is up to date. Reserved as
+/// [`set_label`] is.
+pub fn spec_hash_annotation(domain: &str) -> String {
+    format!("fleet.{domain}/appset-spec-hash")
+}
+
+/// The Kind an ApplicationSet's children name in their controller owner reference, whose
+/// `apiVersion` is `fleet.<domain>/v1`.
+pub const OWNER_KIND: &str = "ApplicationSet";
+
 /// ApplicationSet expands its components into Applications named
 /// `<set>-<component>[-<index>|-<node>]`, scales them, and rolls changes out.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
