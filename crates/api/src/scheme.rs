@@ -80,6 +80,12 @@ pub trait Behaviour: Send + Sync {
         let _ = object;
         None
     }
+
+    /// Whether the Kind owns dependents the garbage collector deletes or releases with it (see
+    /// [`Kind::OWNS_DEPENDENTS`]).
+    fn owns_dependents(&self) -> bool {
+        false
+    }
 }
 
 /// A namespace is deleted in two steps: marked `Terminating` while its contents are deleted,
@@ -142,6 +148,10 @@ impl<T: Kind> Behaviour for Typed<T> {
 
     fn expires_at(&self, object: &Value) -> Option<jiff::Timestamp> {
         serde_json::from_value::<T>(object.clone()).ok()?.expires_at()
+    }
+
+    fn owns_dependents(&self) -> bool {
+        T::OWNS_DEPENDENTS
     }
 }
 
@@ -844,7 +854,7 @@ impl Scheme {
                 short_names: &["svc"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &[],
+                subresources: &[STATUS],
                 field_labels: &[],
                 columns: &[
                     Column {
@@ -862,6 +872,17 @@ impl Scheme {
                         description: "The Service's ports",
                         priority: 0,
                         cell: service_ports,
+                    },
+                    Column {
+                        name: "Endpoints",
+                        type_: "integer",
+                        format: "",
+                        description: "How many ready members the Service has",
+                        priority: 1,
+                        cell: |o, _| {
+                            let endpoints = o.pointer("/status/endpoints").and_then(Value::as_array);
+                            Value::from(endpoints.map_or(0, Vec::len))
+                        },
                     },
                 ],
                 verbs: ALL_VERBS,

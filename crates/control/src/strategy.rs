@@ -62,6 +62,10 @@ impl Strategy for KindStrategy {
         Some(std::time::SystemTime::from(expires))
     }
 
+    fn owns_dependents(&self) -> bool {
+        self.behaviour.owns_dependents()
+    }
+
     fn mark_deleting(&self, object: &mut Object) {
         let mut value = Value::Object(std::mem::take(object));
         self.behaviour.mark_deleting(&mut value);

@@ -291,6 +291,51 @@ impl DeleteOptions {
     }
 }
 
+/// The finalizer a `Foreground` delete adds to an object that owns dependents: the garbage
+/// collector deletes the dependents that block their owner's deletion, then removes it.
+pub const FOREGROUND_FINALIZER: &str = "foregroundDeletion";
+
+/// The finalizer an `Orphan` delete adds to an object that owns dependents: the garbage
+/// collector releases the dependents (they stay, owned by nothing), then removes it.
+pub const ORPHAN_FINALIZER: &str = "orphan";
+
+const ORPHAN_POLICY: &str = "Orphan";
+const FOREGROUND_POLICY: &str = "Foreground";
+
+/// Records a delete's propagation policy in the finalizers of an object that owns dependents,
+/// as kube-apiserver does: `Foreground` adds `foregroundDeletion` and drops `orphan`, `Orphan`
+/// the reverse, `Background` drops both; no policy changes nothing. Also on an object already
+/// terminating, so a second delete may change its mind. Answers whether the finalizers changed.
+fn propagate(object: &mut Object, policy: Option<&str>) -> bool {
+    let Some(policy) = policy else { return false };
+    let wanted = match policy {
+        FOREGROUND_POLICY => Some(FOREGROUND_FINALIZER),
+        ORPHAN_POLICY => Some(ORPHAN_FINALIZER),
+        _ => None,
+    };
+    let before = finalizers(object);
+    let mut after: Vec<String> = before
+        .iter()
+        .filter(|f| {
+            Some(f.as_str()) == wanted || !matches!(f.as_str(), FOREGROUND_FINALIZER | ORPHAN_FINALIZER)
+        })
+        .cloned()
+        .collect();
+    if let Some(wanted) = wanted.filter(|wanted| !after.iter().any(|f| f == wanted)) {
+        after.push(wanted.to_owned());
+    }
+    if after == before {
+        return false;
+    }
+    let metadata = object::metadata_mut(object);
+    if after.is_empty() {
+        metadata.remove("finalizers");
+    } else {
+        metadata.insert("finalizers".into(), json!(after));
+    }
+    true
+}
+
 /// What a delete did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Deleted {
@@ -769,7 +814,7 @@ impl Registry {
         options: &DeleteOptions,
     ) -> Result<Deleted, RegistryError> {
         if let Some(policy) = &options.propagation_policy
-            && !matches!(policy.as_str(), "Orphan" | "Background" | "Foreground")
+            && !matches!(policy.as_str(), ORPHAN_POLICY | "Background" | FOREGROUND_POLICY)
         {
             return Err(RegistryError::BadRequest(format!(
                 "propagationPolicy {policy:?} is not one of Orphan, Background, Foreground"
@@ -811,14 +856,19 @@ impl Registry {
                 });
             }
             options.validate(resource, &object)?;
+            let refinalized = resource.strategy.owns_dependents()
+                && propagate(&mut object, options.propagation_policy.as_deref());
+            let terminating = !meta_str(&object, "deletionTimestamp").is_empty();
             if resource.strategy.finalizing(&object) {
-                if !meta_str(&object, "deletionTimestamp").is_empty() {
+                if terminating && !refinalized {
                     return Ok(Deleted::Pending(object));
                 }
-                let metadata = object::metadata_mut(&mut object);
-                metadata.insert("deletionTimestamp".into(), Value::String(self.now()));
-                metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
-                resource.strategy.mark_deleting(&mut object);
+                if !terminating {
+                    let metadata = object::metadata_mut(&mut object);
+                    metadata.insert("deletionTimestamp".into(), Value::String(self.now()));
+                    metadata.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    resource.strategy.mark_deleting(&mut object);
+                }
                 if options.dry_run {
                     return Ok(Deleted::Pending(object));
                 }

@@ -82,6 +82,13 @@ pub trait Strategy: Send + Sync {
         let _ = object;
     }
 
+    /// Whether the Kind owns dependents the garbage collector deletes or releases with it: a
+    /// delete's propagation policy then becomes the `foregroundDeletion` or `orphan` finalizer.
+    /// For any other Kind the policy is accepted and changes nothing.
+    fn owns_dependents(&self) -> bool {
+        false
+    }
+
     /// Whether a create may set `status` although it is a subresource (a node registers with
     /// its status). By default a create starts without one.
     fn create_keeps_status(&self) -> bool {

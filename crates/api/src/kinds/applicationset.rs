@@ -204,6 +204,8 @@ pub struct Child {
 }
 
 impl Kind for ApplicationSet {
+    const OWNS_DEPENDENTS: bool = true;
+
     fn default_fields(&mut self) {
         let rollout = self.spec.rollout.get_or_insert_with(Rollout::default);
         rollout.prune.get_or_insert(true);

@@ -32,6 +32,11 @@ pub trait Kind: Serialize + DeserializeOwned + schemars::JsonSchema + Send + Syn
     fn expires_at(&self) -> Option<jiff::Timestamp> {
         None
     }
+
+    /// Whether objects of this Kind own dependents (objects naming them in a controller owner
+    /// reference) that the garbage collector deletes or releases when they go: a delete's
+    /// `propagationPolicy` then adds the `foregroundDeletion` or `orphan` finalizer.
+    const OWNS_DEPENDENTS: bool = false;
 }
 
 /// Checks a list of environment-style names for uniqueness, naming each repeat.

@@ -24,6 +24,51 @@ pub struct Service {
     /// The ports the Service exposes.
     #[serde(default)]
     pub spec: ServiceSpec,
+    /// Where the Service's ready members can be reached, as the control plane last saw them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ServiceStatus>,
+}
+
+/// The observed state of a Service: its endpoints. Only the control plane writes it, through
+/// the `status` subresource.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceStatus {
+    /// One entry per ready member: an Application whose `spec.serviceName` names this Service,
+    /// whose `Ready` condition is `True`, and that is bound to a Node with an address. Ordered
+    /// by application name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<ServiceEndpoint>,
+}
+
+/// One ready member of a Service and where it listens.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceEndpoint {
+    /// The member Application's name (in the Service's namespace).
+    pub application: String,
+    /// The Node the member runs on.
+    pub node: String,
+    /// The Node's address (its `InternalIP`, else its first reported address).
+    pub address: String,
+    /// The Service's ports as this member serves them, in the order of `spec.ports`; a port
+    /// whose `targetName` the member does not declare is left out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<EndpointPort>,
+}
+
+/// One Service port, resolved on one member.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointPort {
+    /// The Service port's name, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The port number the member listens on: the Service port's `targetPort`, else the
+    /// member's declared port named `targetName`, else the Service port's `port`.
+    pub port: i64,
+    /// `TCP` or `UDP`, as the Service port says.
+    pub protocol: String,
 }
 
 /// The ports a Service exposes.

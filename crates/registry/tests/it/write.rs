@@ -1,10 +1,14 @@
 //! Create, update, patch and delete.
 
-use kayra_registry::{DeleteOptions, Deleted, Part, PatchKind, RegistryError, WriteOptions};
+use std::sync::Arc;
+
+use kayra_registry::{
+    DeleteOptions, Deleted, Part, PatchKind, RegistryError, Resource, Strategy, WriteOptions,
+};
 use kayra_store::Store;
 use serde_json::json;
 
-use super::{meta, widget, world};
+use super::{meta, widget, widgets, world};
 
 const DRY_RUN: WriteOptions = WriteOptions { dry_run: true, part: Part::Main, admission: None };
 const STATUS: WriteOptions = WriteOptions { dry_run: false, part: Part::Status, admission: None };
@@ -499,4 +503,72 @@ async fn an_expiring_object_lives_on_a_lease_that_updates_keep() {
     body["metadata"]["labels"] = json!({"expires": "soon"});
     w.registry.update(&expiring, Some("default"), "changing", body, WriteOptions::default()).await.unwrap();
     assert!(w.store.get(key).await.unwrap().unwrap().lease.is_some(), "expiring again, leased again");
+}
+
+/// Owners: Widgets whose deletes propagate to dependents.
+struct OwnerRules;
+
+impl Strategy for OwnerRules {
+    fn owns_dependents(&self) -> bool {
+        true
+    }
+}
+
+fn owners() -> Resource {
+    Resource { kind: "Owner".into(), plural: "owners".into(), strategy: Arc::new(OwnerRules), ..widgets() }
+}
+
+#[tokio::test]
+async fn propagation_policies_become_garbage_collector_finalizers_on_owners_only() {
+    let w = world().await;
+    let policy = |policy: Option<&str>| DeleteOptions {
+        propagation_policy: policy.map(str::to_owned),
+        ..DeleteOptions::default()
+    };
+    let finalizers_of = |deleted: &Deleted| match deleted {
+        Deleted::Pending(object) => Some(kayra_registry::finalizers(object)),
+        Deleted::Gone(_) => None,
+    };
+    // (finalizers before, policies of successive deletes, finalizers after each; None = gone)
+    let table: [(&[&str], &[Option<&str>], &[Option<&[&str]>]); 7] = [
+        (&[], &[Some("Background")], &[None]),
+        (&[], &[None], &[None]),
+        (&[], &[Some("Foreground")], &[Some(&["foregroundDeletion"])]),
+        (&[], &[Some("Orphan")], &[Some(&["orphan"])]),
+        (
+            &["keep"],
+            &[Some("Orphan"), Some("Foreground")],
+            &[Some(&["keep", "orphan"]), Some(&["keep", "foregroundDeletion"])],
+        ),
+        (&[], &[Some("Orphan"), None, Some("Background")], &[Some(&["orphan"]), Some(&["orphan"]), None]),
+        (&["orphan"], &[Some("Orphan")], &[Some(&["orphan"])]),
+    ];
+    for (at, (before, policies, after)) in table.iter().enumerate() {
+        let name = format!("o{at}");
+        let mut body = widget(&name, 1);
+        body["kind"] = json!("Owner");
+        body["metadata"]["finalizers"] = json!(before);
+        w.registry.create(&owners(), Some("default"), body, WriteOptions::default()).await.unwrap();
+        for (step, (policy_name, expected)) in policies.iter().zip(after.iter()).enumerate() {
+            let deleted =
+                w.registry.delete(&owners(), Some("default"), &name, &policy(*policy_name)).await.unwrap();
+            let expected = expected.map(|list| list.iter().map(|f| (*f).to_owned()).collect::<Vec<_>>());
+            assert_eq!(finalizers_of(&deleted), expected, "row {at}, delete {step} ({policy_name:?})");
+            if let Deleted::Pending(object) = &deleted {
+                assert!(!meta(object, "deletionTimestamp").is_null(), "row {at}: marked for deletion");
+            }
+        }
+        let stored = w.registry.get(&owners(), Some("default"), &name).await;
+        assert_eq!(stored.is_ok(), after.last().unwrap().is_some(), "row {at}: stored or gone");
+    }
+    // A Kind that owns nothing accepts every policy and is simply deleted.
+    for (at, name) in ["Foreground", "Orphan"].into_iter().enumerate() {
+        let widget_name = format!("plain{at}");
+        w.registry
+            .create(&w.widgets, Some("default"), widget(&widget_name, 1), WriteOptions::default())
+            .await
+            .unwrap();
+        let deleted = w.registry.delete(&w.widgets, Some("default"), &widget_name, &policy(Some(name))).await;
+        assert!(matches!(deleted, Ok(Deleted::Gone(_))), "{name}: {deleted:?}");
+    }
 }
