@@ -10,7 +10,9 @@
 //! [`node_placement`] (a binding names a Node that exists and has room, and only the scheduler
 //! moves what it placed) and
 //! [`certificate_requests`] (who asked for a certificate is stamped, and only the approval
-//! subresource decides). [`Chain::for_caller`] binds a chain to one writer as the registry's
+//! subresource decides), [`child_ownership`] (only an ApplicationSet makes and changes its
+//! children) and [`deletion_protection`] (no Service or Secret is deleted while Applications
+//! name it). [`Chain::for_caller`] binds a chain to one writer as the registry's
 //! [`kayra_registry::Admission`] port. A plugin reads what it needs through [`ports`], never the
 //! store directly.
 //!
@@ -19,6 +21,8 @@
 //! the REST adapter maps refusals to 403 and 422 through the registry's errors.
 
 pub mod certificate_requests;
+pub mod child_ownership;
+pub mod deletion_protection;
 pub mod node_placement;
 pub mod node_restriction;
 pub mod ports;
@@ -103,6 +107,9 @@ impl Chain {
     pub fn standard(domain: &str, permissions: Arc<dyn Permissions>, fleet: Arc<dyn Fleet>) -> Chain {
         Chain::default()
             .with_mutating(Arc::new(certificate_requests::CertificateRequests))
+            .with_mutating(Arc::new(child_ownership::ChildOwnership::new(domain)))
+            .with_validating(Arc::new(child_ownership::ChildOwnership::new(domain)))
+            .with_validating(Arc::new(deletion_protection::DeletionProtection::new(domain, fleet.clone())))
             .with_validating(Arc::new(rbac_escalation::RbacEscalation::new(domain, permissions.clone())))
             .with_validating(Arc::new(workload_references::WorkloadReferences::new(domain, permissions)))
             .with_validating(Arc::new(run_as_non_root::RunAsNonRoot::new(domain)))
@@ -160,9 +167,19 @@ impl Chain {
 fn quoted(plugin: &str, refusal: Refusal) -> Refusal {
     match refusal {
         Refusal::Forbidden(message) => Refusal::Forbidden(format!("{plugin}: {message}")),
+        Refusal::Conflict(message) => Refusal::Conflict(format!("{plugin}: {message}")),
         invalid @ Refusal::Invalid(_) => invalid,
     }
 }
+
+/// Whether the writer is the control plane itself: one of its loops
+/// (`system:kayra:<component>`, in `system:masters`).
+pub(crate) fn control_plane(caller: &Caller) -> bool {
+    caller.user.starts_with(CONTROL_PLANE_PREFIX) && caller.groups.iter().any(|g| g == kayra_authz::MASTERS)
+}
+
+/// The user names of the control plane's own loops begin so.
+const CONTROL_PLANE_PREFIX: &str = "system:kayra:";
 
 /// A chain bound to one writer: the registry's admission port.
 struct CallerAdmission {

@@ -47,8 +47,8 @@ pub struct Resources {
     pub memory: Option<f64>,
 }
 
-/// The fleet as placement admission sees it: which Nodes exist, what each offers, and what
-/// the Applications already bound to each ask for.
+/// The fleet as admission sees it: which Nodes exist, what each offers, what the Applications
+/// already bound to each ask for, and which Services and Secrets the Applications name.
 pub trait Fleet: Send + Sync {
     /// The node's `status.allocatable` when the Node exists (both sides `None` when it reports
     /// none yet); `None` when there is no Node of that name.
@@ -57,9 +57,17 @@ pub trait Fleet: Send + Sync {
     /// What the unfinished Applications bound to `node` request in all, leaving out the
     /// Application `namespace`/`name` (the one being written).
     fn requested_on(&self, node: &str, namespace: &str, name: &str) -> Resources;
+
+    /// The names of the Applications in `namespace` whose `spec.serviceName` is `service`,
+    /// sorted.
+    fn members(&self, namespace: &str, service: &str) -> Vec<String>;
+
+    /// The names of the Applications in `namespace` that need Secret `secret`: an environment
+    /// variable (or a `key: "*"` import) names it without `optional: true`. Sorted.
+    fn secret_users(&self, namespace: &str, secret: &str) -> Vec<String>;
 }
 
-/// A fleet with no Nodes: every pin names a Node that does not exist.
+/// A fleet with no Nodes and no Applications: every pin names a Node that does not exist.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NoNodes;
 
@@ -70,5 +78,13 @@ impl Fleet for NoNodes {
 
     fn requested_on(&self, _node: &str, _namespace: &str, _name: &str) -> Resources {
         Resources::default()
+    }
+
+    fn members(&self, _namespace: &str, _service: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn secret_users(&self, _namespace: &str, _secret: &str) -> Vec<String> {
+        Vec::new()
     }
 }

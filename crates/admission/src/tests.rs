@@ -115,6 +115,9 @@ fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
         chain.plugin_names(),
         [
             "CertificateSigningRequest",
+            "ChildOwnership",
+            "ChildOwnership",
+            "DeletionProtection",
             "RBACEscalation",
             "WorkloadReferences",
             "RunAsNonRoot",

@@ -196,6 +196,7 @@ pub(crate) async fn serve(
         "delete" => {
             let name = path.name.as_deref().expect("delete has a name");
             let options = delete_options(&state, identity, query, &body)?;
+            state.control().references_current(resource).await;
             let (code, object) = match registry.delete(resource, namespace, name, &options).await? {
                 Deleted::Gone(object) => (StatusCode::OK, object),
                 Deleted::Pending(object) => (StatusCode::OK, object),
@@ -219,6 +220,7 @@ pub(crate) async fn serve(
                     None => break page.resource_version,
                 }
             };
+            state.control().references_current(resource).await;
             let mut deleted = Vec::with_capacity(items.len());
             for item in items {
                 let item_namespace =
@@ -725,11 +727,29 @@ fn delete_options(
             ),
             (None, None) => None,
         };
+    let policy = text(body.get("propagationPolicy")).or_else(|| query.get("propagationPolicy").cloned());
+    // The deprecated `orphanDependents` says the same as a policy, and may not contradict one.
+    let orphan = match (body.get("orphanDependents").and_then(Value::as_bool), query.get("orphanDependents"))
+    {
+        (Some(orphan), _) => Some(orphan),
+        (None, Some(text)) => Some(text == "true"),
+        (None, None) => None,
+    };
+    let propagation_policy = match (policy, orphan) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::BadRequest(
+                "orphanDependents and propagationPolicy may not both be set; use propagationPolicy".into(),
+            ));
+        }
+        (Some(policy), None) => Some(policy),
+        (None, Some(true)) => Some("Orphan".to_owned()),
+        (None, Some(false)) => Some("Background".to_owned()),
+        (None, None) => None,
+    };
     Ok(DeleteOptions {
         uid: text(body.pointer("/preconditions/uid")),
         resource_version: text(body.pointer("/preconditions/resourceVersion")),
-        propagation_policy: text(body.get("propagationPolicy"))
-            .or_else(|| query.get("propagationPolicy").cloned()),
+        propagation_policy,
         grace_period_seconds: grace,
         dry_run: dry_run_body || dry_run(query)?,
         admission: Some(state.admission(identity)),

@@ -243,6 +243,7 @@ impl Client {
         options: &DeleteOptions,
     ) -> Result<Deleted, RegistryError> {
         self.authorize("delete", resource, None, namespace, Some(name))?;
+        self.control.references_current(resource).await;
         let options =
             DeleteOptions { admission: Some(self.control.admission(&self.identity)), ..options.clone() };
         self.control.registry().delete(resource, namespace, name, &options).await

@@ -157,6 +157,21 @@ impl Control {
         }
     }
 
+    /// Before a delete of a `resource` object is admitted: when deletion protection decides it
+    /// (a Service or Secret that Applications may name), waits until the fleet index holds
+    /// every write made so far, so an Application created just before holds what it names.
+    pub async fn references_current(&self, resource: &Resource) {
+        let fleet = format!("fleet.{}", self.scheme.domain());
+        let (Some(applications), Some(nodes)) =
+            (self.resource_named(&fleet, "applications"), self.resource_named("", "nodes"))
+        else {
+            return;
+        };
+        if placement::decided_by_references(applications, resource) {
+            self.fleet.caught_up(&self.registry, nodes, applications).await;
+        }
+    }
+
     /// The identity of a bootstrap token, read from its Secret; `None` when there is none,
     /// it expired, or the secret half does not match.
     pub async fn bootstrap_token(

@@ -1,15 +1,18 @@
-//! The fleet as placement admission reads it: each Node's allocatable, and what the unfinished
-//! Applications bound to each request. One task follows the registry's watch caches of Nodes
-//! and Applications; admission reads the index synchronously.
+//! The fleet as admission reads it: each Node's allocatable, what the unfinished Applications
+//! bound to each request, and which Service and Secrets each Application names. One task
+//! follows the registry's watch caches of Nodes and Applications; admission reads the index
+//! synchronously.
 //!
 //! Admission decides on what the index holds, so a write that placement admission decides
 //! first waits until the index has caught up with the store (see [`FleetIndex::caught_up`]):
-//! a Node created just before a pin to it is known to the pin.
+//! a Node created just before a pin to it is known to the pin, and an Application created just
+//! before its Service is deleted holds the Service.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
+use kayra_admission::deletion_protection::{required_secrets, service_of};
 use kayra_admission::node_placement::{bound_node, requests, resources};
 use kayra_admission::ports::{Fleet, Resources};
 use kayra_registry::{Registry, Resource, WatchEvent, WatchOptions, meta_str};
@@ -42,6 +45,8 @@ struct State {
     nodes: HashMap<String, Resources>,
     bound: HashMap<(String, String), (String, Resources)>,
     requested: HashMap<String, Resources>,
+    /// Each Application's Service and the Secrets it needs.
+    names: HashMap<(String, String), (Option<String>, Vec<String>)>,
 }
 
 impl State {
@@ -59,6 +64,11 @@ impl State {
             return;
         }
         let key = (meta_str(object, "namespace").to_owned(), name);
+        if deleted {
+            self.names.remove(&key);
+        } else {
+            self.names.insert(key.clone(), (service_of(object).map(str::to_owned), required_secrets(object)));
+        }
         if let Some((node, asked)) = self.bound.remove(&key) {
             let sum = self.requested.entry(node).or_default();
             *sum = add(*sum, asked, -1.0);
@@ -95,6 +105,33 @@ impl Fleet for FleetIndex {
             Some((bound, asked)) if bound == node => add(sum, *asked, -1.0),
             _ => sum,
         }
+    }
+
+    fn members(&self, namespace: &str, service: &str) -> Vec<String> {
+        self.naming(namespace, |(joined, _)| joined.as_deref() == Some(service))
+    }
+
+    fn secret_users(&self, namespace: &str, secret: &str) -> Vec<String> {
+        self.naming(namespace, |(_, secrets)| secrets.iter().any(|s| s == secret))
+    }
+}
+
+impl FleetIndex {
+    /// The sorted names of the Applications in `namespace` whose names match.
+    fn naming(
+        &self,
+        namespace: &str,
+        matches: impl Fn(&(Option<String>, Vec<String>)) -> bool,
+    ) -> Vec<String> {
+        let state = self.state.lock().expect("the fleet index lock is never held across a panic");
+        let mut names: Vec<String> = state
+            .names
+            .iter()
+            .filter(|((at, _), named)| at == namespace && matches(named))
+            .map(|((_, name), _)| name.clone())
+            .collect();
+        names.sort();
+        names
     }
 }
 
@@ -189,6 +226,12 @@ impl Follower {
     }
 }
 
+/// Whether a delete must wait for the index: deletes of the Services and Secrets that
+/// Applications (in `applications`' group) name.
+pub(crate) fn decided_by_references(applications: &Resource, resource: &Resource) -> bool {
+    resource.group == applications.group && matches!(resource.plural.as_str(), "services" | "secrets")
+}
+
 /// Whether a write must wait for the index: writes of Applications themselves (their binding),
 /// not of their status.
 pub(crate) fn decided_by_placement(applications: &Resource, resource: &Resource, object_part: bool) -> bool {
@@ -243,5 +286,25 @@ mod tests {
         assert_eq!(index.requested_on("n2", "a", "other").memory, Some(0.0), "a finished one asks nothing");
         assert_eq!(index.requested_on("n1", "a", "other").memory, Some(0.0), "a deleted one asks nothing");
         assert_eq!(index.allocatable("n1"), None, "a deleted Node is gone");
+    }
+
+    #[test]
+    fn the_index_knows_which_applications_name_a_service_or_a_secret() {
+        let index = FleetIndex::default();
+        let named = |name: &str, service: &str, secret: &str, optional: bool| {
+            json!({"metadata": {"name": name, "namespace": "a"}, "spec": {"serviceName": service,
+                   "env": [{"name": "T", "secretRef": {"name": secret, "key": "t", "optional": optional}}]}})
+        };
+        {
+            let mut state = index.state.lock().expect("not poisoned");
+            state.apply(&event(named("y", "web", "token", false), false), true);
+            state.apply(&event(named("x", "web", "token", true), false), true);
+            state.apply(&event(named("z", "api", "token", false), false), true);
+            state.apply(&event(named("z", "api", "token", false), true), true);
+        }
+        assert_eq!(index.members("a", "web"), ["x", "y"]);
+        assert_eq!(index.members("b", "web"), Vec::<String>::new(), "another namespace");
+        assert_eq!(index.members("a", "api"), Vec::<String>::new(), "z was deleted");
+        assert_eq!(index.secret_users("a", "token"), ["y"], "x names it optionally");
     }
 }

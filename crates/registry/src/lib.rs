@@ -139,6 +139,9 @@ pub enum Refusal {
     /// The object names something it may not (an invalid reference): `Invalid`, each field
     /// named.
     Invalid(Vec<FieldError>),
+    /// The write conflicts with the state of other objects (a Service deleted while
+    /// Applications still join it): `Conflict`, saying what holds it.
+    Conflict(String),
 }
 
 /// A writer's admission: may change the object a create or update would store (after the Kind's
@@ -180,6 +183,11 @@ fn refused(resource: &Resource, object: &Object, refusal: Refusal) -> RegistryEr
     match refusal {
         Refusal::Forbidden(message) => RegistryError::Forbidden(message),
         Refusal::Invalid(causes) => invalid(resource, object, causes),
+        Refusal::Conflict(message) => RegistryError::Conflict {
+            resource: resource.qualified(),
+            name: meta_str(object, "name").to_owned(),
+            message,
+        },
     }
 }
 

@@ -31,6 +31,14 @@ impl Fleet for TwoNodes {
             _ => Resources::default(),
         }
     }
+
+    fn members(&self, _namespace: &str, _service: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn secret_users(&self, _namespace: &str, _secret: &str) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// An Application `web` in `a`: bound to `node` (or none), asking `memory`, marked by the
