@@ -329,6 +329,12 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
         )?
         .into_loop()
         .elected(election("scheduler")),
+        kayra_gc::reconciler::GarbageCollector::new(client("garbage-collector"))?
+            .into_loop()
+            .elected(election("garbage-collector")),
+        kayra_endpoints::reconciler::EndpointsReconciler::new(client("endpoints"))?
+            .into_loop()
+            .elected(election("endpoints")),
         controller.nodes.liveness_loop().elected(election("node-liveness")),
         controller.nodes.loss_loop().elected(election("node-loss")),
     ];
