@@ -9,6 +9,7 @@ mod kubectl;
 mod logs;
 mod scheduling;
 mod scopes;
+mod services;
 mod tokens;
 
 use std::net::TcpListener;
