@@ -66,6 +66,9 @@ fn check(
     mutated.map(Value::Object)
 }
 
+/// Who writes, the resource, the part, the object, what it replaces, the answer, and why.
+type Row = (&'static str, &'static str, Part, Value, Option<Value>, Result<(), &'static str>, &'static str);
+
 #[test]
 fn clients_cannot_claim_a_set_or_change_what_it_renders() {
     use Part::{Main, Status};
@@ -77,7 +80,7 @@ fn clients_cannot_claim_a_set_or_change_what_it_renders() {
     only_label["metadata"]["labels"][SET] = json!("web");
     let mut only_hash = app("1", false);
     only_hash["metadata"]["annotations"] = json!({HASH: "h"});
-    let table: Vec<(&str, &str, Part, Value, Option<Value>, Result<(), &str>, &str)> = vec![
+    let table: Vec<Row> = vec![
         ("alice", "applications", Main, app("1", false), None, Ok(()), "a plain create"),
         (
             "alice",

@@ -62,9 +62,12 @@ fn only_ready_bound_members_on_nodes_with_addresses_are_endpoints() {
     );
 }
 
+/// The Service's ports, the member's declared ports, the ports expected, and why.
+type Row = (Value, &'static [(&'static str, i64)], &'static str, &'static str);
+
 #[test]
 fn ports_resolve_by_target_port_then_target_name_then_port() {
-    let table: Vec<(Value, &[(&str, i64)], &str, &str)> = vec![
+    let table: Vec<Row> = vec![
         (
             json!([{"port": 80, "targetPort": 8080}]),
             &[("http", 9000)],

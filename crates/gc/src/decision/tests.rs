@@ -33,13 +33,16 @@ fn release(kind: DependentKind, name: &str) -> Step {
     Step::Release(kind, name.to_owned())
 }
 
+/// Why, the owner as stored, its dependents, and the steps expected.
+type Row = (&'static str, Option<Owner>, Vec<Dependent>, Vec<Step>);
+
 #[test]
 fn each_owner_state_and_finalizer_gives_its_steps() {
     let app = |name: &str, uid: &str| dependent(Application, name, uid, false);
     let svc = |name: &str, uid: &str| dependent(Service, name, uid, false);
     let going = |name: &str, uid: &str| dependent(Application, name, uid, true);
     let live = owner(false, &[]);
-    let table: Vec<(&str, Option<Owner>, Vec<Dependent>, Vec<Step>)> = vec![
+    let table: Vec<Row> = vec![
         (
             "a live owner keeps its dependents",
             Some(live.clone()),

@@ -518,6 +518,11 @@ fn owners() -> Resource {
     Resource { kind: "Owner".into(), plural: "owners".into(), strategy: Arc::new(OwnerRules), ..widgets() }
 }
 
+/// Finalizers before, the policies of successive deletes, the finalizers after each (`None`:
+/// gone).
+type PolicyRow =
+    (&'static [&'static str], &'static [Option<&'static str>], &'static [Option<&'static [&'static str]>]);
+
 #[tokio::test]
 async fn propagation_policies_become_garbage_collector_finalizers_on_owners_only() {
     let w = world().await;
@@ -529,8 +534,7 @@ async fn propagation_policies_become_garbage_collector_finalizers_on_owners_only
         Deleted::Pending(object) => Some(kayra_registry::finalizers(object)),
         Deleted::Gone(_) => None,
     };
-    // (finalizers before, policies of successive deletes, finalizers after each; None = gone)
-    let table: [(&[&str], &[Option<&str>], &[Option<&[&str]>]); 7] = [
+    let table: [PolicyRow; 7] = [
         (&[], &[Some("Background")], &[None]),
         (&[], &[None], &[None]),
         (&[], &[Some("Foreground")], &[Some(&["foregroundDeletion"])]),
