@@ -122,3 +122,35 @@ async fn a_panic_anywhere_in_a_request_is_a_500_status_logged_with_its_backtrace
         assert_eq!(code, StatusCode::OK, "after a panic in {stage}");
     }
 }
+
+#[tokio::test]
+async fn the_legacy_orphan_dependents_option_is_a_propagation_policy_and_may_not_contradict_one() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let app = router(dir.path());
+    let send = |method: &str, path: &str, body: Value| {
+        let request = admin_request(method, path)
+            .header("content-type", "application/json")
+            .body(Body::from(body.to_string()))
+            .expect("a request");
+        app.clone().oneshot(request)
+    };
+    let created = send("POST", "/api/v1/namespaces", serde_json::json!({"metadata": {"name": "demo"}}));
+    assert_eq!(created.await.expect("an answer").status(), StatusCode::CREATED);
+    let sets = "/apis/fleet.example.com/v1/namespaces/demo/applicationsets";
+    for name in ["kept", "contradicted"] {
+        let set = serde_json::json!({"apiVersion": "fleet.example.com/v1", "kind": "ApplicationSet",
+            "metadata": {"name": name},
+            "spec": {"applications": [{"name": "c", "spec": {"command": ["/bin/true"]}}]}});
+        assert_eq!(send("POST", sets, set).await.expect("an answer").status(), StatusCode::CREATED);
+    }
+    let both = serde_json::json!({"orphanDependents": true, "propagationPolicy": "Background"});
+    let (status, body) =
+        status_of(send("DELETE", &format!("{sets}/contradicted"), both).await.expect("an answer")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let orphan = serde_json::json!({"orphanDependents": true});
+    let (status, body) =
+        status_of(send("DELETE", &format!("{sets}/kept"), orphan).await.expect("an answer")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["metadata"]["finalizers"], serde_json::json!(["orphan"]), "{body}");
+    assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
+}
