@@ -228,3 +228,6 @@ impl Reconciler for GarbageCollector {
         Ok(if held { Action::RequeueAfter(HELD) } else { Action::AwaitChange })
     }
 }
+
+#[cfg(test)]
+mod tests;
