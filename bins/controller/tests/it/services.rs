@@ -136,6 +136,26 @@ fn a_service_lists_its_ready_members_and_is_not_deleted_while_joined() {
     kubectl_ok(&controller, &["delete", "app", "ready-a", "unready"]);
     kubectl_ok(&controller, &["delete", "svc", "web"]);
     kubectl_ok(&controller, &["delete", "secret", "token"]);
+
+    // Protection never holds up a namespace's deletion: everything in it goes.
+    kubectl_ok(&controller, &["create", "namespace", "doomed"]);
+    for manifest in [
+        json!({"apiVersion": "fleet.example.com/v1", "kind": "Service", "metadata": {"name": "web", "namespace": "doomed"},
+               "spec": {"ports": [{"port": 80}]}}),
+        json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": "token", "namespace": "doomed"},
+               "stringData": {"value": "s3cret"}}),
+    ] {
+        apply(&controller, &manifest);
+    }
+    let mut joined = member("joined", &a.name, "web", &marker, "/bin/true");
+    joined["metadata"]["namespace"] = json!("doomed");
+    joined["spec"]["env"] = json!([{"name": "TOKEN", "secretRef": {"name": "token", "key": "value"}}]);
+    apply(&controller, &joined);
+    let refused = failed(&controller.kubectl(&["-n", "doomed", "delete", "svc", "web"]));
+    assert!(refused.contains("(Conflict)"), "{refused}");
+    kubectl_ok(&controller, &["delete", "namespace", "doomed", "--timeout=60s"]);
+    let left = controller.kubectl(&["get", "namespace", "doomed"]);
+    assert!(!left.status.success(), "the namespace is gone: {}", String::from_utf8_lossy(&left.stdout));
 }
 
 /// An ApplicationSet `name` with one component, `server`.
