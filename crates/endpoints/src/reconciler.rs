@@ -108,3 +108,6 @@ impl Reconciler for EndpointsReconciler {
         Ok(Action::AwaitChange)
     }
 }
+
+#[cfg(test)]
+mod tests;
