@@ -5,8 +5,9 @@
 //! `kubectl delete appset` cascades as `--cascade` says (background, foreground, orphan).
 //!
 //! The children here are made the way the set's loop makes them (its owner reference, labels
-//! and spec hash), written by a control-plane identity through impersonation, so the garbage
-//! collector is tested on its own.
+//! and spec hash, the names and spec it renders), applied by a control-plane identity through
+//! impersonation, so the garbage collector is tested on its own; where the set's loop renders
+//! them too, both write the same objects.
 
 use std::time::Duration;
 
@@ -158,12 +159,19 @@ fn a_service_lists_its_ready_members_and_is_not_deleted_while_joined() {
     assert!(!left.status.success(), "the namespace is gone: {}", String::from_utf8_lossy(&left.stdout));
 }
 
+/// What the component `server` of every set here renders: a process tagged `marker` on `node`,
+/// serving port `http`.
+fn component_spec(node: &str, marker: &str) -> Value {
+    json!({"command": ["/bin/sh", "-c", format!("while true; do sleep 1; done; : {marker}")],
+           "lifecycle": {"terminationGracePeriodSeconds": 2}, "placement": {"nodeName": node},
+           "ports": [{"name": "http", "port": 8080}]})
+}
+
 /// An ApplicationSet `name` with one component, `server`.
-fn set(name: &str, marker: &str) -> Value {
+fn set(name: &str, node: &str, marker: &str) -> Value {
     json!({"apiVersion": "fleet.example.com/v1", "kind": "ApplicationSet",
            "metadata": {"name": name, "namespace": "default"},
-           "spec": {"applications": [{"name": "server",
-                    "spec": {"command": ["/bin/sh", "-c", format!("while true; do sleep 1; done; : {marker}")]}}]}})
+           "spec": {"applications": [{"name": "server", "spec": component_spec(node, marker)}]}})
 }
 
 /// The marks the set's loop gives `<set>-server` and its rendered Service.
@@ -180,14 +188,15 @@ fn child_metadata(set: &str, uid: &str, extra: Value) -> Value {
     metadata
 }
 
-/// Applies `manifest` as the control plane (the set loop's identity, impersonated by the admin).
+/// Applies `manifest` as the control plane (the set loop's identity, impersonated by the admin):
+/// created, or brought to the manifest where the set's loop made it already.
 fn apply_as_control_plane(controller: &Controller, manifest: &Value) {
     let path = controller.scratch().join(format!("{}.json", unique("child")));
     std::fs::write(&path, manifest.to_string()).unwrap();
     kubectl_ok(
         controller,
         &[
-            "create",
+            "apply",
             "-f",
             path.to_str().unwrap(),
             "--as",
@@ -201,25 +210,24 @@ fn apply_as_control_plane(controller: &Controller, manifest: &Value) {
 /// Makes set `name` with its child Application (on `node`, its argv tagged `marker`) and
 /// rendered Service, as the set's loop would; answers the set's uid once the child runs.
 fn set_with_children(controller: &Controller, name: &str, node: &str, marker: &str, extra: Value) -> String {
-    apply(controller, &set(name, marker));
+    apply(controller, &set(name, node, marker));
     let uid = get_json(controller, &["get", "appset", name]).unwrap()["metadata"]["uid"]
         .as_str()
         .unwrap()
         .to_owned();
+    let mut spec = component_spec(node, marker);
+    spec["serviceName"] = json!(format!("{name}-server"));
     let mut app_metadata = child_metadata(name, &uid, extra);
     app_metadata["annotations"] = json!({"fleet.example.com/appset-spec-hash": "h1"});
     apply_as_control_plane(
         controller,
         &json!({"apiVersion": "fleet.example.com/v1", "kind": "Service",
-        "metadata": child_metadata(name, &uid, json!({})), "spec": {"ports": [{"port": 8080}]}}),
+        "metadata": child_metadata(name, &uid, json!({})), "spec": {"ports": [{"name": "http", "port": 8080}]}}),
     );
     apply_as_control_plane(
         controller,
         &json!({"apiVersion": "fleet.example.com/v1", "kind": "Application",
-        "metadata": app_metadata,
-        "spec": {"command": ["/bin/sh", "-c", format!("while true; do sleep 1; done; : {marker}")],
-                 "lifecycle": {"terminationGracePeriodSeconds": 2}, "placement": {"nodeName": node},
-                 "serviceName": format!("{name}-server")}}),
+        "metadata": app_metadata, "spec": spec}),
     );
     let child = format!("{name}-server");
     wait_for(&format!("{child} to run"), Duration::from_secs(30), || {
