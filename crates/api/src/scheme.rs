@@ -4,7 +4,6 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::codec;
