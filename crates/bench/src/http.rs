@@ -134,8 +134,7 @@ async fn start_controller(dir: &Path) -> Result<Controller, String> {
     };
     let client = reqwest::Client::new();
     loop {
-        if let Ok(response) =
-            client.get(format!("{url}/api/v1/namespaces")).bearer_auth(&token).send().await
+        if let Ok(response) = client.get(format!("{url}/api/v1/namespaces")).bearer_auth(&token).send().await
             && response.status().is_success()
         {
             break;
@@ -169,7 +168,9 @@ async fn start_bare(get: &Path, list: &Path) -> Result<(Process, String, String)
     .map_err(|e| e.to_string())?;
     let ports: Vec<&str> = line.trim().strip_prefix("listening ").unwrap_or_default().split(' ').collect();
     match ports.as_slice() {
-        [get, list] => Ok((process, format!("http://127.0.0.1:{get}/get"), format!("http://127.0.0.1:{list}/list"))),
+        [get, list] => {
+            Ok((process, format!("http://127.0.0.1:{get}/get"), format!("http://127.0.0.1:{list}/list")))
+        }
         _ => Err(format!("the bare handler said {line:?}")),
     }
 }
@@ -298,8 +299,13 @@ pub(crate) async fn run() -> Result<(), String> {
     let empty_rss = rss_mib(controller.process.0.id())?;
     let (url, token) = (controller.url.clone(), controller.token.clone());
     let client = reqwest::Client::new();
-    post(&client, &format!("{url}/api/v1/namespaces"), &token, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))
-        .await?;
+    post(
+        &client,
+        &format!("{url}/api/v1/namespaces"),
+        &token,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+    )
+    .await?;
     let apps = format!("{url}/apis/fleet.example.com/v1/namespaces/{NAMESPACE}/applications");
     let template = dir.path().join("application.json");
     std::fs::write(&template, application_template().to_string()).map_err(|e| e.to_string())?;
@@ -312,14 +318,22 @@ pub(crate) async fn run() -> Result<(), String> {
     let sled_dir = dir.path().join("raw-sled");
     let raw = |writers: usize, count: usize| {
         counted(
-            vec!["--sled".into(), sled_dir.display().to_string(), "--connections".into(), writers.to_string()],
+            vec![
+                "--sled".into(),
+                sled_dir.display().to_string(),
+                "--connections".into(),
+                writers.to_string(),
+            ],
             count,
         )
     };
 
     let (_, before) = get_json(&client, &format!("{apps}?limit=1"), &token).await?;
     let revision = |body: &[u8]| -> u64 {
-        serde_json::from_slice::<Value>(body).ok().and_then(|v| v["metadata"]["resourceVersion"].as_str()?.parse().ok()).unwrap_or(0)
+        serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| v["metadata"]["resourceVersion"].as_str()?.parse().ok())
+            .unwrap_or(0)
     };
     let raw_one = measure(raw(1, CREATES_ONE)).await?;
     let create_one = measure(creating(1, CREATES_ONE, "one")).await?;

@@ -33,7 +33,9 @@ fn options(args: &[String]) -> Result<Options, String> {
         match arg.as_str() {
             "--url" => options.url = Some(value),
             "--token" => options.token = Some(value),
-            "--connections" => options.connections = value.parse().map_err(|e| format!("--connections: {e}"))?,
+            "--connections" => {
+                options.connections = value.parse().map_err(|e| format!("--connections: {e}"))?
+            }
             "--seconds" => options.seconds = Some(value.parse().map_err(|e| format!("--seconds: {e}"))?),
             "--count" => options.count = Some(value.parse().map_err(|e| format!("--count: {e}"))?),
             "--post" => options.post = Some(value),
@@ -86,7 +88,9 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let elapsed = started.elapsed();
     latencies.sort();
     let quantile = |q: f64| {
-        latencies.get(((latencies.len() as f64 - 1.0) * q).round() as usize).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
+        latencies
+            .get(((latencies.len() as f64 - 1.0) * q).round() as usize)
+            .map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
     };
     println!(
         "{}",
@@ -178,7 +182,8 @@ async fn http_connections(options: &Options, stop: &Stop) -> Result<Vec<Duration
     for _ in 0..options.connections {
         let (target, stop) = (target.clone(), stop.clone());
         tasks.spawn(async move {
-            let stream = tokio::net::TcpStream::connect(&target.authority).await.map_err(|e| e.to_string())?;
+            let stream =
+                tokio::net::TcpStream::connect(&target.authority).await.map_err(|e| e.to_string())?;
             stream.set_nodelay(true).map_err(|e| e.to_string())?;
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
