@@ -7,7 +7,7 @@
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
-//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench nodes [--nodes N]`: the
+//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench nodes [--nodes N]`, `bench http`: the
 //!   benchmarks, in release mode.
 
 #![allow(clippy::print_stdout)]
@@ -50,6 +50,9 @@ fn main() -> ExitCode {
                 args.extend_from_slice(rest);
                 cargo(&args)
             }
+            // The external HTTP benchmark drives the real controller binary from other processes.
+            ["bench", "http"] => cargo(&["build", "--release", "--package", "kayra-controller"])
+                .and_then(|()| cargo(&["run", "--release", "--package", "kayra-bench", "--", "http"])),
             // The node benchmark runs the real controller binary as a process of its own.
             ["bench", "nodes", rest @ ..] => {
                 cargo(&["build", "--release", "--package", "kayra-controller"]).and_then(|()| {
@@ -59,7 +62,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|nodes [--nodes N]"
+                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|nodes [--nodes N]|http"
                     .to_owned(),
             ),
         };

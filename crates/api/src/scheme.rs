@@ -57,6 +57,13 @@ pub trait Behaviour: Send + Sync {
     /// the paths of the fields the Kind does not have (dropped from the answer).
     fn normalize(&self, object: &Value) -> Result<(Value, Vec<String>), String>;
 
+    /// The paths of the fields the Kind does not have, as [`normalize`](Self::normalize)
+    /// answers them, without building the normalised object; a value of the wrong type is an
+    /// error as there.
+    fn unknown_fields(&self, object: &Value) -> Result<Vec<String>, String> {
+        self.normalize(object).map(|(_, unknown)| unknown)
+    }
+
     /// Checks the object (and on update what it replaces); a value of the wrong type is an
     /// error too.
     fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError>;
@@ -97,6 +104,10 @@ impl Behaviour for NamespaceBehaviour {
         self.0.normalize(object)
     }
 
+    fn unknown_fields(&self, object: &Value) -> Result<Vec<String>, String> {
+        self.0.unknown_fields(object)
+    }
+
     fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
         self.0.validate(object, old)
     }
@@ -132,8 +143,13 @@ impl<T: Kind> Behaviour for Typed<T> {
         Ok((codec::encode(&typed), decoded.unknown))
     }
 
+    fn unknown_fields(&self, object: &Value) -> Result<Vec<String>, String> {
+        codec::decode::<T>(object).map(|decoded| decoded.unknown)
+    }
+
     fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
-        let decode = |value: &Value| serde_json::from_value::<T>(value.clone());
+        // Decoded from the borrowed JSON: no copy of the object is made first.
+        let decode = |value: &Value| T::deserialize(value);
         match (decode(object), old.map(decode).transpose()) {
             (Ok(object), Ok(old)) => object.validate(old.as_ref()),
             (Err(error), _) | (_, Err(error)) => {
@@ -147,7 +163,7 @@ impl<T: Kind> Behaviour for Typed<T> {
     }
 
     fn expires_at(&self, object: &Value) -> Option<jiff::Timestamp> {
-        serde_json::from_value::<T>(object.clone()).ok()?.expires_at()
+        T::deserialize(object).ok()?.expires_at()
     }
 
     fn owns_dependents(&self) -> bool {

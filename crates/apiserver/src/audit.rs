@@ -66,9 +66,13 @@ impl AuditLog {
             "decision": decision,
             "code": entry.code,
         });
-        tracing::info!(target: "audit", %line);
+        // One rendering, shared by tracing and the file; one write per line (formatting into
+        // the file directly would issue a system call for every token of the JSON).
+        let mut text = line.to_string();
+        tracing::info!(target: "audit", line = %text);
+        text.push('\n');
         let mut file = self.file.lock().expect("audit log lock poisoned");
-        if let Err(error) = writeln!(file, "{line}") {
+        if let Err(error) = file.write_all(text.as_bytes()) {
             tracing::error!(%error, "writing the audit log failed");
         }
     }

@@ -625,7 +625,7 @@ fn decode_body(
     if !object.is_object() {
         return Err(cannot_handle(kind, "the body is not a JSON object"));
     }
-    let (_, unknown) = kind.behaviour.normalize(&object).map_err(|e| cannot_handle(kind, &e))?;
+    let unknown = kind.behaviour.unknown_fields(&object).map_err(|e| cannot_handle(kind, &e))?;
     let warnings = unknown_fields(kind, &unknown, field_validation(query)?)?;
     Ok((object, warnings))
 }

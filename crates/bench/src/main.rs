@@ -1,4 +1,4 @@
-//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler` and `nodes`: throughput and latency, each
+//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `nodes` and `http`: throughput and latency, each
 //! printed next to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP
 //! handler, a bare channel of keys, a bare tonic stream), so the ratios hold on a shared, noisy
 //! machine where absolute numbers do not.
@@ -7,6 +7,7 @@
 
 mod api;
 mod catalog;
+mod http;
 mod loops;
 mod nodes;
 mod scheduler;
@@ -41,6 +42,21 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(which @ ("http" | "http-load" | "http-bare")) => {
+            let result = match which {
+                "http" => runtime.block_on(http::run()),
+                // The external benchmark's load generator and bare handler, each a process of its own.
+                "http-load" => runtime.block_on(http::load(&args[1..])),
+                _ => runtime.block_on(http::bare(&args[1..])),
+            };
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("benchmark failed: {error}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Some(which @ ("nodes" | "nodes-bare-server")) => {
             let result = if which == "nodes" {
                 runtime.block_on(nodes::run(&args[1..]))
@@ -58,7 +74,7 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled]"
+                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] | http"
             );
             ExitCode::from(64)
         }

@@ -35,8 +35,15 @@ struct KindStrategy {
 
 impl Strategy for KindStrategy {
     fn default(&self, object: &mut Object) {
-        if let Ok((Value::Object(normalized), _)) = self.behaviour.normalize(&Value::Object(object.clone())) {
-            *object = normalized;
+        // The object is lent to the behaviour as JSON and taken back, not copied.
+        let value = Value::Object(std::mem::take(object));
+        match self.behaviour.normalize(&value) {
+            Ok((Value::Object(normalized), _)) => *object = normalized,
+            _ => {
+                if let Value::Object(original) = value {
+                    *object = original;
+                }
+            }
         }
     }
 

@@ -1,0 +1,415 @@
+//! The external HTTP benchmark: the release `kayra-controller` (sled, `--no-agent`) driven over
+//! its plain-HTTP bearer-token listener by a load generator running as a process of its own
+//! (`kayra-bench http-load`), as an operator's tools see it. Every figure is printed beside a
+//! ceiling measured in the same run by the same load generator: GET and LIST against a bare
+//! axum handler in another process (`kayra-bench http-bare`) serving the very bytes the
+//! controller answered, CREATE against raw sled in another process (insert+flush per write
+//! from one writer; 64 writers sharing flushes). It also reports the controller's idle memory,
+//! empty and holding 10 000 Applications.
+
+mod load;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub(crate) use load::run as load;
+
+/// Concurrent connections of the loaded runs.
+const MANY: usize = 64;
+/// How long each GET and LIST run lasts.
+const SPAN: Duration = Duration::from_secs(4);
+/// Creates at one connection, then at 64: 10 000 Applications in all.
+const CREATES_ONE: usize = 2_000;
+const CREATES_MANY: usize = 8_000;
+/// The LIST page size.
+const PAGE: usize = 500;
+/// How long memory is left to settle before it is read.
+const SETTLE: Duration = Duration::from_secs(3);
+const NAMESPACE: &str = "bench";
+
+/// A child process this benchmark started, killed (by its own id) when dropped.
+struct Process(Child);
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Resident memory of process `pid`, in MiB.
+fn rss_mib(pid: u32) -> Result<f64, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| e.to_string())?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map(|kib| kib as f64 / 1024.0)
+        .ok_or_else(|| format!("no VmRSS for process {pid}"))
+}
+
+fn free_port() -> Result<u16, String> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
+}
+
+fn sibling(binary: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let path = exe.with_file_name(binary);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("{} is not built; `cargo xtask bench http` builds it", path.display()))
+    }
+}
+
+/// CPU time process `pid` has used, in clock ticks (`utime + stime` of `/proc/<pid>/stat`).
+fn cpu_ticks(pid: u32) -> Result<u64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
+    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
+    match (field(11), field(12)) {
+        (Some(user), Some(system)) => Ok(user + system),
+        _ => Err(format!("no CPU times for process {pid}")),
+    }
+}
+
+/// Waits until process `pid` uses under a tenth of a core over a second (at most two
+/// minutes); answers how long that took.
+async fn quiet(pid: u32) -> Result<Duration, String> {
+    let started = Instant::now();
+    let mut before = cpu_ticks(pid)?;
+    while started.elapsed() < Duration::from_secs(120) {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = cpu_ticks(pid)?;
+        // Clock ticks are hundredths of a second on Linux.
+        if now - before < 10 {
+            break;
+        }
+        before = now;
+    }
+    Ok(started.elapsed())
+}
+
+/// The controller, on a data directory, answering on plain HTTP.
+struct Controller {
+    process: Process,
+    url: String,
+    token: String,
+}
+
+async fn start_controller(dir: &Path) -> Result<Controller, String> {
+    let (tls_port, http_port) = (free_port()?, free_port()?);
+    let data = dir.join("data");
+    let log = dir.join("controller.log");
+    let child = Command::new(sibling("kayra-controller")?)
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--store", "sled", "--listen", &format!("127.0.0.1:{tls_port}")])
+        .args(["--http-listen", &format!("127.0.0.1:{http_port}"), "--no-agent"])
+        .env("KAYRA_LOG", std::env::var("KAYRA_LOG").unwrap_or_else(|_| "warn".into()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::OpenOptions::new().create(true).append(true).open(&log).map_err(|e| e.to_string())?)
+        .spawn()
+        .map_err(|e| format!("cannot start kayra-controller: {e}"))?;
+    let process = Process(child);
+    let url = format!("http://127.0.0.1:{http_port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let token = loop {
+        if let Ok(token) = std::fs::read_to_string(data.join("admin.token"))
+            && !token.trim().is_empty()
+        {
+            break token.trim().to_owned();
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the controller wrote no admin token; see {}", log.display()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let client = reqwest::Client::new();
+    loop {
+        if let Ok(response) = client.get(format!("{url}/api/v1/namespaces")).bearer_auth(&token).send().await
+            && response.status().is_success()
+        {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the controller never answered; see {}", log.display()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(Controller { process, url, token })
+}
+
+/// The bare axum handler: a process answering `get` on one port and `list` on another.
+async fn start_bare(get: &Path, list: &Path) -> Result<(Process, String, String), String> {
+    let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
+        .arg("http-bare")
+        .arg(get)
+        .arg(list)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the bare handler: {e}"))?;
+    let stdout = child.stdout.take().ok_or("the bare handler has no stdout")?;
+    let process = Process(child);
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .map_err(|e| e.to_string())?
+    .map_err(|e| e.to_string())?;
+    let ports: Vec<&str> = line.trim().strip_prefix("listening ").unwrap_or_default().split(' ').collect();
+    match ports.as_slice() {
+        [get, list] => {
+            Ok((process, format!("http://127.0.0.1:{get}/get"), format!("http://127.0.0.1:{list}/list")))
+        }
+        _ => Err(format!("the bare handler said {line:?}")),
+    }
+}
+
+/// `kayra-bench http-bare GET_FILE LIST_FILE`: serves each file's bytes from memory on a port
+/// of its own and prints `listening GET_PORT LIST_PORT`.
+pub(crate) async fn bare(args: &[String]) -> Result<(), String> {
+    let [get, list] = args else { return Err("usage: kayra-bench http-bare GET_FILE LIST_FILE".into()) };
+    let mut ports = Vec::new();
+    for file in [get, list] {
+        let body = bytes::Bytes::from(std::fs::read(file).map_err(|e| format!("{file}: {e}"))?);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+        ports.push(listener.local_addr().map_err(|e| e.to_string())?.port());
+        tokio::spawn(kayra_apiserver::serve(
+            listener,
+            None,
+            kayra_apiserver::bare_router(body),
+            Default::default(),
+            std::future::pending(),
+        ));
+    }
+    println!("listening {} {}", ports[0], ports[1]);
+    // Until the benchmark kills this process.
+    std::future::pending::<()>().await;
+    Ok(())
+}
+
+/// What one load run measured (the load generator's JSON line).
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    rate: f64,
+    p50: f64,
+    p99: f64,
+}
+
+/// Runs the load generator as a process of its own with `args`; answers its figures.
+async fn measure(args: Vec<String>) -> Result<Figures, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let output = tokio::process::Command::new(exe)
+        .arg("http-load")
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .map_err(|e| format!("cannot run the load generator: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "the load generator ({}) failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        ));
+    }
+    let answer: Value = serde_json::from_slice(&output.stdout).map_err(|e| format!("load generator: {e}"))?;
+    let number = |key: &str| answer[key].as_f64().ok_or_else(|| format!("the load generator said {answer}"));
+    Ok(Figures { rate: number("rate")?, p50: number("p50_ms")?, p99: number("p99_ms")? })
+}
+
+fn http_args(url: &str, token: Option<&str>, connections: usize) -> Vec<String> {
+    let mut args = vec!["--url".into(), url.into(), "--connections".into(), connections.to_string()];
+    if let Some(token) = token {
+        args.extend(["--token".into(), token.into()]);
+    }
+    args
+}
+
+fn timed(mut args: Vec<String>) -> Vec<String> {
+    args.extend(["--seconds".into(), SPAN.as_secs_f64().to_string()]);
+    args
+}
+
+fn counted(mut args: Vec<String>, count: usize) -> Vec<String> {
+    args.extend(["--count".into(), count.to_string()]);
+    args
+}
+
+/// The Application every CREATE sends, `{NAME}` standing for its unique name.
+fn application_template() -> Value {
+    json!({"apiVersion": "fleet.example.com/v1", "kind": "Application",
+           "metadata": {"name": "{NAME}", "labels": {"tier": "bench"}},
+           "spec": {"command": ["/bin/sleep", "3600"],
+                    "resources": {"cpu": "100m", "memory": "64Mi"}}})
+}
+
+/// One printed row: ours beside its ceiling.
+fn row(label: &str, ours: Figures, ceiling: Figures, ceiling_name: &str, target: &str) {
+    println!(
+        "  {label:<10} ours {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | {ceiling_name:<26} {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | ratio {:.2}{target}",
+        ours.rate,
+        ours.p50,
+        ours.p99,
+        ceiling.rate,
+        ceiling.p50,
+        ceiling.p99,
+        ours.rate / ceiling.rate
+    );
+}
+
+async fn get_json(client: &reqwest::Client, url: &str, token: &str) -> Result<(Value, bytes::Bytes), String> {
+    let response = client.get(url).bearer_auth(token).send().await.map_err(|e| e.to_string())?;
+    let status = response.status();
+    let body = response.bytes().await.map_err(|e| e.to_string())?;
+    if !status.is_success() {
+        return Err(format!("GET {url} answered {status}: {}", String::from_utf8_lossy(&body)));
+    }
+    Ok((serde_json::from_slice(&body).map_err(|e| e.to_string())?, body))
+}
+
+async fn post(client: &reqwest::Client, url: &str, token: &str, body: &Value) -> Result<(), String> {
+    let response = client.post(url).bearer_auth(token).json(body).send().await.map_err(|e| e.to_string())?;
+    if response.status().as_u16() != 201 {
+        return Err(format!("POST {url} answered {}", response.status()));
+    }
+    Ok(())
+}
+
+/// `kayra-bench http`.
+pub(crate) async fn run() -> Result<(), String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    println!("external HTTP benchmark: one run; each ratio compares two figures from this run");
+    println!(
+        "  kayra-controller (release, sled, --no-agent) over plain HTTP with a bearer token; load from `kayra-bench http-load`, a process of its own (HTTP/1.1 keep-alive)\n"
+    );
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let controller = start_controller(dir.path()).await?;
+    tokio::time::sleep(SETTLE).await;
+    let empty_rss = rss_mib(controller.process.0.id())?;
+    let (url, token) = (controller.url.clone(), controller.token.clone());
+    let client = reqwest::Client::new();
+    post(
+        &client,
+        &format!("{url}/api/v1/namespaces"),
+        &token,
+        &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+    )
+    .await?;
+    let apps = format!("{url}/apis/fleet.example.com/v1/namespaces/{NAMESPACE}/applications");
+    let template = dir.path().join("application.json");
+    std::fs::write(&template, application_template().to_string()).map_err(|e| e.to_string())?;
+    let template = template.display().to_string();
+    let creating = |connections: usize, count: usize, prefix: &str| {
+        let mut args = counted(http_args(&apps, Some(&token), connections), count);
+        args.extend(["--post".into(), template.clone(), "--prefix".into(), prefix.into()]);
+        args
+    };
+    let sled_dir = dir.path().join("raw-sled");
+    let raw = |writers: usize, count: usize| {
+        counted(
+            vec![
+                "--sled".into(),
+                sled_dir.display().to_string(),
+                "--connections".into(),
+                writers.to_string(),
+            ],
+            count,
+        )
+    };
+
+    let (_, before) = get_json(&client, &format!("{apps}?limit=1"), &token).await?;
+    let revision = |body: &[u8]| -> u64 {
+        serde_json::from_slice::<Value>(body)
+            .ok()
+            .and_then(|v| v["metadata"]["resourceVersion"].as_str()?.parse().ok())
+            .unwrap_or(0)
+    };
+    let raw_one = measure(raw(1, CREATES_ONE)).await?;
+    let create_one = measure(creating(1, CREATES_ONE, "one")).await?;
+    let raw_many = measure(raw(MANY, CREATES_MANY)).await?;
+    let create_many = measure(creating(MANY, CREATES_MANY, "many")).await?;
+    let (_, after) = get_json(&client, &format!("{apps}?limit=1"), &token).await?;
+    let writes = revision(&after).saturating_sub(revision(&before));
+    // The scheduler works through the Pending Applications after their CREATEs were answered;
+    // the reads are measured once it is done.
+    let busy = quiet(controller.process.0.id()).await?;
+    let writes_after = {
+        let (_, after) = get_json(&client, &format!("{apps}?limit=1"), &token).await?;
+        revision(&after).saturating_sub(revision(&before))
+    };
+
+    // The bare handler serves what the controller answers: one Application, one LIST page.
+    let probe = format!("{apps}/many-0");
+    let page = format!("{apps}?limit={PAGE}");
+    let (_, object) = get_json(&client, &probe, &token).await?;
+    let (listed, list_body) = get_json(&client, &page, &token).await?;
+    let items = listed["items"].as_array().map_or(0, Vec::len);
+    let (get_file, list_file) = (dir.path().join("get.json"), dir.path().join("list.json"));
+    std::fs::write(&get_file, &object).map_err(|e| e.to_string())?;
+    std::fs::write(&list_file, &list_body).map_err(|e| e.to_string())?;
+    let (bare_process, bare_get, bare_list) = start_bare(&get_file, &list_file).await?;
+
+    let mut table = Vec::new();
+    for connections in [1, MANY] {
+        let ceiling = measure(timed(http_args(&bare_get, None, connections))).await?;
+        let ours = measure(timed(http_args(&probe, Some(&token), connections))).await?;
+        table.push((format!("GET-{connections}"), ours, ceiling, "bare axum handler", ""));
+    }
+    for connections in [1, MANY] {
+        let ceiling = measure(timed(http_args(&bare_list, None, connections))).await?;
+        let ours = measure(timed(http_args(&page, Some(&token), connections))).await?;
+        table.push((format!("LIST-{connections}"), ours, ceiling, "same bytes from memory", ""));
+    }
+    drop(bare_process);
+    table.push(("CREATE-1".into(), create_one, raw_one, "raw sled insert+flush", " (target >= 0.60)"));
+    table.push((
+        format!("CREATE-{MANY}"),
+        create_many,
+        raw_many,
+        "raw sled group commit",
+        " (target >= 0.35)",
+    ));
+
+    println!(
+        "GET by name: {} bytes; LIST: limit={PAGE}, {items} Applications, {} KiB",
+        object.len(),
+        list_body.len() / 1024
+    );
+    for (label, ours, ceiling, name, target) in &table {
+        row(label, *ours, *ceiling, name, target);
+    }
+    println!(
+        "  CREATE-{MANY} p99 {:.2} ms against raw group commit's {:.2} ms: {:.2}x (target <= 2x)",
+        create_many.p99,
+        raw_many.p99,
+        create_many.p99 / raw_many.p99
+    );
+    println!(
+        "  store writes while the {} CREATEs ran: {writes}, {writes_after} once the controller was quiet again ({:.1} s later): the rest are the scheduler's (an Unschedulable condition and an Event for Applications no Node can take)",
+        CREATES_ONE + CREATES_MANY,
+        busy.as_secs_f64()
+    );
+
+    tokio::time::sleep(SETTLE).await;
+    let full_rss = rss_mib(controller.process.0.id())?;
+    drop(controller);
+    let restarted = start_controller(dir.path()).await?;
+    tokio::time::sleep(SETTLE).await;
+    let restarted_rss = rss_mib(restarted.process.0.id())?;
+    println!(
+        "\nidle controller RSS: empty {empty_rss:.1} MiB; holding {} Applications {full_rss:.1} MiB after creating them, {restarted_rss:.1} MiB after a restart",
+        CREATES_ONE + CREATES_MANY
+    );
+    Ok(())
+}
