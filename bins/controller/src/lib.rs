@@ -329,6 +329,7 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
         )?
         .into_loop()
         .elected(election("scheduler")),
+        kayra_appset::reconciler::SetLoop::new(client("appset"))?.into_loop().elected(election("appset")),
         controller.nodes.liveness_loop().elected(election("node-liveness")),
         controller.nodes.loss_loop().elected(election("node-loss")),
     ];
