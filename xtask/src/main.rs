@@ -45,8 +45,8 @@ fn main() -> ExitCode {
             ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
                 cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
             }
-            ["bench", "scheduler", rest @ ..] => {
-                let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", "scheduler"];
+            ["bench", which @ ("scheduler" | "appset"), rest @ ..] => {
+                let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", which];
                 args.extend_from_slice(rest);
                 cargo(&args)
             }
@@ -59,7 +59,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|nodes [--nodes N]"
+                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]"
                     .to_owned(),
             ),
         };
