@@ -492,16 +492,15 @@ fn with_node(r: &Rendered, node: Option<String>) -> Application {
     application
 }
 
-/// Ports equal as a Service stores them (protocol TCP when unset).
+/// Ports equal as a Service stores them: protocol TCP when unset, and a port with no target
+/// targets its own number.
 fn same_ports(stored: &[ServicePort], rendered: &[ServicePort]) -> bool {
     let key = |p: &ServicePort| {
-        (
-            p.name.clone(),
-            p.port,
-            p.target_port,
-            p.target_name.clone(),
-            p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-        )
+        let target = match (&p.target_name, p.target_port) {
+            (Some(name), _) => name.clone(),
+            (None, target) => target.unwrap_or(p.port).to_string(),
+        };
+        (p.name.clone(), p.port, target, p.protocol.clone().unwrap_or_else(|| "TCP".into()))
     };
     stored.len() == rendered.len() && stored.iter().zip(rendered).all(|(a, b)| key(a) == key(b))
 }

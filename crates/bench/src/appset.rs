@@ -17,7 +17,9 @@ use std::time::{Duration, Instant};
 use kayra_api::scheme::Scheme;
 use kayra_control::Control;
 use kayra_control::client::Client;
-use kayra_registry::{Object, Registry, RegistryError, Resource, SystemClock, WatchEvent, WatchOptions, meta_str};
+use kayra_registry::{
+    Object, Registry, RegistryError, Resource, SystemClock, WatchEvent, WatchOptions, meta_str,
+};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -125,7 +127,9 @@ fn reconciles(registry: &prometheus_client::registry::Registry) -> u64 {
     prometheus_client::encoding::text::encode(&mut encoded, registry).expect("metrics encode");
     encoded
         .lines()
-        .filter(|line| line.starts_with("kayra_loop_reconciles_total") && line.contains("controller=\"applicationsets\""))
+        .filter(|line| {
+            line.starts_with("kayra_loop_reconciles_total") && line.contains("controller=\"applicationsets\"")
+        })
         .filter_map(|line| line.rsplit(' ').next()?.parse::<u64>().ok())
         .sum()
 }
@@ -240,7 +244,11 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
         client.create(&nodes, None, node(i)).await.map_err(text)?;
     }
     client
-        .create(&namespaces, None, json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))
+        .create(
+            &namespaces,
+            None,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        )
         .await
         .map_err(text)?;
 
@@ -249,8 +257,8 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let stop = CancellationToken::new();
     let as_loop = |name: &str| control.client(kayra_control::controller_identity(name));
     let set_loop = kayra_appset::reconciler::SetLoop::new(as_loop("appset")).map_err(text)?;
-    let scheduler =
-        kayra_scheduler::Scheduler::new(as_loop("scheduler"), kayra_scheduler::Policy::Spread).map_err(text)?;
+    let scheduler = kayra_scheduler::Scheduler::new(as_loop("scheduler"), kayra_scheduler::Policy::Spread)
+        .map_err(text)?;
     let mut running = vec![
         tokio::spawn(set_loop.into_loop().metrics(&metrics).run(stop.clone())),
         tokio::spawn(scheduler.into_loop().run(stop.clone())),
@@ -280,11 +288,19 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     }
     let (updates, statuses) = direct_writes(&client, &applications).await?;
 
-    println!("appset: {SETS} sets × {REPLICAS} replicas over {NODES} nodes, scheduler and simulated agents running");
+    println!(
+        "appset: {SETS} sets × {REPLICAS} replicas over {NODES} nodes, scheduler and simulated agents running"
+    );
     println!("  created and converged     {:>8.1} s", first.as_secs_f64());
-    println!("  rollout of every set      {:>8.1} s   (template change → all {SETS} Converged, maxUnavailable 25%)", rollout.as_secs_f64());
+    println!(
+        "  rollout of every set      {:>8.1} s   (template change → all {SETS} Converged, maxUnavailable 25%)",
+        rollout.as_secs_f64()
+    );
     println!("  children replaced/s       {:>8.0}", CHILDREN as f64 / rollout.as_secs_f64());
-    println!("  reconciles                {passes:>8}   ({:.2} per child replaced)", passes as f64 / CHILDREN as f64);
+    println!(
+        "  reconciles                {passes:>8}   ({:.2} per child replaced)",
+        passes as f64 / CHILDREN as f64
+    );
     println!("  direct spec writes/s      {updates:>8.0}   ({WRITERS} writers, the same replacement)");
     println!("  direct status writes/s    {statuses:>8.0}   ({WRITERS} writers, read then write)");
     let ceiling = 1.0 / (1.0 / updates + 1.0 / statuses);

@@ -86,6 +86,7 @@ fn a_set_runs_its_replicas_scales_and_rolls_within_its_budget() {
     let spec = |marker: &str, replicas: i64| {
         let mut template = looping(marker);
         template["probes"] = json!({"readiness": {"exec": {"command": ["/bin/true"]}, "initialDelaySeconds": 1, "periodSeconds": 1}});
+        template["ports"] = json!([{"name": "http", "port": 8080}]);
         json!({"applications": [{"name": "api", "spec": template, "scale": {"replicas": replicas}}],
                "rollout": {"maxUnavailable": 1}})
     };
@@ -100,6 +101,23 @@ fn a_set_runs_its_replicas_scales_and_rolls_within_its_budget() {
     assert_eq!(nodes, [a.name.clone(), b.name.clone()].into(), "spread over both nodes");
     let table = kubectl_ok(&controller, &["get", "appset", "web"]);
     assert!(table.contains("READY") && table.contains("UP-TO-DATE") && table.contains("4/4"), "{table}");
+    // The component's ports render a Service its children join.
+    let service = get_json(&controller, &["get", "svc", "web-api"]).unwrap_or_else(|| {
+        panic!(
+            "no Service: {}\n{}\n{}",
+            kubectl_ok(&controller, &["get", "svc,apps,appsets", "-A"]),
+            kubectl_ok(&controller, &["get", "appset", "web", "-o", "yaml"]),
+            controller
+                .log()
+                .lines()
+                .filter(|l| l.contains("applicationset") || l.contains("WARN") || l.contains("ERROR"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    });
+    assert_eq!(service["spec"]["ports"][0]["port"], 8080);
+    assert_eq!(service["metadata"]["ownerReferences"][0]["name"], "web");
+    assert!(children(&controller, "web").iter().all(|app| app["spec"]["serviceName"] == "web-api"));
 
     // kubectl scale, through the scale subresource.
     let scaled = kubectl_ok(&controller, &["scale", "appset/web", "--replicas=6"]);
