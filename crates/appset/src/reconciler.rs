@@ -244,15 +244,16 @@ impl SetLoop {
     }
 
     /// The loop keys an object's change concerns.
-    fn keys(&self, collection: Collection, object: &Object) -> Vec<Key> {
+    fn keys(&self, collection: Collection, object: &Object, changed: bool) -> Vec<Key> {
         match collection {
             Collection::Sets => vec![Key::new(id_of(object))],
             Collection::Applications => {
                 controller(object).map(|(set, _)| Key::new(set)).into_iter().collect()
             }
-            // Every version names the same sets (an unchanged heartbeat must not drop them, or
-            // the source would queue them as no longer concerned).
-            Collection::Nodes => self.cache().sets_of_node(meta_str(object, "name")),
+            // Only a change the sets care about (labels, cordon, readiness) names them; a
+            // heartbeat names none, and the source queues what the last change named once more.
+            Collection::Nodes if changed => self.cache().sets_of_node(meta_str(object, "name")),
+            Collection::Nodes => Vec::new(),
             Collection::Services => {
                 if let Some((set, _)) = controller(object) {
                     return vec![Key::new(set)];
@@ -366,16 +367,19 @@ impl SetLoop {
             previous: set.status.as_ref(),
             now: &now,
         });
+        // Every step is tried: one that fails (a node without room for a pinned child) does
+        // not keep the others or the status from being written; the pass then backs off.
         let mut lost_race = false;
+        let mut failed = None;
         for step in planned.steps {
             match self.apply(step, &owner, &children, &services).await {
                 Ok(()) => {}
-                Err(
-                    RegistryError::Conflict { .. }
-                    | RegistryError::NotFound { .. }
-                    | RegistryError::AlreadyExists { .. },
-                ) => lost_race = true,
-                Err(error) => return Err(Error::Registry(error)),
+                Err(RegistryError::Conflict { .. } | RegistryError::NotFound { .. }) => lost_race = true,
+                // Ours arrives through the watch; one that is not ours is never adopted.
+                Err(RegistryError::AlreadyExists { .. }) => {}
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
             }
         }
         if set.status.as_ref() != Some(&planned.status) {
@@ -387,8 +391,13 @@ impl SetLoop {
                     self.cache().put(Collection::Sets, Arc::new(written));
                 }
                 Err(RegistryError::Conflict { .. } | RegistryError::NotFound { .. }) => lost_race = true,
-                Err(error) => return Err(Error::Registry(error)),
+                Err(error) => {
+                    failed.get_or_insert(error);
+                }
             }
+        }
+        if let Some(error) = failed {
+            return Err(Error::Registry(error));
         }
         Ok(if lost_race { Action::RequeueAfter(SOON) } else { Action::AwaitChange })
     }
@@ -530,7 +539,7 @@ impl CacheFeed {
         }
         objects
             .iter()
-            .map(|object| Item { id: id_of(object), keys: set_loop.keys(self.collection, object) })
+            .map(|object| Item { id: id_of(object), keys: set_loop.keys(self.collection, object, true) })
             .collect()
     }
 }
@@ -583,13 +592,13 @@ impl Changes for CacheChanges {
         let id = id_of(object);
         Some(Ok(match event {
             WatchEvent::Deleted(_) => {
-                let keys = self.set_loop.keys(self.collection, object);
+                let keys = self.set_loop.keys(self.collection, object, true);
                 self.set_loop.cache().remove(self.collection, object);
                 Change::Delete { item: Item { id, keys }, revision }
             }
             WatchEvent::Added(_) | WatchEvent::Modified(_) => {
-                self.set_loop.cache().put(self.collection, Arc::new(object.clone()));
-                let keys = self.set_loop.keys(self.collection, object);
+                let changed = self.set_loop.cache().put(self.collection, Arc::new(object.clone()));
+                let keys = self.set_loop.keys(self.collection, object, changed);
                 Change::Put { item: Item { id, keys }, revision }
             }
         }))
