@@ -7,7 +7,7 @@
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
-//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench nodes [--nodes N]`, `bench http`: the
+//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench appset`, `bench nodes [--nodes N]`, `bench http`: the
 //!   benchmarks, in release mode.
 
 #![allow(clippy::print_stdout)]
@@ -45,8 +45,8 @@ fn main() -> ExitCode {
             ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
                 cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
             }
-            ["bench", "scheduler", rest @ ..] => {
-                let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", "scheduler"];
+            ["bench", which @ ("scheduler" | "appset"), rest @ ..] => {
+                let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", which];
                 args.extend_from_slice(rest);
                 cargo(&args)
             }
@@ -62,7 +62,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|nodes [--nodes N]|http"
+                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http"
                     .to_owned(),
             ),
         };

@@ -335,6 +335,7 @@ fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> 
         kayra_endpoints::reconciler::EndpointsReconciler::new(client("endpoints"))?
             .into_loop()
             .elected(election("endpoints")),
+        kayra_appset::reconciler::SetLoop::new(client("appset"))?.into_loop().elected(election("appset")),
         controller.nodes.liveness_loop().elected(election("node-liveness")),
         controller.nodes.loss_loop().elected(election("node-loss")),
     ];

@@ -47,6 +47,14 @@ pub const LOG: Subresource = Subresource { name: "log", verbs: &["get"], respons
 pub const EVICTION: Subresource =
     Subresource { name: "eviction", verbs: &["create"], response: Some(("policy", "v1", "Eviction")) };
 
+/// The `scale` subresource of an ApplicationSet: an `autoscaling/v1` Scale read, replaced and
+/// patched there sets the replicas of the set's one replicated component (`kubectl scale`).
+pub const SCALE: Subresource = Subresource {
+    name: "scale",
+    verbs: &["get", "patch", "update"],
+    response: Some(("autoscaling", "v1", "Scale")),
+};
+
 /// A certificate request's approval subresource: read, replaced and patched.
 pub const APPROVAL: Subresource =
     Subresource { name: "approval", verbs: &["get", "patch", "update"], response: None };
@@ -816,40 +824,35 @@ impl Scheme {
                 short_names: &["appset", "appsets"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &[STATUS],
+                subresources: &[STATUS, SCALE],
                 field_labels: &["status.phase"],
                 columns: &[
+                    Column {
+                        name: "Ready",
+                        type_: "string",
+                        format: "",
+                        description: "Applications ready, of those the set should have",
+                        priority: 0,
+                        cell: |o, _| {
+                            let count = |field: &str| o.pointer(field).and_then(Value::as_i64).unwrap_or(0);
+                            Value::from(format!("{}/{}", count("/status/ready"), count("/status/desired")))
+                        },
+                    },
+                    Column {
+                        name: "Up-to-date",
+                        type_: "integer",
+                        format: "",
+                        description: "Applications running the set's current template",
+                        priority: 0,
+                        cell: |o, _| o.pointer("/status/updated").cloned().unwrap_or(Value::from(0)),
+                    },
                     Column {
                         name: "Phase",
                         type_: "string",
                         format: "",
                         description: "The set's phase",
-                        priority: 0,
+                        priority: 1,
                         cell: |o, _| text_or_none(o, "status.phase"),
-                    },
-                    Column {
-                        name: "Desired",
-                        type_: "integer",
-                        format: "",
-                        description: "Applications the set should have",
-                        priority: 0,
-                        cell: |o, _| o.pointer("/status/desired").cloned().unwrap_or(Value::from(0)),
-                    },
-                    Column {
-                        name: "Current",
-                        type_: "integer",
-                        format: "",
-                        description: "Applications the set has",
-                        priority: 0,
-                        cell: |o, _| o.pointer("/status/current").cloned().unwrap_or(Value::from(0)),
-                    },
-                    Column {
-                        name: "Running",
-                        type_: "integer",
-                        format: "",
-                        description: "Applications running",
-                        priority: 0,
-                        cell: |o, _| o.pointer("/status/running").cloned().unwrap_or(Value::from(0)),
                     },
                 ],
                 verbs: ALL_VERBS,

@@ -84,6 +84,9 @@ pub(crate) async fn serve(
     if path.subresource.as_deref() == Some("eviction") {
         return crate::eviction::serve(&state, &path, dry_run(query)?, headers, &body).await;
     }
+    if path.subresource.as_deref() == Some("scale") {
+        return crate::scale::serve(&state, identity, verb, &path, dry_run(query)?, headers, &body).await;
+    }
     if kind.review {
         return review(&state, identity, kind, verb, headers, &body);
     }
@@ -631,7 +634,11 @@ fn decode_body(
 }
 
 /// The patch format of a PATCH, turned into one the registry applies.
-fn patch_body(kind: &KindInfo, headers: &HeaderMap, body: &[u8]) -> Result<(PatchKind, Vec<u8>), ApiError> {
+pub(crate) fn patch_body(
+    kind: &KindInfo,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(PatchKind, Vec<u8>), ApiError> {
     let accepted = if kind.builtin {
         "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
     } else {

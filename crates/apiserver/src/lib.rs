@@ -21,6 +21,7 @@ mod openapi;
 mod protobuf;
 mod recover;
 mod routes;
+mod scale;
 mod serve;
 mod state;
 mod table;

@@ -388,7 +388,7 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
     for sub in kind.subresources {
         // A status (or a certificate request's approval) is the object again; the catalog's
         // subresources answer shapes of their own.
-        let shape = if !kind.catalog { &reference } else { &free_form };
+        let shape = if !kind.catalog && sub.response.is_none() { &reference } else { &free_form };
         let has = |verb: &str| sub.verbs.contains(&verb);
         let mut operations = Map::new();
         if has("get") {

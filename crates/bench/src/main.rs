@@ -1,4 +1,4 @@
-//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `nodes` and `http`: throughput and latency, each
+//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `appset`, `nodes` and `http`: throughput and latency, each
 //! printed next to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP
 //! handler, a bare channel of keys, a bare tonic stream), so the ratios hold on a shared, noisy
 //! machine where absolute numbers do not.
@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout)]
 
 mod api;
+mod appset;
 mod catalog;
 mod http;
 mod loops;
@@ -26,12 +27,13 @@ fn main() -> ExitCode {
         .init();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime starts");
     match args.first().map(String::as_str) {
-        Some(which @ ("store" | "api" | "catalog" | "loop" | "scheduler")) => {
+        Some(which @ ("store" | "api" | "catalog" | "loop" | "scheduler" | "appset")) => {
             let result = match which {
                 "store" => runtime.block_on(store::run()),
                 "api" => runtime.block_on(api::run()),
                 "loop" => runtime.block_on(loops::run()),
                 "scheduler" => runtime.block_on(scheduler::run(&args[1..])),
+                "appset" => runtime.block_on(appset::run(&args[1..])),
                 _ => runtime.block_on(catalog::run()),
             };
             match result {
@@ -74,7 +76,7 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] | http"
+                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | appset [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] | http"
             );
             ExitCode::from(64)
         }

@@ -16,6 +16,7 @@ pub mod eviction;
 pub mod feed;
 pub mod loops;
 pub mod placement;
+pub mod scale;
 mod strategy;
 
 use std::collections::HashMap;

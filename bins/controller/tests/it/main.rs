@@ -2,6 +2,7 @@
 //! contract, on the sled store and on a real etcd.
 
 mod agents;
+mod appsets;
 mod bypass;
 mod csr;
 mod draining;

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -151,9 +152,11 @@ pub struct SetPlacement {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rollout {
-    /// How many Applications may be unavailable at once during a rollout.
+    /// How many of the set's Applications may be unavailable at once while a change rolls out:
+    /// a number, or a percentage of the Applications the set should have ("25%", rounded down).
+    /// A set has no surge, so the budget is at least 1. Default "25%", as a Deployment's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_unavailable: Option<i64>,
+    pub max_unavailable: Option<IntOrString>,
     /// Whether Applications no longer rendered are deleted; default true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prune: Option<bool>,
@@ -178,13 +181,16 @@ pub struct ApplicationSetStatus {
     /// How many are placed on a node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled: Option<i64>,
-    /// How many are running.
+    /// How many are ready (condition `Ready=True` on a Ready node, at their current generation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub running: Option<i64>,
+    pub ready: Option<i64>,
+    /// How many run the set's current template.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated: Option<i64>,
     /// Each Application of the set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Child>,
-    /// `Rendered`, `Converged` and `Initialized`.
+    /// `Rendered`, `Initialized`, `Progressing` and `Converged`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }
@@ -203,12 +209,67 @@ pub struct Child {
     pub phase: Option<String>,
 }
 
+/// `spec.rollout.maxUnavailable` when the set names none, as a Deployment's.
+pub const DEFAULT_MAX_UNAVAILABLE: &str = "25%";
+
+/// The rolling budget of a set that should have `desired` Applications: `maxUnavailable` as a
+/// number, or as a percentage of `desired` rounded down (Kubernetes' IntOrString rule for an
+/// unavailability budget); at least 1, since a set has no surge and could not roll at 0.
+pub fn rolling_budget(max_unavailable: Option<&IntOrString>, desired: usize) -> usize {
+    let default = IntOrString::String(DEFAULT_MAX_UNAVAILABLE.to_owned());
+    let resolved = match max_unavailable.unwrap_or(&default) {
+        IntOrString::Int(max) => usize::try_from(*max).unwrap_or(0),
+        IntOrString::String(max) => percent(max).map_or(0, |percent| desired * percent / 100),
+    };
+    resolved.max(1)
+}
+
+/// The number of a percentage "N%" with N in 0..=100.
+fn percent(text: &str) -> Option<usize> {
+    text.strip_suffix('%')
+        .filter(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|digits| digits.parse().ok())
+        .filter(|percent| *percent <= 100)
+}
+
+impl ApplicationSet {
+    /// The index of the one component a `scale` subresource scales: the set must have exactly
+    /// one component scaled by `replicas`. Answers why not otherwise.
+    pub fn scaled_component(&self) -> Result<usize, String> {
+        let replicated: Vec<usize> = self
+            .spec
+            .applications
+            .iter()
+            .enumerate()
+            .filter(|(_, component)| component.scale.as_ref().is_some_and(|scale| scale.replicas.is_some()))
+            .map(|(at, _)| at)
+            .collect();
+        match replicated.as_slice() {
+            [one] => Ok(*one),
+            [] => Err("the set has no component scaled by replicas (spec.applications[].scale.replicas); \
+                       only a set with exactly one can be scaled"
+                .to_owned()),
+            many => Err(format!(
+                "the set has {} components scaled by replicas ({}); only a set with exactly one can be scaled",
+                many.len(),
+                many.iter()
+                    .map(|at| self.spec.applications[*at].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+}
+
 impl Kind for ApplicationSet {
     const OWNS_DEPENDENTS: bool = true;
 
     fn default_fields(&mut self) {
         let rollout = self.spec.rollout.get_or_insert_with(Rollout::default);
         rollout.prune.get_or_insert(true);
+        rollout
+            .max_unavailable
+            .get_or_insert_with(|| IntOrString::String(DEFAULT_MAX_UNAVAILABLE.to_owned()));
         for component in &mut self.spec.applications {
             let mut application = Application { spec: component.spec.clone(), ..Application::default() };
             application.default_fields();
@@ -261,12 +322,18 @@ impl Kind for ApplicationSet {
         {
             errors.push(FieldError::not_supported("spec.placement.mode", mode, &["", "sameNode"]));
         }
-        if let Some(max) = spec.rollout.as_ref().and_then(|r| r.max_unavailable).filter(|m| *m < 0) {
-            errors.push(FieldError::invalid(
+        match spec.rollout.as_ref().and_then(|r| r.max_unavailable.as_ref()) {
+            Some(IntOrString::Int(max)) if *max < 0 => errors.push(FieldError::invalid(
                 "spec.rollout.maxUnavailable",
                 max,
                 "must be greater than or equal to 0",
-            ));
+            )),
+            Some(IntOrString::String(max)) if percent(max).is_none() => errors.push(FieldError::invalid(
+                "spec.rollout.maxUnavailable",
+                format!("\"{max}\""),
+                "must be an integer or a percentage between 0% and 100% (\"25%\")",
+            )),
+            _ => {}
         }
         if let Some(status) = &self.status {
             errors.extend(validate_conditions("status.conditions", &status.conditions));

@@ -231,6 +231,68 @@ fn application_sets_check_each_component_as_an_application() {
 }
 
 #[test]
+fn application_sets_roll_by_an_int_or_percent_budget_and_print_ready_of_desired() {
+    use crate::kinds::applicationset::rolling_budget;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let scheme = scheme();
+    let set = scheme.find("fleet.example.com", "v1", "applicationsets").unwrap();
+    let component = json!({"name": "web", "spec": {"command": ["/bin/web"]}, "scale": {"replicas": 2}});
+    let (normalized, _) = set.behaviour.normalize(&json!({"spec": {"applications": [component]}})).unwrap();
+    assert_eq!(normalized["spec"]["rollout"]["maxUnavailable"], "25%", "defaulted as a Deployment's");
+    for (max, valid) in [
+        (json!(2), true),
+        (json!("50%"), true),
+        (json!("100%"), true),
+        (json!(-1), false),
+        (json!("101%"), false),
+        (json!("x%"), false),
+        (json!("5"), false),
+    ] {
+        let object = json!({"spec": {"applications": [component], "rollout": {"maxUnavailable": max}}});
+        let (normalized, _) = set.behaviour.normalize(&object).unwrap();
+        let fields: Vec<String> =
+            set.behaviour.validate(&normalized, None).into_iter().map(|e| e.field).collect();
+        assert_eq!(fields.is_empty(), valid, "{max}: {fields:?}");
+    }
+    let percent = |p: &str| IntOrString::String(p.to_owned());
+    for (max, desired, budget) in [
+        (Some(percent("25%")), 100, 25),
+        (Some(percent("25%")), 7, 1),
+        (Some(percent("25%")), 3, 1),
+        (None, 8, 2),
+        (Some(IntOrString::Int(3)), 10, 3),
+        (Some(IntOrString::Int(0)), 10, 1),
+        (Some(percent("0%")), 10, 1),
+    ] {
+        assert_eq!(rolling_budget(max.as_ref(), desired), budget, "{max:?} of {desired}");
+    }
+    let subresources: Vec<&str> = set.subresources.iter().map(|sub| sub.name).collect();
+    assert_eq!(subresources, ["status", "scale"]);
+    let columns: Vec<&str> = set.table_columns().iter().map(|c| c.name).collect();
+    assert_eq!(columns, ["Name", "Ready", "Up-to-date", "Phase", "Age"]);
+    let object = json!({"metadata": {"name": "web"}, "status": {"desired": 4, "ready": 3, "updated": 2}});
+    let cells: Vec<serde_json::Value> =
+        set.table_columns().iter().map(|c| (c.cell)(&object, jiff::Timestamp::UNIX_EPOCH)).collect();
+    assert_eq!(cells[1..3], [json!("3/4"), json!(2)]);
+}
+
+#[test]
+fn only_a_set_with_exactly_one_replicated_component_scales() {
+    use crate::kinds::applicationset::ApplicationSet;
+    let set = |components: serde_json::Value| -> ApplicationSet {
+        serde_json::from_value(json!({"spec": {"applications": components}})).unwrap()
+    };
+    let web = json!({"name": "web", "spec": {"command": ["/w"]}, "scale": {"replicas": 2}});
+    let api = json!({"name": "api", "spec": {"command": ["/a"]}, "scale": {"replicas": 1}});
+    let agent = json!({"name": "agent", "spec": {"command": ["/g"]}, "scale": {"nodeSpread": {}}});
+    assert_eq!(set(json!([agent, web])).scaled_component(), Ok(1));
+    let none = set(json!([agent])).scaled_component().unwrap_err();
+    assert!(none.contains("no component scaled by replicas"), "{none}");
+    let two = set(json!([web, api])).scaled_component().unwrap_err();
+    assert!(two.contains("2 components scaled by replicas (web, api)"), "{two}");
+}
+
+#[test]
 fn certificate_requests_are_served_in_their_builtin_shape() {
     let scheme = scheme();
     assert!(scheme.find("fleet.example.com", "v1", "certificatesigningrequests").is_none());

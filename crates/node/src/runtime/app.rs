@@ -427,7 +427,7 @@ impl Task {
         } else {
             status.conditions.retain(|condition| condition.type_ != "LimitsEnforced");
         }
-        let ready = self.probe_spec(true).is_none();
+        let ready = self.probe_spec(false).is_none();
         self.set_ready(ready, if ready { "ProcessRunning" } else { "ReadinessProbePending" });
         Ok(self.attach(state, fd, Some(spec)))
     }

@@ -12,6 +12,7 @@ mod metrics;
 mod nodes;
 mod placement;
 mod rbac_table;
+mod scale;
 mod security;
 mod surface;
 

@@ -1,0 +1,120 @@
+//! The `scale` subresource of an ApplicationSet: the set seen as an `autoscaling/v1` Scale, and
+//! a Scale written back as the replicas of the set's one replicated component (what `kubectl
+//! scale appset/<name> --replicas=N` sends).
+//!
+//! A set with no component scaled by `replicas`, or with several, cannot be scaled: 422 naming
+//! why. `status.replicas` counts the component's Applications; `status.selector` is the
+//! reserved labels that select them.
+
+use kayra_api::kinds::applicationset::{ApplicationSet, component_label, set_label};
+use kayra_api::validation::FieldError;
+use kayra_authn::Identity;
+use kayra_registry::{ListOptions, Object, Part, RegistryError, Resource, WriteOptions, meta_str};
+use serde_json::{Value, json};
+
+use crate::Control;
+
+/// The set `name` as a Scale.
+pub async fn read(control: &Control, namespace: &str, name: &str) -> Result<Value, RegistryError> {
+    let sets = sets(control)?;
+    let object = control.registry().get(&sets, Some(namespace), name).await?;
+    scale_of(control, &object).await
+}
+
+/// Sets the replicas of the set's replicated component to the Scale's `spec.replicas`, as
+/// `identity` (admitted as an update of the set); answers the Scale after the write.
+/// `metadata.resourceVersion`, when the Scale carries one, must be the set's.
+pub async fn write(
+    control: &Control,
+    identity: &Identity,
+    namespace: &str,
+    name: &str,
+    scale: &Value,
+    dry_run: bool,
+) -> Result<Value, RegistryError> {
+    let sets = sets(control)?;
+    let invalid = |field: &str, value: &dyn std::fmt::Display, why: &str| RegistryError::Invalid {
+        kind: "Scale".to_owned(),
+        name: name.to_owned(),
+        causes: vec![FieldError::invalid(field, value, why)],
+    };
+    if let Some(named) = scale.pointer("/metadata/name").and_then(Value::as_str)
+        && named != name
+    {
+        return Err(RegistryError::BadRequest(format!(
+            "name in URL does not match name in Scale object: \"{name}\" and \"{named}\""
+        )));
+    }
+    let replicas = match scale.pointer("/spec/replicas") {
+        None | Some(Value::Null) => 0,
+        Some(value) => value.as_i64().filter(|r| *r >= 0).ok_or_else(|| {
+            invalid("spec.replicas", value, "must be a whole number greater than or equal to 0")
+        })?,
+    };
+    let mut object = control.registry().get(&sets, Some(namespace), name).await?;
+    let set = decode(&object)?;
+    let at = set.scaled_component().map_err(|why| invalid("spec.replicas", &replicas, &why))?;
+    if let Some(version) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str)
+        && !version.is_empty()
+        && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        metadata.insert("resourceVersion".into(), json!(version));
+    }
+    let component = object
+        .get_mut("spec")
+        .and_then(|spec| spec.get_mut("applications"))
+        .and_then(|components| components.get_mut(at))
+        .and_then(Value::as_object_mut)
+        .expect("the component scaled_component found is in the stored set");
+    component.insert("scale".into(), json!({"replicas": replicas}));
+    let options = WriteOptions { dry_run, part: Part::Main, admission: Some(control.admission(identity)) };
+    let written =
+        control.registry().update(&sets, Some(namespace), name, Value::Object(object), options).await?;
+    scale_of(control, &written).await
+}
+
+fn sets(control: &Control) -> Result<Resource, RegistryError> {
+    control
+        .resource_named(&format!("fleet.{}", control.scheme().domain()), "applicationsets")
+        .cloned()
+        .ok_or_else(|| RegistryError::BadRequest("the server does not serve applicationsets".to_owned()))
+}
+
+fn decode(object: &Object) -> Result<ApplicationSet, RegistryError> {
+    serde_json::from_value(Value::Object(object.clone())).map_err(|error| {
+        RegistryError::BadRequest(format!("a stored set does not decode into its Kind: {error}"))
+    })
+}
+
+/// The Scale of a stored set.
+async fn scale_of(control: &Control, object: &Object) -> Result<Value, RegistryError> {
+    let set = decode(object)?;
+    let at = set.scaled_component().map_err(|why| RegistryError::Invalid {
+        kind: "Scale".to_owned(),
+        name: meta_str(object, "name").to_owned(),
+        causes: vec![FieldError::invalid("spec.replicas", "\"\"", &why)],
+    })?;
+    let component = &set.spec.applications[at];
+    let domain = control.scheme().domain();
+    let name = meta_str(object, "name");
+    let namespace = meta_str(object, "namespace");
+    let selector = format!("{}={name},{}={}", set_label(domain), component_label(domain), component.name);
+    let replicas = component.scale.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    let applications = control
+        .resource_named(&format!("fleet.{domain}"), "applications")
+        .ok_or_else(|| RegistryError::BadRequest("the server does not serve applications".to_owned()))?;
+    let options = ListOptions { label_selector: Some(selector.clone()), ..ListOptions::default() };
+    let current = control.registry().list(applications, Some(namespace), &options).await?.items.len();
+    let metadata = object.get("metadata").cloned().unwrap_or_else(|| json!({}));
+    let keep = |field: &str| metadata.get(field).cloned().unwrap_or(Value::Null);
+    Ok(json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": {
+            "name": name, "namespace": namespace, "uid": keep("uid"),
+            "resourceVersion": keep("resourceVersion"), "creationTimestamp": keep("creationTimestamp"),
+        },
+        "spec": {"replicas": replicas},
+        "status": {"replicas": current, "selector": selector},
+    }))
+}
