@@ -449,7 +449,17 @@ impl SetLoop {
                 let Some(stored) = children.get(&name) else { return Ok(()) };
                 let mut object = (**stored).clone();
                 let metadata = object.entry("metadata").or_insert_with(|| json!({}));
-                metadata["labels"] = json!(application.metadata.labels);
+                let labels = metadata
+                    .as_object_mut()
+                    .expect("metadata is an object")
+                    .entry("labels")
+                    .or_insert_with(|| json!({}));
+                if !labels.is_object() {
+                    *labels = json!({});
+                }
+                for (key, value) in application.metadata.labels.iter().flatten() {
+                    labels[key] = json!(value);
+                }
                 let annotations = metadata
                     .as_object_mut()
                     .expect("metadata is an object")

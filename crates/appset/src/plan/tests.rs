@@ -194,6 +194,20 @@ fn a_scheduler_chosen_node_is_kept_and_a_label_only_change_costs_nothing() {
 }
 
 #[test]
+fn labels_others_add_to_a_child_are_theirs_and_ask_for_no_update() {
+    let rendered =
+        rendering(json!([{"name": "api", "metadata": {"labels": {"v": "1"}}, "spec": {"command": ["/a"]}}]));
+    let mut child = child_of(&rendered.children[0], Some("n7"), true);
+    child.labels.insert("team".into(), "web".into());
+    let mut case = Case::new(&rendered);
+    case.children.insert("web-api".into(), child.clone());
+    assert!(steps(&case.plan()).is_empty(), "an added label is kept as it is");
+    child.labels.insert("v".into(), "0".into());
+    case.children.insert("web-api".into(), child);
+    assert_eq!(steps(&case.plan()), ["update web-api@n7"], "a rendered label is the set's");
+}
+
+#[test]
 fn init_steps_run_in_order_and_a_failure_holds_the_set_until_its_generation_changes() {
     let rendered = rendering(json!([
         {"name": "migrate", "spec": {"command": ["/m"], "lifecycle": {"restartPolicy": "Never"}}},
