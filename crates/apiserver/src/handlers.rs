@@ -1,8 +1,14 @@
 //! Serving resources: list, watch, get, create, update, patch and delete on every Kind, with
 //! Kubernetes' query parameters, tables, field validation and patch types.
+//!
+//! Lists are streamed as they are encoded, never held whole as one response. Watch events in
+//! JSON carry the watch cache's encoding of each object version, shared by every watcher; a
+//! watch whose client has not taken pending events for the stall timeout is ended by dropping
+//! its connection, so a client that stops reading holds a bounded part of the server.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -21,6 +27,7 @@ use kayra_registry::fields::FieldSelector;
 use crate::error::ApiError;
 use crate::media::{self, Output};
 use crate::routes::ResourcePath;
+use crate::serve::Disconnect;
 use crate::state::ApiState;
 use crate::{protobuf, table};
 use kayra_authn::Identity;
@@ -31,9 +38,17 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 /// The longest a watch runs before the server ends it (clients then watch again).
 const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
 
+/// How many frames a watch queues for its response body; past them it waits for the client.
+const WATCH_FRAMES: usize = 16;
+
+/// About how many bytes of a list are encoded at a time.
+const LIST_CHUNK: usize = 64 << 10;
+
 type Query = HashMap<String, String>;
 
-/// Serves one request to a resource path.
+/// Serves one request to a resource path; `disconnect` drops its connection (a watch whose
+/// client stopped reading).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve(
     state: Arc<ApiState>,
     identity: &Identity,
@@ -42,6 +57,7 @@ pub(crate) async fn serve(
     query: &Query,
     headers: &HeaderMap,
     body: Bytes,
+    disconnect: Option<Disconnect>,
 ) -> Result<Response, ApiError> {
     let kind = path.kind;
     // A subresource the Kind does not have is no resource at all: 404 before any decision, so
@@ -88,7 +104,7 @@ pub(crate) async fn serve(
         return review(&state, identity, kind, verb, headers, &body);
     }
     if let Some((source, project)) = kind.view_of {
-        return view(&state, kind, source, project, verb, &path, query, headers).await;
+        return view(&state, kind, source, project, verb, &path, query, headers, disconnect).await;
     }
     let part = match path.subresource.as_deref() {
         None => Part::Main,
@@ -143,15 +159,13 @@ pub(crate) async fn serve(
                     query.get("includeObject").map(String::as_str),
                     true,
                 ),
-                Output::Json => json!({
-                    "apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind),
-                    "metadata": metadata, "items": list.items,
-                }),
+                Output::Json => return Ok(list_response(kind, metadata, list.items)),
             };
             Ok(json_response(StatusCode::OK, &body, &[]))
         }
         "watch" => {
-            watch(state.clone(), kind, state.resource(kind).clone(), None, namespace, query, headers).await
+            let resource = state.resource(kind).clone();
+            watch(state.clone(), kind, resource, None, namespace, query, headers, disconnect).await
         }
         "get" => {
             let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
@@ -254,6 +268,7 @@ async fn view(
     path: &ResourcePath<'_>,
     query: &Query,
     headers: &HeaderMap,
+    disconnect: Option<Disconnect>,
 ) -> Result<Response, ApiError> {
     let source_kind = state
         .scheme
@@ -326,7 +341,17 @@ async fn view(
             let mut query = query.clone();
             query.remove("fieldSelector");
             let projection = Projection { project, fields };
-            watch(state.clone(), kind, resource.clone(), Some(projection), namespace, &query, headers).await
+            watch(
+                state.clone(),
+                kind,
+                resource.clone(),
+                Some(projection),
+                namespace,
+                &query,
+                headers,
+                disconnect,
+            )
+            .await
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
@@ -765,7 +790,57 @@ pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String])
     response
 }
 
-/// A chunked stream of `WatchEvent`s, one JSON document per line.
+/// A list of `items` as JSON, encoded as the client takes it: the envelope with `metadata`
+/// first, then the items a chunk at a time, each item exactly as `serde_json` writes it.
+fn list_response(kind: &KindInfo, metadata: Value, items: Vec<Object>) -> Response {
+    let head = format!(
+        "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{},\"items\":[",
+        Value::String(kind.api_version()),
+        Value::String(format!("{}List", kind.kind)),
+        metadata
+    );
+    let mut head = Some(Bytes::from(head));
+    let mut items = items.into_iter();
+    let (mut first, mut ended) = (true, false);
+    let chunks = futures_util::stream::poll_fn(move |_| {
+        if let Some(head) = head.take() {
+            return Poll::Ready(Some(Ok::<_, std::io::Error>(head)));
+        }
+        if ended {
+            return Poll::Ready(None);
+        }
+        let mut chunk = Vec::with_capacity(LIST_CHUNK + (LIST_CHUNK >> 2));
+        while chunk.len() < LIST_CHUNK {
+            let Some(item) = items.next() else {
+                chunk.extend_from_slice(b"]}");
+                ended = true;
+                break;
+            };
+            if !first {
+                chunk.push(b',');
+            }
+            first = false;
+            serde_json::to_writer(&mut chunk, &item).map_err(std::io::Error::other)?;
+        }
+        Poll::Ready(Some(Ok(Bytes::from(chunk))))
+    });
+    stream_response(Body::from_stream(chunks))
+}
+
+/// The opening of a JSON watch event of each type, before the object's bytes.
+fn event_head(event: &WatchEvent) -> Bytes {
+    Bytes::from_static(match event {
+        WatchEvent::Added(_) => b"{\"type\":\"ADDED\",\"object\":",
+        WatchEvent::Modified(_) => b"{\"type\":\"MODIFIED\",\"object\":",
+        WatchEvent::Deleted(_) => b"{\"type\":\"DELETED\",\"object\":",
+    })
+}
+
+/// A chunked stream of `WatchEvent`s, one JSON document per line. In JSON, an event is its
+/// opening, the watch cache's shared encoding of the object, and its close, written without
+/// copying. A watch whose client has not taken what is pending for the stall timeout ends,
+/// dropping its connection; the client watches again from the last revision it saw.
+#[allow(clippy::too_many_arguments)]
 async fn watch(
     state: Arc<ApiState>,
     kind: &KindInfo,
@@ -774,6 +849,7 @@ async fn watch(
     namespace: Option<&str>,
     query: &Query,
     headers: &HeaderMap,
+    disconnect: Option<Disconnect>,
 ) -> Result<Response, ApiError> {
     let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
     if query.get("sendInitialEvents").is_some_and(|v| v == "true") {
@@ -808,14 +884,24 @@ async fn watch(
         Err(error) => return Err(error.into()),
     };
     let kind = kind.clone();
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let stall = state.watch_stall;
+    // Plain JSON of the stored objects: the cache's encoding is the event's object.
+    let shared = projection.is_none() && output == Output::Json;
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(WATCH_FRAMES);
     tokio::spawn(async move {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
         ticker.tick().await;
         let mut first = true;
-        loop {
+        'events: loop {
+            let next = async {
+                if shared {
+                    stream.next_json().await.map(|(event, json)| (event, Some(json)))
+                } else {
+                    stream.next().await.map(|event| (event, None))
+                }
+            };
             let line = tokio::select! {
                 () = &mut deadline => break,
                 () = sender.closed() => break,
@@ -823,8 +909,16 @@ async fn watch(
                     json!({"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version(),
                            "metadata": {"resourceVersion": stream.revision().to_string()}}})
                 }
-                event = stream.next() => match event {
-                    Ok(event) => {
+                event = next => match event {
+                    Ok((event, Some(json))) => {
+                        for frame in [event_head(&event), json, Bytes::from_static(b"}\n")] {
+                            if !deliver(&sender, frame, stall, disconnect.as_ref()).await {
+                                break 'events;
+                            }
+                        }
+                        continue;
+                    }
+                    Ok((event, None)) => {
                         let mut shown = event.object().clone();
                         if let Some(projection) = &projection {
                             match (projection.project)(&Value::Object(shown)) {
@@ -845,18 +939,42 @@ async fn watch(
                     Err(error) => {
                         let (_, status) = ApiError::Registry(error).to_status();
                         let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
-                        let _ = sender.send(Ok(Bytes::from(line))).await;
+                        deliver(&sender, Bytes::from(line), stall, disconnect.as_ref()).await;
                         break;
                     }
                 },
             };
-            if sender.send(Ok(Bytes::from(format!("{line}\n")))).await.is_err() {
+            if !deliver(&sender, Bytes::from(format!("{line}\n")), stall, disconnect.as_ref()).await {
                 break;
             }
         }
     });
     let body = Body::from_stream(tokio_stream(receiver));
     Ok(stream_response(body))
+}
+
+/// Hands `frame` to the response body; false when the client is gone, or has not taken what
+/// is pending within `stall` (then its connection is dropped: its socket is full, so not even
+/// the end of the body could reach it).
+async fn deliver(
+    sender: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    frame: Bytes,
+    stall: Duration,
+    disconnect: Option<&Disconnect>,
+) -> bool {
+    match tokio::time::timeout(stall, sender.send(Ok(frame))).await {
+        Ok(sent) => sent.is_ok(),
+        Err(_) => {
+            tracing::info!(
+                stall_seconds = stall.as_secs_f64(),
+                "a watch's client stopped reading; dropping it"
+            );
+            if let Some(disconnect) = disconnect {
+                disconnect.now();
+            }
+            false
+        }
+    }
 }
 
 fn event_type(event: &WatchEvent) -> &'static str {

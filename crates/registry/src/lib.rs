@@ -32,7 +32,7 @@ pub use resource::{NoRules, Resource, Strategy, path};
 use fields::FieldSelector;
 use labels::LabelSelector;
 use token::Continue;
-pub use watch::{WatchEvent, WatchOptions, WatchStream};
+pub use watch::{DEFAULT_WINDOW_BYTES, WatchEvent, WatchOptions, WatchStream};
 
 /// How many times a write that lost a race to another writer is retried before the conflict
 /// is reported (patches and deletes without preconditions, generated names).
@@ -304,6 +304,14 @@ impl Registry {
     /// A registry keeping its objects under `root` (such as `/registry/`) in the store.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, root: impl Into<String>) -> Registry {
         Registry { store, clock, root: root.into(), caches: Arc::default() }
+    }
+
+    /// The same registry with watch caches whose windows of recent changes, and whose clients'
+    /// queues, each hold at most `bytes` (a client further behind is cut off and resumes). Set
+    /// before the first watch; caches already started keep their bound.
+    pub fn with_watch_window_bytes(mut self, bytes: usize) -> Registry {
+        self.caches = Arc::new(watch::Caches::new(bytes));
+        self
     }
 
     /// The store the registry keeps its objects in (and the control plane its elections).
