@@ -927,14 +927,20 @@ async fn watch(
                             }
                         }
                         let object = match output {
-                            Output::Json => Value::Object(shown),
+                            Output::Json => serde_json::to_vec(&shown),
                             Output::Table(version) => {
                                 let rv = json!({"resourceVersion": shown.get("metadata").and_then(|m| m.get("resourceVersion")).cloned().unwrap_or(Value::Null)});
-                                table::render(&kind, &[shown], rv, version, include.as_deref(), first)
+                                serde_json::to_vec(&table::render(&kind, &[shown], rv, version, include.as_deref(), first))
                             }
                         };
                         first = false;
-                        json!({"type": event_type(&event), "object": object})
+                        let object = Bytes::from(object.expect("JSON values always serialize"));
+                        for frame in [event_head(&event), object, Bytes::from_static(b"}\n")] {
+                            if !deliver(&sender, frame, stall, disconnect.as_ref()).await {
+                                break 'events;
+                            }
+                        }
+                        continue;
                     }
                     Err(error) => {
                         let (_, status) = ApiError::Registry(error).to_status();
@@ -975,10 +981,6 @@ async fn deliver(
             false
         }
     }
-}
-
-fn event_type(event: &WatchEvent) -> &'static str {
-    event.kind()
 }
 
 fn stream_response(body: Body) -> Response {

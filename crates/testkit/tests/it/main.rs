@@ -14,6 +14,7 @@ mod placement;
 mod rbac_table;
 mod security;
 mod surface;
+mod watching;
 
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
 
