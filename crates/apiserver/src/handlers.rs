@@ -38,8 +38,8 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 /// The longest a watch runs before the server ends it (clients then watch again).
 const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
 
-/// How many frames a watch queues for its response body; past them it waits for the client.
-const WATCH_FRAMES: usize = 16;
+/// How many events a watch queues for its response body; past them it waits for the client.
+const WATCH_QUEUE: usize = 16;
 
 /// About how many bytes of a list are encoded at a time.
 const LIST_CHUNK: usize = 64 << 10;
@@ -887,7 +887,7 @@ async fn watch(
     let stall = state.watch_stall;
     // Plain JSON of the stored objects: the cache's encoding is the event's object.
     let shared = projection.is_none() && output == Output::Json;
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(WATCH_FRAMES);
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Frames>(WATCH_QUEUE);
     tokio::spawn(async move {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
@@ -911,10 +911,9 @@ async fn watch(
                 }
                 event = next => match event {
                     Ok((event, Some(json))) => {
-                        for frame in [event_head(&event), json, Bytes::from_static(b"}\n")] {
-                            if !deliver(&sender, frame, stall, disconnect.as_ref()).await {
-                                break 'events;
-                            }
+                        let frames = vec![event_head(&event), json, Bytes::from_static(b"}\n")];
+                        if !deliver(&sender, frames, stall, disconnect.as_ref()).await {
+                            break 'events;
                         }
                         continue;
                     }
@@ -935,40 +934,44 @@ async fn watch(
                         };
                         first = false;
                         let object = Bytes::from(object.expect("JSON values always serialize"));
-                        for frame in [event_head(&event), object, Bytes::from_static(b"}\n")] {
-                            if !deliver(&sender, frame, stall, disconnect.as_ref()).await {
-                                break 'events;
-                            }
+                        let frames = vec![event_head(&event), object, Bytes::from_static(b"}\n")];
+                        if !deliver(&sender, frames, stall, disconnect.as_ref()).await {
+                            break 'events;
                         }
                         continue;
                     }
                     Err(error) => {
                         let (_, status) = ApiError::Registry(error).to_status();
                         let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
-                        deliver(&sender, Bytes::from(line), stall, disconnect.as_ref()).await;
+                        deliver(&sender, vec![Bytes::from(line)], stall, disconnect.as_ref()).await;
                         break;
                     }
                 },
             };
-            if !deliver(&sender, Bytes::from(format!("{line}\n")), stall, disconnect.as_ref()).await {
+            if !deliver(&sender, vec![Bytes::from(format!("{line}\n"))], stall, disconnect.as_ref()).await {
                 break;
             }
         }
     });
-    let body = Body::from_stream(tokio_stream(receiver));
+    let body = Body::from_stream(frames_stream(receiver));
     Ok(stream_response(body))
 }
 
-/// Hands `frame` to the response body; false when the client is gone, or has not taken what
-/// is pending within `stall` (then its connection is dropped: its socket is full, so not even
-/// the end of the body could reach it).
+/// One watch event (or bookmark, or error) as the pieces its line is written from.
+type Frames = Vec<Bytes>;
+
+/// Hands one event's `frames` to the response body; false when the client is gone, or has not
+/// taken what is pending within `stall`. Then the watch ends: over HTTP/1.1 its connection is
+/// dropped (the socket is full, so not even the end of the body could reach the client); over
+/// HTTP/2 the stream ends after the whole events already queued, and the connection, shared
+/// with the client's other requests, stays (HTTP/2 pings drop it if the client reads nothing).
 async fn deliver(
-    sender: &tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-    frame: Bytes,
+    sender: &tokio::sync::mpsc::Sender<Frames>,
+    frames: Frames,
     stall: Duration,
     disconnect: Option<&Disconnect>,
 ) -> bool {
-    match tokio::time::timeout(stall, sender.send(Ok(frame))).await {
+    match tokio::time::timeout(stall, sender.send(frames)).await {
         Ok(sent) => sent.is_ok(),
         Err(_) => {
             tracing::info!(
@@ -990,9 +993,20 @@ fn stream_response(body: Body) -> Response {
     response
 }
 
-/// A receiver as a stream, without another dependency.
-fn tokio_stream(
-    mut receiver: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+/// A receiver of events as a stream of their frames, without another dependency.
+fn frames_stream(
+    mut receiver: tokio::sync::mpsc::Receiver<Frames>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+    let mut current = std::collections::VecDeque::new();
+    futures_util::stream::poll_fn(move |cx| {
+        loop {
+            if let Some(frame) = current.pop_front() {
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            match std::task::ready!(receiver.poll_recv(cx)) {
+                Some(frames) => current.extend(frames),
+                None => return Poll::Ready(None),
+            }
+        }
+    })
 }

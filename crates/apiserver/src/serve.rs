@@ -152,7 +152,11 @@ pub async fn serve(
                         request.extensions_mut().insert(peer.clone());
                     }
                     request.extensions_mut().insert(axum::extract::ConnectInfo(remote));
-                    request.extensions_mut().insert(disconnect.clone());
+                    // Over HTTP/1.1 a watch is alone on its connection; an HTTP/2 connection
+                    // carries the client's other requests too, and is never dropped for one.
+                    if request.version() < hyper::Version::HTTP_2 {
+                        request.extensions_mut().insert(disconnect.clone());
+                    }
                     app.clone().oneshot(request.map(Body::new))
                 })
             };

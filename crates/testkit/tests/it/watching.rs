@@ -279,8 +279,30 @@ async fn watchers_that_stop_reading_are_dropped_and_slow_no_one() {
     for _ in 0..20 {
         stuck.push(stuck_watch(&server, &token, &secrets).await);
     }
-    // A watcher that reads, from the same revision on.
+    // A watcher that reads, on the same HTTP/2 connection as the writes and GETs below.
     let mut reader = client.get(format!("{}{secrets}?watch=true", server.url())).send().await.unwrap();
+    let reading = tokio::spawn(async move {
+        let mut seen = 0;
+        let mut pending = Vec::new();
+        while seen < WRITES {
+            let chunk = tokio::time::timeout(Duration::from_secs(30), reader.chunk())
+                .await
+                .expect("the reading watcher keeps receiving")
+                .unwrap()
+                .expect("the reading watcher is not cut off");
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                let event: Value = serde_json::from_slice(&line).unwrap();
+                if event["object"]["metadata"]["name"]
+                    .as_str()
+                    .is_some_and(|name| name.starts_with("wq-big-"))
+                {
+                    seen += 1;
+                }
+            }
+        }
+    });
     let blob = base64::engine::general_purpose::STANDARD.encode(vec![b'w'; 75 * 1024]);
     let mut latencies = Vec::new();
     for n in 0..WRITES {
@@ -293,23 +315,7 @@ async fn watchers_that_stop_reading_are_dropped_and_slow_no_one() {
     }
     let written_at = Instant::now();
     // The reading watcher sees every write.
-    let mut seen = 0;
-    let mut pending = Vec::new();
-    while seen < WRITES {
-        let chunk = tokio::time::timeout(Duration::from_secs(20), reader.chunk())
-            .await
-            .expect("the reading watcher keeps receiving")
-            .unwrap()
-            .expect("the reading watcher is not cut off");
-        pending.extend_from_slice(&chunk);
-        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=end).collect();
-            let event: Value = serde_json::from_slice(&line).unwrap();
-            if event["object"]["metadata"]["name"].as_str().is_some_and(|name| name.starts_with("wq-big-")) {
-                seen += 1;
-            }
-        }
-    }
+    reading.await.unwrap();
     latencies.sort();
     let worst = latencies[latencies.len() - 1];
     assert!(worst < Duration::from_secs(1), "a reader's GET took {worst:?} while watchers were stuck");
