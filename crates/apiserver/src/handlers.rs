@@ -130,6 +130,17 @@ pub(crate) async fn serve(
                 resource_version: query.get("resourceVersion").cloned(),
                 resource_version_match: query.get("resourceVersionMatch").cloned(),
             };
+            if output == Output::Json && visible.is_none() {
+                let list = registry.list_json(resource, namespace, &options).await?;
+                let mut metadata = json!({"resourceVersion": list.resource_version});
+                if let Some(token) = &list.continue_token {
+                    metadata["continue"] = json!(token);
+                }
+                if let Some(remaining) = list.remaining_item_count {
+                    metadata["remainingItemCount"] = json!(remaining);
+                }
+                return Ok(list_response(kind, metadata, list.items));
+            }
             let list = match &visible {
                 None => registry.list(resource, namespace, &options).await?,
                 // Only the visible namespaces, all in one page: a continue token would carry
@@ -159,7 +170,10 @@ pub(crate) async fn serve(
                     query.get("includeObject").map(String::as_str),
                     true,
                 ),
-                Output::Json => return Ok(list_response(kind, metadata, list.items)),
+                Output::Json => {
+                    let items = list.items.iter().map(|item| Bytes::from(encode(item))).collect();
+                    return Ok(list_response(kind, metadata, items));
+                }
             };
             Ok(json_response(StatusCode::OK, &body, &[]))
         }
@@ -790,9 +804,15 @@ pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String])
     response
 }
 
-/// A list of `items` as JSON, encoded as the client takes it: the envelope with `metadata`
-/// first, then the items a chunk at a time, each item exactly as `serde_json` writes it.
-fn list_response(kind: &KindInfo, metadata: Value, items: Vec<Object>) -> Response {
+/// An object's JSON, as `serde_json` writes it.
+fn encode(object: &Object) -> Vec<u8> {
+    serde_json::to_vec(object).expect("a JSON map always serializes")
+}
+
+/// A list of `items` (each an object's JSON) as the client takes it: the envelope with
+/// `metadata` first, then the items gathered into chunks, so that the whole response is never
+/// held at once beside its items.
+fn list_response(kind: &KindInfo, metadata: Value, items: Vec<Bytes>) -> Response {
     let head = format!(
         "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{},\"items\":[",
         Value::String(kind.api_version()),
@@ -820,7 +840,7 @@ fn list_response(kind: &KindInfo, metadata: Value, items: Vec<Object>) -> Respon
                 chunk.push(b',');
             }
             first = false;
-            serde_json::to_writer(&mut chunk, &item).map_err(std::io::Error::other)?;
+            chunk.extend_from_slice(&item);
         }
         Poll::Ready(Some(Ok(Bytes::from(chunk))))
     });

@@ -13,6 +13,7 @@
 //! bytes of the changes it holds.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -177,6 +178,18 @@ impl WatchStream {
     }
 }
 
+/// A page of a list as a cache answers it: each item's JSON, encoded once per object version
+/// and shared with every other list and watch that serves it.
+pub(crate) struct CachedPage {
+    /// The revision the page shows every object at.
+    pub(crate) revision: Revision,
+    pub(crate) items: Vec<Bytes>,
+    /// The key the next page starts at, when more keys follow.
+    pub(crate) next: Option<String>,
+    /// How many keys follow the page, counted only without selectors.
+    pub(crate) remaining: Option<u64>,
+}
+
 /// The caches of one registry, one per resource, started on first use.
 pub(crate) struct Caches {
     caches: Mutex<HashMap<String, Arc<Cache>>>,
@@ -202,6 +215,52 @@ impl Caches {
             .entry(prefix.to_owned())
             .or_insert_with(|| Cache::start(store.clone(), prefix.to_owned(), self.window_bytes))
             .clone()
+    }
+
+    /// A page of the objects under `prefix` (inside the resource's `base`) that match the
+    /// selectors, from the resource's cache if it is running and has applied every change up to
+    /// `current`; `None` otherwise (then the store answers).
+    pub(crate) fn page(
+        &self,
+        base: &str,
+        prefix: &str,
+        current: Revision,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        limit: usize,
+    ) -> Option<CachedPage> {
+        let cache = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned()?;
+        let filtered = !labels.is_empty() || !fields.is_empty();
+        let filter = Filter { namespace: None, labels, fields };
+        let (revision, entries, next, remaining) = {
+            let state = cache.state.lock().expect("watch cache lock poisoned");
+            if !state.primed || state.revision < current {
+                return None;
+            }
+            let mut range = state
+                .objects
+                .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+                .take_while(|(key, _)| key.starts_with(prefix));
+            let mut entries = Vec::new();
+            let (mut next, mut remaining) = (None, None);
+            for (key, entry) in range.by_ref() {
+                if !filtered || filter.matches(&entry.object) {
+                    entries.push(entry.clone());
+                }
+                if entries.len() == limit {
+                    let after = range.count();
+                    if after > 0 {
+                        next = Some(format!("{key}\0"));
+                        remaining = (!filtered).then_some(after as u64);
+                    }
+                    break;
+                }
+            }
+            (state.revision, entries, next, remaining)
+        };
+        // Encoded, where not yet, outside the lock: writes and watches carry on meanwhile.
+        let items = entries.iter().map(|entry| entry.json()).collect();
+        Some(CachedPage { revision, items, next, remaining })
     }
 
     /// Starts a resource's cache and waits until it has listed, so that every list read from
