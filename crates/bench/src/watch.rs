@@ -169,6 +169,7 @@ fn sample_peak(pid: u32) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
 
 pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let options = options(args)?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
     println!("Watch and list benchmark: one run, the controller as a process of its own (memory store)\n");
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let controller = start(dir.path()).await?;
