@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use reqwest::Client;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use crate::nodes::{Process, free_port, rss, sibling, wrapped};
 
@@ -193,13 +193,57 @@ async fn gets(client: &Client, url: &str, until: impl Fn(usize) -> bool) -> Resu
     Ok(latencies)
 }
 
+/// How many sockets process `pid` holds open.
+fn sockets(pid: u32) -> Result<usize, String> {
+    let entries = std::fs::read_dir(format!("/proc/{pid}/fd")).map_err(|e| e.to_string())?;
+    Ok(entries
+        .flatten()
+        .filter(|entry| {
+            std::fs::read_link(entry.path()).is_ok_and(|link| link.to_string_lossy().starts_with("socket:"))
+        })
+        .count())
+}
+
+/// Creates `BIG_WRITES` 100 KB Secrets named `<prefix>-<n>` while a reading client GETs one
+/// object one request after another; answers when the last write was answered and the GETs'
+/// latencies.
+async fn big_writes(controller: &Controller, prefix: &str) -> Result<(Instant, Vec<Duration>), String> {
+    let victim = client(&controller.token, 1)?;
+    let probe = format!("{}/api/v1/namespaces/default", controller.url);
+    let blob = "x".repeat(100 * 1024);
+    let writing = {
+        let (admin, url, prefix) =
+            (controller.admin.clone(), format!("{}{SECRETS}", controller.url), prefix.to_owned());
+        tokio::spawn(async move {
+            for n in 0..BIG_WRITES {
+                let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
+                                    "metadata": {"name": format!("{prefix}-{n}")}, "stringData": {"blob": blob}});
+                create(&admin, &url, &secret).await?;
+            }
+            Ok::<_, String>(Instant::now())
+        })
+    };
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let during = {
+        let done = done.clone();
+        tokio::spawn(async move { gets(&victim, &probe, |_| done.load(Ordering::Relaxed)).await })
+    };
+    let written_at = writing.await.map_err(|e| e.to_string())??;
+    done.store(true, Ordering::Relaxed);
+    let during = during.await.map_err(|e| e.to_string())??;
+    Ok((written_at, during))
+}
+
 async fn stuck_watchers(controller: &Controller, count: usize) -> Result<(), String> {
     let pid = controller.process.pid();
     let victim = client(&controller.token, 1)?;
     let probe = format!("{}/api/v1/namespaces/default", controller.url);
-    let before = gets(&victim, &probe, |n| n >= 500).await?;
-    let rss_before = rss(pid)?;
-    let mut sockets = Vec::with_capacity(count);
+    let idle = gets(&victim, &probe, |n| n >= 500).await?;
+    // The control, in the same run: the same writes with no watcher at all.
+    let (_, unwatched) = big_writes(controller, "control").await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (rss_before, sockets_before) = (rss(pid)?, sockets(pid)?);
+    let mut held = Vec::with_capacity(count);
     for _ in 0..count {
         let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
         socket.set_recv_buffer_size(4096).map_err(|e| e.to_string())?;
@@ -209,54 +253,18 @@ async fn stuck_watchers(controller: &Controller, count: usize) -> Result<(), Str
             controller.token
         );
         stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
-        sockets.push(stream);
+        held.push(stream);
     }
     let (peak, sampler) = sample_peak(pid);
-    let blob = "x".repeat(100 * 1024);
-    let writing = {
-        let (admin, url) = (controller.admin.clone(), format!("{}{SECRETS}", controller.url));
-        tokio::spawn(async move {
-            for n in 0..BIG_WRITES {
-                let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
-                                    "metadata": {"name": format!("big-{n}")}, "stringData": {"blob": blob}});
-                create(&admin, &url, &secret).await?;
-            }
-            Ok::<_, String>(Instant::now())
-        })
-    };
-    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let during = {
-        let (victim, probe, done) = (victim.clone(), probe.clone(), done.clone());
-        tokio::spawn(async move { gets(&victim, &probe, |_| done.load(Ordering::Relaxed)).await })
-    };
-    let written_at = writing.await.map_err(|e| e.to_string())??;
-    done.store(true, Ordering::Relaxed);
-    let during = during.await.map_err(|e| e.to_string())??;
-    let rss_written = rss(pid)?;
-    // The stall timeout (10 s by default) and some slack; reading would unstick a watcher, so
-    // the count waits first.
+    let (written_at, during) = big_writes(controller, "big").await?;
+    let (rss_written, sockets_written) = (rss(pid)?, sockets(pid)?);
+    // The stall timeout (10 s by default) and some slack. The stuck clients keep their sockets
+    // open all along: a socket the controller no longer holds is one it dropped.
     tokio::time::sleep_until((written_at + Duration::from_secs(15)).into()).await;
-    let rss_after = rss(pid)?;
+    let (rss_after, sockets_after) = (rss(pid)?, sockets(pid)?);
     sampler.abort();
-    let mut closing = tokio::task::JoinSet::new();
-    for mut socket in sockets {
-        closing.spawn(async move {
-            let mut buffer = vec![0u8; 1 << 16];
-            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-            loop {
-                match tokio::time::timeout_at(deadline, socket.read(&mut buffer)).await {
-                    Err(_) => return false,
-                    Ok(Ok(0) | Err(_)) => return true,
-                    Ok(Ok(_)) => {}
-                }
-            }
-        });
-    }
-    let mut dropped = 0;
-    while let Some(closed) = closing.join_next().await {
-        dropped += usize::from(closed.map_err(|e| e.to_string())?);
-    }
-    println!("{count} watch connections that never read, then {BIG_WRITES} writes of 100 KB Secrets");
+    drop(held);
+    println!("{count} watch connections that never read, then {BIG_WRITES} creates of 100 KB Secrets");
     println!(
         "  controller RSS before {:.0} MiB, peak {:.0} MiB (+{:.0}), after the writes {:.0} MiB (+{:.0}), 15 s later {:.0} MiB (+{:.0})",
         mib(rss_before),
@@ -267,14 +275,18 @@ async fn stuck_watchers(controller: &Controller, count: usize) -> Result<(), Str
         mib(rss_after),
         mib(rss_after.saturating_sub(rss_before)),
     );
-    println!("  stuck watchers dropped by the server 15 s after the last write: {dropped} of {count}");
     println!(
-        "  a reading client's GET: before p50 {:.2} ms p99 {:.2} ms; during the writes p50 {:.2} ms p99 {:.2} ms ({} GETs)\n",
-        percentile(&before, 0.5),
-        percentile(&before, 0.99),
+        "  controller sockets: {sockets_before} before, {sockets_written} after the writes, {sockets_after} 15 s later (stuck watchers dropped: {})",
+        sockets_written.saturating_sub(sockets_after)
+    );
+    println!(
+        "  a reading client's GET: idle p50 {:.2} ms p99 {:.2} ms; during the same creates without watchers p50 {:.2} ms p99 {:.2} ms; with the stuck watchers p50 {:.2} ms p99 {:.2} ms\n",
+        percentile(&idle, 0.5),
+        percentile(&idle, 0.99),
+        percentile(&unwatched, 0.5),
+        percentile(&unwatched, 0.99),
         percentile(&during, 0.5),
         percentile(&during, 0.99),
-        during.len()
     );
     Ok(())
 }
@@ -346,7 +358,7 @@ async fn fan_out(controller: &Controller, watchers: usize) -> Result<(), String>
 
 async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
     let url = format!("{}{SECRETS}", controller.url);
-    let existing = BIG_WRITES + 1;
+    let existing = 2 * BIG_WRITES + 1;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..CREATORS {
