@@ -318,7 +318,7 @@ async fn watchers_that_stop_reading_are_dropped_and_slow_no_one() {
     reading.await.unwrap();
     latencies.sort();
     let worst = latencies[latencies.len() - 1];
-    assert!(worst < Duration::from_secs(1), "a reader's GET took {worst:?} while watchers were stuck");
+    assert!(worst < Duration::from_secs(2), "a reader's GET took {worst:?} while watchers were stuck");
     // Every stuck watcher's connection is dropped within the stall timeout (with slack).
     // Reading would unstick a watcher, so the check waits out the timeout first.
     tokio::time::sleep_until((written_at + stall + Duration::from_secs(2)).into()).await;
