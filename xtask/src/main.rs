@@ -7,7 +7,8 @@
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
-//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench appset`, `bench nodes [--nodes N]`, `bench http`: the
+//! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench appset`,
+//!   `bench nodes [--nodes N]`, `bench http`, `bench watch`: the
 //!   benchmarks, in release mode.
 
 #![allow(clippy::print_stdout)]
@@ -53,16 +54,16 @@ fn main() -> ExitCode {
             // The external HTTP benchmark drives the real controller binary from other processes.
             ["bench", "http"] => cargo(&["build", "--release", "--package", "kayra-controller"])
                 .and_then(|()| cargo(&["run", "--release", "--package", "kayra-bench", "--", "http"])),
-            // The node benchmark runs the real controller binary as a process of its own.
-            ["bench", "nodes", rest @ ..] => {
+            // The node and watch benchmarks run the real controller binary as a process of its own.
+            ["bench", which @ ("nodes" | "watch"), rest @ ..] => {
                 cargo(&["build", "--release", "--package", "kayra-controller"]).and_then(|()| {
-                    let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", "nodes"];
+                    let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", which];
                     args.extend_from_slice(rest);
                     cargo(&args)
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http"
+                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]"
                     .to_owned(),
             ),
         };

@@ -47,6 +47,14 @@ pub struct Config {
     /// kernel's backlog. Every node holds one, so a fleet needs more than it has nodes, and the
     /// process's open-file limit (`ulimit -n`) must allow as many.
     pub max_connections: usize,
+    /// How long a watch may hold events its client has not taken before the server ends it by
+    /// dropping the connection (seconds; default 10); the client watches again from the last
+    /// revision it saw, as from kube-apiserver.
+    pub watch_stall_timeout_seconds: u64,
+    /// The most bytes of recent changes each resource's watch cache keeps for watches resuming
+    /// from a revision, and the most one watch may have queued before it is cut off (default
+    /// 64 MiB).
+    pub watch_window_bytes: usize,
     /// The scheduler: `policy` is `spread` (the default: the emptiest node wins) or `binpack`
     /// (the fullest node that fits wins).
     pub scheduler: SchedulerConfig,
@@ -118,6 +126,8 @@ impl Default for Config {
             node_lost_timeout_seconds: 300,
             agent: true,
             max_connections: 4096,
+            watch_stall_timeout_seconds: 10,
+            watch_window_bytes: kayra_registry::DEFAULT_WINDOW_BYTES,
             scheduler: SchedulerConfig::default(),
         }
     }
@@ -156,6 +166,12 @@ impl Config {
         if self.max_connections == 0 {
             return Err("maxConnections must be at least 1".to_owned());
         }
+        if self.watch_stall_timeout_seconds == 0 {
+            return Err("watchStallTimeoutSeconds must be at least 1".to_owned());
+        }
+        if self.watch_window_bytes < 1 << 20 {
+            return Err("watchWindowBytes must be at least 1048576 (1 MiB)".to_owned());
+        }
         if self.store == StoreKind::Etcd && self.etcd.endpoints.is_empty() {
             return Err("store: etcd needs etcd.endpoints".to_owned());
         }
@@ -182,6 +198,12 @@ mod tests {
         assert_eq!(Config::from_yaml("").unwrap().max_connections, 4096);
         assert_eq!(Config::from_yaml("maxConnections: 12000\n").unwrap().max_connections, 12000);
         assert!(Config { max_connections: 0, ..Config::default() }.validate().is_err());
+        let watch = Config::from_yaml("").unwrap();
+        assert_eq!((watch.watch_stall_timeout_seconds, watch.watch_window_bytes), (10, 64 << 20));
+        let watch = Config::from_yaml("watchStallTimeoutSeconds: 3\nwatchWindowBytes: 8388608\n").unwrap();
+        assert_eq!((watch.watch_stall_timeout_seconds, watch.watch_window_bytes), (3, 8 << 20));
+        assert!(Config { watch_stall_timeout_seconds: 0, ..Config::default() }.validate().is_err());
+        assert!(Config { watch_window_bytes: 1000, ..Config::default() }.validate().is_err());
         assert!(Config { domain: "Not A Domain".into(), ..Config::default() }.validate().is_err());
         assert_eq!(Config::from_yaml("").unwrap().scheduler.policy, SchedulerPolicy::Spread);
         let binpack = Config::from_yaml("scheduler:\n  policy: binpack\n").unwrap();

@@ -178,7 +178,8 @@ impl std::fmt::Debug for Controller {
 /// `kayra-system`, the bootstrap roles and a first RBAC index exist when it returns.
 pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Controller> {
     let scheme = Arc::new(Scheme::new(&config.domain));
-    let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/");
+    let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/")
+        .with_watch_window_bytes(config.watch_window_bytes);
     let control = Arc::new(Control::new(scheme.clone(), registry));
     let client = control.client(kayra_control::controller_identity("controller"));
     let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
@@ -246,7 +247,8 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
         .with_audit_log(audit)
         .with_catalog(catalog.clone())
         .with_nodes(nodes.clone())
-        .with_metrics(Arc::new(metrics_registry));
+        .with_metrics(Arc::new(metrics_registry))
+        .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
     Ok(Controller { state: Arc::new(state), catalog, nodes, metrics })
 }
 

@@ -1,8 +1,14 @@
 //! Serving resources: list, watch, get, create, update, patch and delete on every Kind, with
 //! Kubernetes' query parameters, tables, field validation and patch types.
+//!
+//! Lists are streamed as they are encoded, never held whole as one response. Watch events in
+//! JSON carry the watch cache's encoding of each object version, shared by every watcher; a
+//! watch whose client has not taken pending events for the stall timeout is ended by dropping
+//! its connection, so a client that stops reading holds a bounded part of the server.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -21,6 +27,7 @@ use kayra_registry::fields::FieldSelector;
 use crate::error::ApiError;
 use crate::media::{self, Output};
 use crate::routes::ResourcePath;
+use crate::serve::Disconnect;
 use crate::state::ApiState;
 use crate::{protobuf, table};
 use kayra_authn::Identity;
@@ -31,9 +38,17 @@ const BOOKMARK_EVERY: Duration = Duration::from_secs(30);
 /// The longest a watch runs before the server ends it (clients then watch again).
 const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
 
+/// How many events a watch queues for its response body; past them it waits for the client.
+const WATCH_QUEUE: usize = 16;
+
+/// About how many bytes of a list are encoded at a time.
+const LIST_CHUNK: usize = 64 << 10;
+
 type Query = HashMap<String, String>;
 
-/// Serves one request to a resource path.
+/// Serves one request to a resource path; `disconnect` drops its connection (a watch whose
+/// client stopped reading).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn serve(
     state: Arc<ApiState>,
     identity: &Identity,
@@ -42,6 +57,7 @@ pub(crate) async fn serve(
     query: &Query,
     headers: &HeaderMap,
     body: Bytes,
+    disconnect: Option<Disconnect>,
 ) -> Result<Response, ApiError> {
     let kind = path.kind;
     // A subresource the Kind does not have is no resource at all: 404 before any decision, so
@@ -91,7 +107,7 @@ pub(crate) async fn serve(
         return review(&state, identity, kind, verb, headers, &body);
     }
     if let Some((source, project)) = kind.view_of {
-        return view(&state, kind, source, project, verb, &path, query, headers).await;
+        return view(&state, kind, source, project, verb, &path, query, headers, disconnect).await;
     }
     let part = match path.subresource.as_deref() {
         None => Part::Main,
@@ -117,6 +133,17 @@ pub(crate) async fn serve(
                 resource_version: query.get("resourceVersion").cloned(),
                 resource_version_match: query.get("resourceVersionMatch").cloned(),
             };
+            if output == Output::Json && visible.is_none() {
+                let list = registry.list_json(resource, namespace, &options).await?;
+                let mut metadata = json!({"resourceVersion": list.resource_version});
+                if let Some(token) = &list.continue_token {
+                    metadata["continue"] = json!(token);
+                }
+                if let Some(remaining) = list.remaining_item_count {
+                    metadata["remainingItemCount"] = json!(remaining);
+                }
+                return Ok(list_response(kind, metadata, list.items));
+            }
             let list = match &visible {
                 None => registry.list(resource, namespace, &options).await?,
                 // Only the visible namespaces, all in one page: a continue token would carry
@@ -146,15 +173,16 @@ pub(crate) async fn serve(
                     query.get("includeObject").map(String::as_str),
                     true,
                 ),
-                Output::Json => json!({
-                    "apiVersion": kind.api_version(), "kind": format!("{}List", kind.kind),
-                    "metadata": metadata, "items": list.items,
-                }),
+                Output::Json => {
+                    let items = list.items.iter().map(|item| Bytes::from(encode(item))).collect();
+                    return Ok(list_response(kind, metadata, items));
+                }
             };
             Ok(json_response(StatusCode::OK, &body, &[]))
         }
         "watch" => {
-            watch(state.clone(), kind, state.resource(kind).clone(), None, namespace, query, headers).await
+            let resource = state.resource(kind).clone();
+            watch(state.clone(), kind, resource, None, namespace, query, headers, disconnect).await
         }
         "get" => {
             let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
@@ -259,6 +287,7 @@ async fn view(
     path: &ResourcePath<'_>,
     query: &Query,
     headers: &HeaderMap,
+    disconnect: Option<Disconnect>,
 ) -> Result<Response, ApiError> {
     let source_kind = state
         .scheme
@@ -331,7 +360,17 @@ async fn view(
             let mut query = query.clone();
             query.remove("fieldSelector");
             let projection = Projection { project, fields };
-            watch(state.clone(), kind, resource.clone(), Some(projection), namespace, &query, headers).await
+            watch(
+                state.clone(),
+                kind,
+                resource.clone(),
+                Some(projection),
+                namespace,
+                &query,
+                headers,
+                disconnect,
+            )
+            .await
         }
         _ => Err(ApiError::MethodNotAllowed),
     }
@@ -792,7 +831,63 @@ pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String])
     response
 }
 
-/// A chunked stream of `WatchEvent`s, one JSON document per line.
+/// An object's JSON, as `serde_json` writes it.
+fn encode(object: &Object) -> Vec<u8> {
+    serde_json::to_vec(object).expect("a JSON map always serializes")
+}
+
+/// A list of `items` (each an object's JSON) as the client takes it: the envelope with
+/// `metadata` first, then the items gathered into chunks, so that the whole response is never
+/// held at once beside its items.
+fn list_response(kind: &KindInfo, metadata: Value, items: Vec<Bytes>) -> Response {
+    let head = format!(
+        "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{},\"items\":[",
+        Value::String(kind.api_version()),
+        Value::String(format!("{}List", kind.kind)),
+        metadata
+    );
+    let mut head = Some(Bytes::from(head));
+    let mut items = items.into_iter();
+    let (mut first, mut ended) = (true, false);
+    let chunks = futures_util::stream::poll_fn(move |_| {
+        if let Some(head) = head.take() {
+            return Poll::Ready(Some(Ok::<_, std::io::Error>(head)));
+        }
+        if ended {
+            return Poll::Ready(None);
+        }
+        let mut chunk = Vec::with_capacity(LIST_CHUNK + (LIST_CHUNK >> 2));
+        while chunk.len() < LIST_CHUNK {
+            let Some(item) = items.next() else {
+                chunk.extend_from_slice(b"]}");
+                ended = true;
+                break;
+            };
+            if !first {
+                chunk.push(b',');
+            }
+            first = false;
+            chunk.extend_from_slice(&item);
+        }
+        Poll::Ready(Some(Ok(Bytes::from(chunk))))
+    });
+    stream_response(Body::from_stream(chunks))
+}
+
+/// The opening of a JSON watch event of each type, before the object's bytes.
+fn event_head(event: &WatchEvent) -> Bytes {
+    Bytes::from_static(match event {
+        WatchEvent::Added(_) => b"{\"type\":\"ADDED\",\"object\":",
+        WatchEvent::Modified(_) => b"{\"type\":\"MODIFIED\",\"object\":",
+        WatchEvent::Deleted(_) => b"{\"type\":\"DELETED\",\"object\":",
+    })
+}
+
+/// A chunked stream of `WatchEvent`s, one JSON document per line. In JSON, an event is its
+/// opening, the watch cache's shared encoding of the object, and its close, written without
+/// copying. A watch whose client has not taken what is pending for the stall timeout ends,
+/// dropping its connection; the client watches again from the last revision it saw.
+#[allow(clippy::too_many_arguments)]
 async fn watch(
     state: Arc<ApiState>,
     kind: &KindInfo,
@@ -801,6 +896,7 @@ async fn watch(
     namespace: Option<&str>,
     query: &Query,
     headers: &HeaderMap,
+    disconnect: Option<Disconnect>,
 ) -> Result<Response, ApiError> {
     let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
     if query.get("sendInitialEvents").is_some_and(|v| v == "true") {
@@ -835,14 +931,24 @@ async fn watch(
         Err(error) => return Err(error.into()),
     };
     let kind = kind.clone();
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    let stall = state.watch_stall;
+    // Plain JSON of the stored objects: the cache's encoding is the event's object.
+    let shared = projection.is_none() && output == Output::Json;
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Frames>(WATCH_QUEUE);
     tokio::spawn(async move {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
         ticker.tick().await;
         let mut first = true;
-        loop {
+        'events: loop {
+            let next = async {
+                if shared {
+                    stream.next_json().await.map(|(event, json)| (event, Some(json)))
+                } else {
+                    stream.next().await.map(|event| (event, None))
+                }
+            };
             let line = tokio::select! {
                 () = &mut deadline => break,
                 () = sender.closed() => break,
@@ -850,8 +956,15 @@ async fn watch(
                     json!({"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version(),
                            "metadata": {"resourceVersion": stream.revision().to_string()}}})
                 }
-                event = stream.next() => match event {
-                    Ok(event) => {
+                event = next => match event {
+                    Ok((event, Some(json))) => {
+                        let frames = vec![event_head(&event), json, Bytes::from_static(b"}\n")];
+                        if !deliver(&sender, frames, stall, disconnect.as_ref()).await {
+                            break 'events;
+                        }
+                        continue;
+                    }
+                    Ok((event, None)) => {
                         let mut shown = event.object().clone();
                         if let Some(projection) = &projection {
                             match (projection.project)(&Value::Object(shown)) {
@@ -860,34 +973,64 @@ async fn watch(
                             }
                         }
                         let object = match output {
-                            Output::Json => Value::Object(shown),
+                            Output::Json => serde_json::to_vec(&shown),
                             Output::Table(version) => {
                                 let rv = json!({"resourceVersion": shown.get("metadata").and_then(|m| m.get("resourceVersion")).cloned().unwrap_or(Value::Null)});
-                                table::render(&kind, &[shown], rv, version, include.as_deref(), first)
+                                serde_json::to_vec(&table::render(&kind, &[shown], rv, version, include.as_deref(), first))
                             }
                         };
                         first = false;
-                        json!({"type": event_type(&event), "object": object})
+                        let object = Bytes::from(object.expect("JSON values always serialize"));
+                        let frames = vec![event_head(&event), object, Bytes::from_static(b"}\n")];
+                        if !deliver(&sender, frames, stall, disconnect.as_ref()).await {
+                            break 'events;
+                        }
+                        continue;
                     }
                     Err(error) => {
                         let (_, status) = ApiError::Registry(error).to_status();
                         let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
-                        let _ = sender.send(Ok(Bytes::from(line))).await;
+                        deliver(&sender, vec![Bytes::from(line)], stall, disconnect.as_ref()).await;
                         break;
                     }
                 },
             };
-            if sender.send(Ok(Bytes::from(format!("{line}\n")))).await.is_err() {
+            if !deliver(&sender, vec![Bytes::from(format!("{line}\n"))], stall, disconnect.as_ref()).await {
                 break;
             }
         }
     });
-    let body = Body::from_stream(tokio_stream(receiver));
+    let body = Body::from_stream(frames_stream(receiver));
     Ok(stream_response(body))
 }
 
-fn event_type(event: &WatchEvent) -> &'static str {
-    event.kind()
+/// One watch event (or bookmark, or error) as the pieces its line is written from.
+type Frames = Vec<Bytes>;
+
+/// Hands one event's `frames` to the response body; false when the client is gone, or has not
+/// taken what is pending within `stall`. Then the watch ends: over HTTP/1.1 its connection is
+/// dropped (the socket is full, so not even the end of the body could reach the client); over
+/// HTTP/2 the stream ends after the whole events already queued, and the connection, shared
+/// with the client's other requests, stays (HTTP/2 pings drop it if the client reads nothing).
+async fn deliver(
+    sender: &tokio::sync::mpsc::Sender<Frames>,
+    frames: Frames,
+    stall: Duration,
+    disconnect: Option<&Disconnect>,
+) -> bool {
+    match tokio::time::timeout(stall, sender.send(frames)).await {
+        Ok(sent) => sent.is_ok(),
+        Err(_) => {
+            tracing::info!(
+                stall_seconds = stall.as_secs_f64(),
+                "a watch's client stopped reading; dropping it"
+            );
+            if let Some(disconnect) = disconnect {
+                disconnect.now();
+            }
+            false
+        }
+    }
 }
 
 fn stream_response(body: Body) -> Response {
@@ -897,9 +1040,20 @@ fn stream_response(body: Body) -> Response {
     response
 }
 
-/// A receiver as a stream, without another dependency.
-fn tokio_stream(
-    mut receiver: tokio::sync::mpsc::Receiver<Result<Bytes, std::io::Error>>,
+/// A receiver of events as a stream of their frames, without another dependency.
+fn frames_stream(
+    mut receiver: tokio::sync::mpsc::Receiver<Frames>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+    let mut current = std::collections::VecDeque::new();
+    futures_util::stream::poll_fn(move |cx| {
+        loop {
+            if let Some(frame) = current.pop_front() {
+                return Poll::Ready(Some(Ok(frame)));
+            }
+            match std::task::ready!(receiver.poll_recv(cx)) {
+                Some(frames) => current.extend(frames),
+                None => return Poll::Ready(None),
+            }
+        }
+    })
 }

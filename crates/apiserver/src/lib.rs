@@ -41,7 +41,7 @@ use tracing::Instrument;
 
 pub use error::ApiError;
 pub use serve::{ServeOptions, serve, tls_config};
-pub use state::ApiState;
+pub use state::{ApiState, DEFAULT_WATCH_STALL};
 
 use kayra_authn::Identity;
 use routes::{PathError, Target};
@@ -264,7 +264,18 @@ async fn handle(state: Arc<ApiState>, request: Request, who: Who) -> Result<Resp
             read_only(response)
         }
         Target::Resource(path) => {
-            handlers::serve(state.clone(), &identity, &parts.method, path, &query, &parts.headers, body).await
+            let disconnect = parts.extensions.get::<serve::Disconnect>().cloned();
+            handlers::serve(
+                state.clone(),
+                &identity,
+                &parts.method,
+                path,
+                &query,
+                &parts.headers,
+                body,
+                disconnect,
+            )
+            .await
         }
         Target::Catalog(path) => {
             catalog::serve(&state, &identity, &parts.method, path, &query, &parts.headers, &body).await

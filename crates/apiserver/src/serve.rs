@@ -1,7 +1,7 @@
 //! Serving the router on a listener: TLS with optional client certificates (their verified
 //! identity goes into each request), or plain HTTP; HTTP/1.1 and HTTP/2; header-read and
-//! handshake timeouts, a cap on connections and on streams per connection, and graceful
-//! shutdown.
+//! handshake timeouts, a cap on connections and on streams per connection, graceful
+//! shutdown, and a way for a response to have its connection dropped ([`Disconnect`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -22,6 +22,24 @@ use tower::ServiceExt;
 
 pub use kayra_authn::PeerIdentity;
 use kayra_authn::identity_from_certificate;
+
+/// Drops the connection a request came on, whatever is pending on it: the way to end a
+/// response whose client stopped reading (its socket is full, so nothing more can be
+/// written, not even the end of the body). Every request served by [`serve`] carries one in
+/// its extensions.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Disconnect(Arc<tokio::sync::Notify>);
+
+impl Disconnect {
+    /// Drops the connection now.
+    pub(crate) fn now(&self) {
+        self.0.notify_one();
+    }
+
+    async fn requested(&self) {
+        self.0.notified().await;
+    }
+}
 
 /// Limits of one listener.
 #[derive(Debug, Clone)]
@@ -126,12 +144,19 @@ pub async fn serve(
         let handshake_timeout = options.header_timeout;
         tokio::spawn(async move {
             let _permit = permit;
+            let disconnect = Disconnect::default();
+            let dropped = disconnect.clone();
             let service = |peer: Option<PeerIdentity>| {
                 hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
                     if let Some(peer) = &peer {
                         request.extensions_mut().insert(peer.clone());
                     }
                     request.extensions_mut().insert(axum::extract::ConnectInfo(remote));
+                    // Over HTTP/1.1 a watch is alone on its connection; an HTTP/2 connection
+                    // carries the client's other requests too, and is never dropped for one.
+                    if request.version() < hyper::Version::HTTP_2 {
+                        request.extensions_mut().insert(disconnect.clone());
+                    }
                     app.clone().oneshot(request.map(Body::new))
                 })
             };
@@ -150,15 +175,21 @@ pub async fn serve(
                         .and_then(|cert| identity_from_certificate(cert))
                         .map(PeerIdentity);
                     let connection = builder.serve_connection_with_upgrades(TokioIo::new(tls), service(peer));
-                    if let Err(error) = watcher.watch(connection.into_owned()).await {
-                        tracing::debug!(%error, %remote, "connection ended with an error");
+                    tokio::select! {
+                        ended = watcher.watch(connection.into_owned()) => if let Err(error) = ended {
+                            tracing::debug!(%error, %remote, "connection ended with an error");
+                        },
+                        () = dropped.requested() => tracing::debug!(%remote, "connection dropped: its client stopped reading"),
                     }
                 }
                 None => {
                     let connection =
                         builder.serve_connection_with_upgrades(TokioIo::new(stream), service(None));
-                    if let Err(error) = watcher.watch(connection.into_owned()).await {
-                        tracing::debug!(%error, %remote, "connection ended with an error");
+                    tokio::select! {
+                        ended = watcher.watch(connection.into_owned()) => if let Err(error) = ended {
+                            tracing::debug!(%error, %remote, "connection ended with an error");
+                        },
+                        () = dropped.requested() => tracing::debug!(%remote, "connection dropped: its client stopped reading"),
                     }
                 }
             }

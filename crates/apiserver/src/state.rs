@@ -23,7 +23,12 @@ pub struct ApiState {
     pub(crate) catalog: Option<Arc<kayra_catalog::Catalog>>,
     pub(crate) metrics: Option<Arc<prometheus_client::registry::Registry>>,
     pub(crate) nodes: Option<kayra_nodeserver::NodeServer>,
+    /// How long a watch may hold events its client has not taken before it is ended.
+    pub(crate) watch_stall: std::time::Duration,
 }
+
+/// How long a watch may hold events its client has not taken, unless configured otherwise.
+pub const DEFAULT_WATCH_STALL: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl ApiState {
     /// State serving `control`'s layer over HTTP, authenticating bearer tokens against
@@ -41,7 +46,15 @@ impl ApiState {
             catalog: None,
             metrics: None,
             nodes: None,
+            watch_stall: DEFAULT_WATCH_STALL,
         }
+    }
+
+    /// Ends a watch, dropping its connection, once it has held events its client has not taken
+    /// for `stall`: a client that stops reading holds no more than that much of the server.
+    pub fn with_watch_stall_timeout(mut self, stall: std::time::Duration) -> ApiState {
+        self.watch_stall = stall;
+        self
     }
 
     /// The application layer this state serves.

@@ -1,4 +1,4 @@
-//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `appset`, `nodes` and `http`: throughput and latency, each
+//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `appset`, `nodes`, `http` and `watch`: throughput and latency, each
 //! printed next to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP
 //! handler, a bare channel of keys, a bare tonic stream), so the ratios hold on a shared, noisy
 //! machine where absolute numbers do not.
@@ -13,6 +13,7 @@ mod loops;
 mod nodes;
 mod scheduler;
 mod store;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -59,8 +60,10 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some(which @ ("nodes" | "nodes-bare-server")) => {
-            let result = if which == "nodes" {
+        Some(which @ ("nodes" | "nodes-bare-server" | "watch")) => {
+            let result = if which == "watch" {
+                runtime.block_on(watch::run(&args[1..]))
+            } else if which == "nodes" {
                 runtime.block_on(nodes::run(&args[1..]))
             } else {
                 // The node benchmark's ceiling, re-executed as a process of its own.
@@ -76,7 +79,7 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | appset [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] | http"
+                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | appset [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] | http | watch [--stuck N] [--watchers N] [--objects N]"
             );
             ExitCode::from(64)
         }

@@ -63,10 +63,10 @@ fn options(args: &[String]) -> Result<Options, String> {
 }
 
 /// A child process this benchmark started, killed (by its own id) when dropped.
-struct Process(Child);
+pub(crate) struct Process(pub(crate) Child);
 
 impl Process {
-    fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.0.id()
     }
 }
@@ -74,7 +74,7 @@ impl Process {
 /// The controller's `binary`, run under `KAYRA_BENCH_WRAP` if set (a profiler such as
 /// `heaptrack -o <file>`; its figures then are the profiler's, and the controller is left
 /// running for a SIGTERM by hand, so that the profiler writes its data).
-fn wrapped(binary: PathBuf) -> Command {
+pub(crate) fn wrapped(binary: PathBuf) -> Command {
     let wrapper = std::env::var("KAYRA_BENCH_WRAP").unwrap_or_default();
     let mut words = wrapper.split_whitespace();
     match words.next() {
@@ -99,7 +99,7 @@ impl Drop for Process {
 }
 
 /// Resident memory of process `pid`, in bytes (`VmRSS` of `/proc/<pid>/status`).
-fn rss(pid: u32) -> Result<u64, String> {
+pub(crate) fn rss(pid: u32) -> Result<u64, String> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).map_err(|e| e.to_string())?;
     status
         .lines()
@@ -109,18 +109,18 @@ fn rss(pid: u32) -> Result<u64, String> {
         .ok_or_else(|| format!("no VmRSS for process {pid}"))
 }
 
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     Ok(listener.local_addr().map_err(|e| e.to_string())?.port())
 }
 
-fn sibling(binary: &str) -> Result<PathBuf, String> {
+pub(crate) fn sibling(binary: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let path = exe.with_file_name(binary);
     if path.exists() {
         Ok(path)
     } else {
-        Err(format!("{} is not built; `cargo xtask bench nodes` builds it", path.display()))
+        Err(format!("{} is not built; `cargo xtask bench nodes` (or `watch`) builds it", path.display()))
     }
 }
 

@@ -32,7 +32,7 @@ pub use resource::{NoRules, Resource, Strategy, path};
 use fields::FieldSelector;
 use labels::LabelSelector;
 use token::Continue;
-pub use watch::{WatchEvent, WatchOptions, WatchStream};
+pub use watch::{DEFAULT_WINDOW_BYTES, WatchEvent, WatchOptions, WatchStream};
 
 /// How many times a write that lost a race to another writer is retried before the conflict
 /// is reported (patches and deletes without preconditions, generated names).
@@ -259,6 +259,20 @@ pub struct List {
     pub remaining_item_count: Option<u64>,
 }
 
+/// One page of a list as each item's JSON, exactly the bytes `serde_json` writes for the
+/// object: from the watch cache's shared encodings when it can answer, else freshly encoded.
+#[derive(Debug, Clone)]
+pub struct JsonList {
+    /// Each object's JSON, in key order.
+    pub items: Vec<bytes::Bytes>,
+    /// The revision the list was read at, as `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// The token for the next page, when there is one.
+    pub continue_token: Option<String>,
+    /// How many more objects the remaining pages hold, when known.
+    pub remaining_item_count: Option<u64>,
+}
+
 /// Preconditions and policy of a delete (the `DeleteOptions` body).
 #[derive(Clone, Default)]
 pub struct DeleteOptions {
@@ -357,6 +371,14 @@ impl Registry {
     /// A registry keeping its objects under `root` (such as `/registry/`) in the store.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, root: impl Into<String>) -> Registry {
         Registry { store, clock, root: root.into(), caches: Arc::default() }
+    }
+
+    /// The same registry with watch caches whose windows of recent changes, and whose clients'
+    /// queues, each hold at most `bytes` (a client further behind is cut off and resumes). Set
+    /// before the first watch; caches already started keep their bound.
+    pub fn with_watch_window_bytes(mut self, bytes: usize) -> Registry {
+        self.caches = Arc::new(watch::Caches::new(bytes));
+        self
     }
 
     /// The store the registry keeps its objects in (and the control plane its elections).
@@ -991,6 +1013,67 @@ impl Registry {
             resource_version: revision.to_string(),
             remaining_item_count: remaining.filter(|_| continue_token.is_some()).filter(|n| *n > 0),
             continue_token,
+        })
+    }
+
+    /// As [`Registry::list`], each item as its JSON. A list of the latest state (no
+    /// `resourceVersion`, or `0`; no continue token, no `resourceVersionMatch`) is answered from
+    /// the resource's watch cache once it has applied every change the store had when the list
+    /// began, so it is as recent as a read of the store; its items are the cache's encodings,
+    /// made once per object version. Anything else, or a cache that lags, reads the store.
+    pub async fn list_json(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        options: &ListOptions,
+    ) -> Result<JsonList, RegistryError> {
+        let empty = |value: &Option<String>| value.as_deref().is_none_or(str::is_empty);
+        let latest = empty(&options.continue_token)
+            && empty(&options.resource_version_match)
+            && options.resource_version.as_deref().is_none_or(|rv| rv.is_empty() || rv == "0");
+        if latest {
+            let labels = LabelSelector::parse(options.label_selector.as_deref().unwrap_or_default())
+                .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
+            let fields = FieldSelector::parse(
+                options.field_selector.as_deref().unwrap_or_default(),
+                &resource.field_labels,
+            )
+            .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
+            let base = resource.store_prefix(&self.root);
+            let prefix = match (resource.namespaced, namespace) {
+                (true, Some(namespace)) => format!("{base}{namespace}/"),
+                _ => base.clone(),
+            };
+            let limit = options.limit.filter(|limit| *limit > 0).unwrap_or(MAX_PAGE).min(MAX_PAGE);
+            let current = self.store.revision().await?;
+            if let Some(page) = self.caches.page(&base, &prefix, current, labels, fields, limit) {
+                let continue_token = page
+                    .next
+                    .and_then(|key| key.strip_prefix(&base).map(str::to_owned))
+                    .map(|start| Continue::new(page.revision, start).encode());
+                return Ok(JsonList {
+                    items: page.items,
+                    resource_version: page.revision.to_string(),
+                    remaining_item_count: page
+                        .remaining
+                        .filter(|_| continue_token.is_some())
+                        .filter(|n| *n > 0),
+                    continue_token,
+                });
+            }
+        }
+        let list = self.list(resource, namespace, options).await?;
+        Ok(JsonList {
+            items: list
+                .items
+                .iter()
+                .map(|item| {
+                    bytes::Bytes::from(serde_json::to_vec(item).expect("a JSON map always serializes"))
+                })
+                .collect(),
+            resource_version: list.resource_version,
+            continue_token: list.continue_token,
+            remaining_item_count: list.remaining_item_count,
         })
     }
 

@@ -4,13 +4,21 @@
 //! the current objects and a bounded window of recent events. A client watch is served from
 //! it: from "now" with a synthetic ADDED per current object, or from any revision inside the
 //! window by replaying it; older revisions are answered as expired, as Kubernetes does. Each
-//! client gets its events through a bounded queue and is cut off, never skipped, when it falls
-//! behind; it then resumes from the last revision it saw.
+//! client gets its events through a queue bounded by count and by bytes and is cut off, never
+//! skipped, when it falls behind; it then resumes from the last revision it saw.
+//!
+//! Every object version is decoded once and, when a client first asks for it, encoded as JSON
+//! once: all clients share both, so a change fanned out to many watchers costs one encoding and
+//! a watcher's queue holds references, not copies. The window is bounded by count and by the
+//! bytes of the changes it holds.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, Weak};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
+use bytes::Bytes;
 use kayra_store::{EventKind, RangeRequest, Revision, Store, StoreError};
 use serde_json::Value;
 use tokio::sync::{mpsc, watch};
@@ -22,6 +30,9 @@ use crate::{RegistryError, Resource};
 
 /// How many recent events a cache keeps for clients resuming from a revision.
 const WINDOW: usize = 4096;
+
+/// How many bytes of changes a cache's window holds at most, unless configured otherwise.
+pub const DEFAULT_WINDOW_BYTES: usize = 64 << 20;
 
 /// How many events a client may have queued before it is cut off as too slow.
 const CLIENT_QUEUE: usize = 1024;
@@ -73,11 +84,47 @@ pub struct WatchOptions {
     pub resource_version: Option<String>,
 }
 
+/// An object version as a cache holds it: decoded once, and encoded as JSON once, when first
+/// asked for, for every client.
+#[derive(Debug)]
+struct Entry {
+    object: Arc<Object>,
+    json: OnceLock<Bytes>,
+    /// About what the object weighs: the length of its stored form.
+    size: usize,
+}
+
+impl Entry {
+    fn new(object: Object, size: usize) -> Arc<Entry> {
+        Arc::new(Entry { object: Arc::new(object), json: OnceLock::new(), size })
+    }
+
+    /// The object as JSON, exactly as `serde_json` writes it: the bytes a read of this
+    /// version answers with.
+    fn json(&self) -> Bytes {
+        self.json
+            .get_or_init(|| {
+                Bytes::from(serde_json::to_vec(&*self.object).expect("a JSON map always serializes"))
+            })
+            .clone()
+    }
+}
+
+/// One event queued for a client.
+#[derive(Debug)]
+struct Pending {
+    revision: Revision,
+    event: WatchEvent,
+    entry: Arc<Entry>,
+}
+
 /// A client's stream of events. Dropping it ends the watch.
 #[derive(Debug)]
 pub struct WatchStream {
-    backlog: VecDeque<(Revision, WatchEvent)>,
-    receiver: mpsc::Receiver<(Revision, WatchEvent)>,
+    backlog: VecDeque<Pending>,
+    receiver: mpsc::Receiver<Pending>,
+    /// Bytes queued for this client and not taken yet (the backlog is not counted).
+    queued: Arc<AtomicUsize>,
     cache: Weak<Cache>,
     last: Revision,
 }
@@ -86,14 +133,28 @@ impl WatchStream {
     /// The next event; an error once the stream was cut off (too slow, or the cache had to
     /// start over), after which the client resumes from [`WatchStream::revision`].
     pub async fn next(&mut self) -> Result<WatchEvent, RegistryError> {
-        if let Some((revision, event)) = self.backlog.pop_front() {
-            self.last = self.last.max(revision);
-            return Ok(event);
+        self.take().await.map(|pending| pending.event)
+    }
+
+    /// The next event with its object encoded as JSON: the same bytes `serde_json` writes for
+    /// [`WatchEvent::object`], encoded once per object version for every client of the cache.
+    pub async fn next_json(&mut self) -> Result<(WatchEvent, Bytes), RegistryError> {
+        self.take().await.map(|pending| {
+            let json = pending.entry.json();
+            (pending.event, json)
+        })
+    }
+
+    async fn take(&mut self) -> Result<Pending, RegistryError> {
+        if let Some(pending) = self.backlog.pop_front() {
+            self.last = self.last.max(pending.revision);
+            return Ok(pending);
         }
         match self.receiver.recv().await {
-            Some((revision, event)) => {
-                self.last = revision;
-                Ok(event)
+            Some(pending) => {
+                self.queued.fetch_sub(pending.entry.size, Ordering::Relaxed);
+                self.last = pending.revision;
+                Ok(pending)
             }
             None => Err(RegistryError::Expired {
                 message: format!(
@@ -117,19 +178,89 @@ impl WatchStream {
     }
 }
 
+/// A page of a list as a cache answers it: each item's JSON, encoded once per object version
+/// and shared with every other list and watch that serves it.
+pub(crate) struct CachedPage {
+    /// The revision the page shows every object at.
+    pub(crate) revision: Revision,
+    pub(crate) items: Vec<Bytes>,
+    /// The key the next page starts at, when more keys follow.
+    pub(crate) next: Option<String>,
+    /// How many keys follow the page, counted only without selectors.
+    pub(crate) remaining: Option<u64>,
+}
+
 /// The caches of one registry, one per resource, started on first use.
-#[derive(Default)]
 pub(crate) struct Caches {
     caches: Mutex<HashMap<String, Arc<Cache>>>,
+    /// The most bytes of changes one cache's window holds, and one client may have queued.
+    window_bytes: usize,
+}
+
+impl Default for Caches {
+    fn default() -> Caches {
+        Caches::new(DEFAULT_WINDOW_BYTES)
+    }
 }
 
 impl Caches {
+    /// Caches whose windows, and clients' queues, hold at most `window_bytes` each.
+    pub(crate) fn new(window_bytes: usize) -> Caches {
+        Caches { caches: Mutex::new(HashMap::new()), window_bytes: window_bytes.max(1) }
+    }
+
     fn cache(&self, store: &Arc<dyn Store>, prefix: &str) -> Arc<Cache> {
         let mut caches = self.caches.lock().expect("watch caches lock poisoned");
         caches
             .entry(prefix.to_owned())
-            .or_insert_with(|| Cache::start(store.clone(), prefix.to_owned()))
+            .or_insert_with(|| Cache::start(store.clone(), prefix.to_owned(), self.window_bytes))
             .clone()
+    }
+
+    /// A page of the objects under `prefix` (inside the resource's `base`) that match the
+    /// selectors, from the resource's cache if it is running and has applied every change up to
+    /// `current`; `None` otherwise (then the store answers).
+    pub(crate) fn page(
+        &self,
+        base: &str,
+        prefix: &str,
+        current: Revision,
+        labels: LabelSelector,
+        fields: FieldSelector,
+        limit: usize,
+    ) -> Option<CachedPage> {
+        let cache = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned()?;
+        let filtered = !labels.is_empty() || !fields.is_empty();
+        let filter = Filter { namespace: None, labels, fields };
+        let (revision, entries, next, remaining) = {
+            let state = cache.state.lock().expect("watch cache lock poisoned");
+            if !state.primed || state.revision < current {
+                return None;
+            }
+            let mut range = state
+                .objects
+                .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+                .take_while(|(key, _)| key.starts_with(prefix));
+            let mut entries = Vec::new();
+            let (mut next, mut remaining) = (None, None);
+            for (key, entry) in range.by_ref() {
+                if !filtered || filter.matches(&entry.object) {
+                    entries.push(entry.clone());
+                }
+                if entries.len() == limit {
+                    let after = range.count();
+                    if after > 0 {
+                        next = Some(format!("{key}\0"));
+                        remaining = (!filtered).then_some(after as u64);
+                    }
+                    break;
+                }
+            }
+            (state.revision, entries, next, remaining)
+        };
+        // Encoded, where not yet, outside the lock: writes and watches carry on meanwhile.
+        let items = entries.iter().map(|entry| entry.json()).collect();
+        Some(CachedPage { revision, items, next, remaining })
     }
 
     /// Starts a resource's cache and waits until it has listed, so that every list read from
@@ -172,13 +303,7 @@ impl Caches {
             })?),
             None => None,
         };
-        let cache = {
-            let mut caches = self.caches.lock().expect("watch caches lock poisoned");
-            caches
-                .entry(prefix.clone())
-                .or_insert_with(|| Cache::start(store.clone(), prefix.clone()))
-                .clone()
-        };
+        let cache = self.cache(store, &prefix);
         let filter =
             Filter { namespace: options.namespace.clone().filter(|_| resource.namespaced), labels, fields };
         cache.subscribe(filter, from).await
@@ -200,20 +325,29 @@ impl Filter {
     }
 
     /// The event a change is for this client, if any.
-    fn translate(&self, change: &Change) -> Option<WatchEvent> {
-        let was = change.prev.as_ref().filter(|prev| self.matches(prev));
-        let is = change.object.as_ref().filter(|object| self.matches(object));
-        match (was, is) {
-            (None, Some(object)) => Some(WatchEvent::Added(object.clone())),
-            (Some(_), Some(object)) => Some(WatchEvent::Modified(object.clone())),
+    fn translate(&self, change: &Change) -> Option<Pending> {
+        let was = change.prev.as_ref().filter(|prev| self.matches(&prev.object));
+        let is = change.object.as_ref().filter(|entry| self.matches(&entry.object));
+        let (event, entry) = match (was, is) {
+            (None, Some(entry)) => (WatchEvent::Added(entry.object.clone()), entry.clone()),
+            (Some(_), Some(entry)) => (WatchEvent::Modified(entry.object.clone()), entry.clone()),
             (Some(prev), None) => {
-                let mut last = (**prev).clone();
-                object::metadata_mut(&mut last)
-                    .insert("resourceVersion".into(), Value::String(change.revision.to_string()));
-                Some(WatchEvent::Deleted(Arc::new(last)))
+                // The last state that matched, at the revision of the change: one copy for
+                // every client.
+                let gone = change
+                    .gone
+                    .get_or_init(|| {
+                        let mut last = (*prev.object).clone();
+                        object::metadata_mut(&mut last)
+                            .insert("resourceVersion".into(), Value::String(change.revision.to_string()));
+                        Entry::new(last, prev.size)
+                    })
+                    .clone();
+                (WatchEvent::Deleted(gone.object.clone()), gone)
             }
-            (None, None) => None,
-        }
+            (None, None) => return None,
+        };
+        Some(Pending { revision: change.revision, event, entry })
     }
 }
 
@@ -222,9 +356,18 @@ struct Change {
     revision: Revision,
     key: String,
     /// The object after the change; `None` for a delete.
-    object: Option<Arc<Object>>,
+    object: Option<Arc<Entry>>,
     /// The object before the change; `None` for a create.
-    prev: Option<Arc<Object>>,
+    prev: Option<Arc<Entry>>,
+    /// The object before the change at the change's revision: what a DELETED event carries.
+    gone: OnceLock<Arc<Entry>>,
+}
+
+impl Change {
+    /// What the change weighs in a window.
+    fn size(&self) -> usize {
+        self.object.as_ref().map_or(0, |entry| entry.size) + self.prev.as_ref().map_or(0, |entry| entry.size)
+    }
 }
 
 pub(crate) struct Cache {
@@ -239,8 +382,12 @@ struct State {
     revision: Revision,
     /// The window holds every change in `(window_start, revision]`.
     window_start: Revision,
-    objects: BTreeMap<String, Arc<Object>>,
+    objects: BTreeMap<String, Arc<Entry>>,
     window: VecDeque<Arc<Change>>,
+    /// What the window's changes weigh together.
+    window_size: usize,
+    /// The most the window, and one client's queue, may weigh.
+    window_bytes: usize,
     clients: Vec<Client>,
     /// Whether the first list has completed.
     primed: bool,
@@ -248,17 +395,37 @@ struct State {
 
 struct Client {
     filter: Arc<Filter>,
-    sender: mpsc::Sender<(Revision, WatchEvent)>,
+    sender: mpsc::Sender<Pending>,
+    /// Bytes queued for the client and not taken yet.
+    queued: Arc<AtomicUsize>,
+}
+
+impl Client {
+    /// Queues `pending`; false when the client is gone or too far behind (then it is cut off).
+    fn offer(&self, pending: Pending, limit: usize) -> bool {
+        let size = pending.entry.size;
+        if self.queued.load(Ordering::Relaxed) + size > limit && self.queued.load(Ordering::Relaxed) > 0 {
+            return false;
+        }
+        self.queued.fetch_add(size, Ordering::Relaxed);
+        if self.sender.try_send(pending).is_err() {
+            self.queued.fetch_sub(size, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
 }
 
 impl Cache {
-    fn start(store: Arc<dyn Store>, prefix: String) -> Arc<Cache> {
+    fn start(store: Arc<dyn Store>, prefix: String, window_bytes: usize) -> Arc<Cache> {
         let (progress, _) = watch::channel(0);
         let state = State {
             revision: 0,
             window_start: 0,
             objects: BTreeMap::new(),
             window: VecDeque::new(),
+            window_size: 0,
+            window_bytes,
             clients: Vec::new(),
             primed: false,
         };
@@ -316,12 +483,16 @@ impl Cache {
         filter: Arc<Filter>,
         from: Option<Revision>,
     ) -> Result<WatchStream, RegistryError> {
-        let backlog: VecDeque<(Revision, WatchEvent)> = match from {
+        let backlog: VecDeque<Pending> = match from {
             None => state
                 .objects
                 .values()
-                .filter(|object| filter.matches(object))
-                .map(|object| (state.revision, WatchEvent::Added(object.clone())))
+                .filter(|entry| filter.matches(&entry.object))
+                .map(|entry| Pending {
+                    revision: state.revision,
+                    event: WatchEvent::Added(entry.object.clone()),
+                    entry: entry.clone(),
+                })
                 .collect(),
             Some(from) if from < state.window_start => {
                 return Err(RegistryError::Expired {
@@ -333,23 +504,25 @@ impl Cache {
                 .window
                 .iter()
                 .filter(|change| change.revision > from)
-                .filter_map(|change| filter.translate(change).map(|event| (change.revision, event)))
+                .filter_map(|change| filter.translate(change))
                 .collect(),
         };
         let (sender, receiver) = mpsc::channel(CLIENT_QUEUE);
+        let queued = Arc::new(AtomicUsize::new(0));
         state.clients.retain(|client| !client.sender.is_closed());
-        state.clients.push(Client { filter, sender });
+        state.clients.push(Client { filter, sender, queued: queued.clone() });
         let last = from.unwrap_or(state.revision);
-        Ok(WatchStream { backlog, receiver, cache: Arc::downgrade(self), last })
+        Ok(WatchStream { backlog, receiver, queued, cache: Arc::downgrade(self), last })
     }
 
     /// Replaces the cache's contents with a fresh list; every client must start over.
-    fn reset(&self, revision: Revision, objects: BTreeMap<String, Arc<Object>>) {
+    fn reset(&self, revision: Revision, objects: BTreeMap<String, Arc<Entry>>) {
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         state.revision = revision;
         state.window_start = revision;
         state.objects = objects;
         state.window.clear();
+        state.window_size = 0;
         state.clients.clear();
         state.primed = true;
         drop(state);
@@ -365,16 +538,22 @@ impl Cache {
                 Some(object) => state.objects.insert(change.key.clone(), object.clone()),
                 None => state.objects.remove(&change.key),
             };
+            let limit = state.window_bytes;
             state.clients.retain(|client| match client.filter.translate(&change) {
-                Some(event) => client.sender.try_send((change.revision, event)).is_ok(),
+                Some(pending) => client.offer(pending, limit),
                 None => !client.sender.is_closed(),
             });
-            if state.window.len() == WINDOW
-                && let Some(oldest) = state.window.pop_front()
+            // The window keeps at most WINDOW changes and `window_bytes` of them (always the
+            // newest change, however large).
+            state.window_size += change.size();
+            state.window.push_back(change);
+            while state.window.len() > WINDOW
+                || (state.window_size > state.window_bytes && state.window.len() > 1)
             {
+                let Some(oldest) = state.window.pop_front() else { break };
+                state.window_size -= oldest.size();
                 state.window_start = oldest.revision;
             }
-            state.window.push_back(change);
         }
         state.revision = state.revision.max(revision);
         let reached = state.revision;
@@ -426,7 +605,8 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
         let Some(live) = cache.upgrade() else { return Ok(()) };
         let revision = event.revision();
         let decode = |kv: &kayra_store::KeyValue| {
-            object::decode_stored(&kv.key, &kv.value, kv.mod_revision).map(Arc::new)
+            object::decode_stored(&kv.key, &kv.value, kv.mod_revision)
+                .map(|object| Entry::new(object, kv.value.len()))
         };
         let change = Change {
             revision,
@@ -436,6 +616,7 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
                 EventKind::Delete => None,
             },
             prev: event.prev.as_ref().map(decode).transpose()?,
+            gone: OnceLock::new(),
         };
         live.apply(vec![change], revision);
     }
@@ -446,7 +627,7 @@ async fn list(
     store: &Arc<dyn Store>,
     prefix: &str,
     revision: Revision,
-) -> Result<(Revision, BTreeMap<String, Arc<Object>>), RegistryError> {
+) -> Result<(Revision, BTreeMap<String, Arc<Entry>>), RegistryError> {
     let mut objects = BTreeMap::new();
     let mut request =
         RangeRequest { limit: Some(1000), revision: Some(revision), ..RangeRequest::prefix(prefix) };
@@ -456,7 +637,8 @@ async fn list(
         let last = page.kvs.last().map(|kv| format!("{}\0", kv.key));
         for kv in page.kvs {
             let object = object::decode_stored(&kv.key, &kv.value, kv.mod_revision)?;
-            objects.insert(kv.key, Arc::new(object));
+            let size = kv.value.len();
+            objects.insert(kv.key, Entry::new(object, size));
         }
         match last {
             Some(start) if page.more => request.start = Some(start),

@@ -231,3 +231,72 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test]
+async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read_would() {
+    let w = world().await;
+    seed(
+        &w,
+        &[("default", "a", "web"), ("default", "b", "db"), ("team-a", "c", "web"), ("default", "d", "web")],
+    )
+    .await;
+    let patch = br#"{"status":{"phase":"Ready"}}"#;
+    w.registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "b",
+            kayra_registry::PatchKind::Merge,
+            patch,
+            WriteOptions::default(),
+        )
+        .await
+        .unwrap();
+    // Once the cache has applied the last write, it answers lists of the latest state.
+    let current = w.store.revision().await.unwrap().to_string();
+    let watch =
+        kayra_registry::WatchOptions { resource_version: Some(current.clone()), ..Default::default() };
+    w.registry.watch(&w.widgets, &watch).await.unwrap();
+    let mut from_now = w.registry.watch(&w.widgets, &Default::default()).await.unwrap();
+    let (_, watched) = from_now.next_json().await.unwrap();
+    let cases = [
+        (None, ListOptions::default()),
+        (Some("default"), ListOptions::default()),
+        (None, ListOptions { resource_version: Some("0".into()), ..ListOptions::default() }),
+        (None, ListOptions { label_selector: Some("tier=web".into()), ..ListOptions::default() }),
+        (
+            None,
+            ListOptions {
+                field_selector: Some("metadata.namespace=team-a".into()),
+                ..ListOptions::default()
+            },
+        ),
+        (Some("default"), ListOptions { limit: Some(2), ..ListOptions::default() }),
+        (
+            None,
+            ListOptions { limit: Some(1), label_selector: Some("tier=web".into()), ..ListOptions::default() },
+        ),
+    ];
+    for (namespace, mut options) in cases {
+        loop {
+            let json = w.registry.list_json(&w.widgets, namespace, &options).await.unwrap();
+            let read = w.registry.list(&w.widgets, namespace, &options).await.unwrap();
+            let fresh: Vec<Vec<u8>> =
+                read.items.iter().map(|item| serde_json::to_vec(item).unwrap()).collect();
+            assert_eq!(json.items, fresh, "{namespace:?} {options:?}");
+            assert_eq!(json.resource_version, current, "{options:?}");
+            assert_eq!(json.remaining_item_count, read.remaining_item_count, "{options:?}");
+            assert_eq!(json.continue_token.is_some(), read.continue_token.is_some(), "{options:?}");
+            match json.continue_token {
+                // The next page, from the store at the first page's revision.
+                Some(token) => options.continue_token = Some(token),
+                None => break,
+            }
+        }
+    }
+    // Served from the cache: the very bytes a watch carries.
+    let all = w.registry.list_json(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
+    assert_eq!(all.items[0].as_ptr(), watched.as_ptr(), "one encoding for lists and watches");
+    let bad = ListOptions { label_selector: Some("tier in (web".into()), ..ListOptions::default() };
+    assert!(matches!(w.registry.list_json(&w.widgets, None, &bad).await, Err(RegistryError::BadRequest(_))));
+}

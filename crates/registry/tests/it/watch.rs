@@ -320,3 +320,97 @@ async fn a_watch_from_a_list_starts_although_other_resources_moved_the_revision_
         .unwrap();
     assert_eq!(next(&mut stream).await, ("ADDED".into(), "later".into()));
 }
+
+/// A registry whose watch caches hold `bytes` of changes, with a widget padded to `pad` bytes.
+async fn padded_world(bytes: usize) -> (Registry, Arc<MvccStore>, kayra_registry::Resource) {
+    let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
+    let registry =
+        Registry::new(store.clone(), Arc::new(FixedClock), "/registry/").with_watch_window_bytes(bytes);
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    registry.prime(&widgets()).await.unwrap();
+    (registry, store, widgets())
+}
+
+/// Rewrites the padded widget `name`; answers the revision of the write.
+async fn pad(registry: &Registry, widgets: &kayra_registry::Resource, name: &str, n: usize) -> String {
+    let patch = json!({"spec": {"size": n, "pad": "p".repeat(10 * 1024)}}).to_string();
+    let patched = registry
+        .patch(widgets, Some("default"), name, PatchKind::Merge, patch.as_bytes(), WriteOptions::default())
+        .await
+        .unwrap();
+    meta(&patched, "resourceVersion").as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn the_window_keeps_recent_changes_up_to_its_bytes() {
+    let (registry, _store, widgets) = padded_world(64 * 1024).await;
+    registry.create(&widgets, Some("default"), widget("big", 1), WriteOptions::default()).await.unwrap();
+    let mut revisions = Vec::new();
+    for n in 2..=21 {
+        revisions.push(pad(&registry, &widgets, "big", n).await);
+    }
+    // Each change weighs about 20 KiB (the object before and after): 64 KiB hold the last few.
+    let old = registry.watch(&widgets, &from(Some(&revisions[2]))).await;
+    assert!(matches!(old, Err(RegistryError::Expired { .. })), "changes past the bytes are gone: {old:?}");
+    let mut recent =
+        registry.watch(&widgets, &from(Some(&revisions[17]))).await.expect("recent ones are kept");
+    for n in 20..=21 {
+        let event = tokio::time::timeout(Duration::from_secs(10), recent.next()).await.unwrap().unwrap();
+        assert_eq!(event.object()["spec"]["size"], n);
+    }
+}
+
+#[tokio::test]
+async fn a_client_is_cut_off_by_the_bytes_it_has_queued() {
+    let (registry, _store, widgets) = padded_world(64 * 1024).await;
+    registry.create(&widgets, Some("default"), widget("big", 1), WriteOptions::default()).await.unwrap();
+    let mut stream = registry.watch(&widgets, &from(None)).await.unwrap();
+    let mut reader = registry.watch(&widgets, &from(None)).await.unwrap();
+    let mut last = String::new();
+    let added = tokio::time::timeout(Duration::from_secs(10), reader.next()).await.unwrap().unwrap();
+    assert_eq!(added.kind(), "ADDED");
+    for n in 2..=21 {
+        last = pad(&registry, &widgets, "big", n).await;
+        // A client that reads as events come is never cut off.
+        let event = tokio::time::timeout(Duration::from_secs(10), reader.next()).await.unwrap().unwrap();
+        assert_eq!(event.object()["spec"]["size"], n);
+    }
+    registry.watch(&widgets, &from(Some(&last))).await.unwrap();
+    // 20 events of about 10 KiB are far fewer than a queue's count but more than its bytes.
+    let mut sizes = Vec::new();
+    let error = loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.next()).await.expect("in time") {
+            Ok(event) => sizes.push(event.object()["spec"]["size"].as_i64().unwrap()),
+            Err(error) => break error,
+        }
+    };
+    assert!(matches!(error, RegistryError::Expired { .. }), "{error}");
+    assert!(sizes.len() < 21, "cut off before the end: {sizes:?}");
+    assert_eq!(sizes, (1..=sizes.len() as i64).collect::<Vec<_>>(), "what it got, it got in order");
+}
+
+#[tokio::test]
+async fn every_watcher_gets_the_one_encoding_of_an_object_version() {
+    let w = world().await;
+    let mut first = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    let mut second = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    w.registry
+        .create(&w.widgets, Some("default"), widget("shared", 7), WriteOptions::default())
+        .await
+        .unwrap();
+    let (event, one) = first.next_json().await.unwrap();
+    let (_, other) = second.next_json().await.unwrap();
+    assert_eq!(one, serde_json::to_vec(event.object()).unwrap(), "the bytes are the object's JSON");
+    assert_eq!(one.as_ptr(), other.as_ptr(), "encoded once, shared by both watchers");
+    // A watch from now starts with the same bytes for what already exists.
+    let mut third = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    let (added, again) = third.next_json().await.unwrap();
+    assert_eq!((added.kind(), again.as_ptr()), ("ADDED", one.as_ptr()));
+    w.registry.delete(&w.widgets, Some("default"), "shared", &DeleteOptions::default()).await.unwrap();
+    let (deleted, gone) = first.next_json().await.unwrap();
+    let (_, gone_too) = second.next_json().await.unwrap();
+    assert_eq!(deleted.kind(), "DELETED");
+    assert_eq!(gone, serde_json::to_vec(deleted.object()).unwrap());
+    assert_eq!(gone.as_ptr(), gone_too.as_ptr(), "the last state of a deleted object is one copy too");
+}

@@ -15,6 +15,7 @@ mod rbac_table;
 mod scale;
 mod security;
 mod surface;
+mod watching;
 
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
 
