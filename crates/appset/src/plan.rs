@@ -295,7 +295,8 @@ pub fn plan(input: &Input<'_>) -> Plan {
                     let node_differs = node.is_some() && child.node != node;
                     let spec_differs = child.hash.as_deref() != Some(r.hash.as_str()) || node_differs;
                     // The set owns the labels it renders; others added to a child stay.
-                    let labels_differ = labels(r).iter().any(|(key, value)| child.labels.get(key) != Some(value));
+                    let labels_differ =
+                        labels(r).iter().any(|(key, value)| child.labels.get(key) != Some(value));
                     if !spec_differs && !labels_differ {
                         continue;
                     }
