@@ -40,6 +40,19 @@ const CLIENT_QUEUE: usize = 1024;
 /// How long a watch from a revision the cache has not reached yet waits for it.
 const CATCH_UP: Duration = Duration::from_secs(3);
 
+/// The first key after every key that starts with `prefix`: the prefix with its last byte
+/// raised by one; `None` for an empty prefix or one ending outside ASCII, which are then
+/// bounded by comparing each key.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let mut end = prefix.as_bytes().to_vec();
+    let last = end.pop()?;
+    if last >= 0x7f {
+        return None;
+    }
+    end.push(last + 1);
+    String::from_utf8(end).ok()
+}
+
 /// One change as a client sees it, through its selectors.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent {
@@ -237,10 +250,15 @@ impl Caches {
             if !state.primed || state.revision < current {
                 return None;
             }
+            // Bounded on both sides, so that counting what follows the page walks the map
+            // without comparing keys.
+            let end = prefix_end(prefix);
+            let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+            let bounded = end.is_some();
             let mut range = state
                 .objects
-                .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-                .take_while(|(key, _)| key.starts_with(prefix));
+                .range::<str, _>((Bound::Included(prefix), upper))
+                .take_while(|(key, _)| bounded || key.starts_with(prefix));
             let mut entries = Vec::new();
             let (mut next, mut remaining) = (None, None);
             for (key, entry) in range.by_ref() {
@@ -646,3 +664,6 @@ async fn list(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
