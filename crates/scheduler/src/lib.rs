@@ -7,7 +7,8 @@
 //! the application layer (so admission sees it) that sets `spec.placement.nodeName` and the
 //! scheduled-by annotation together; binds run concurrently while the next decisions are made.
 //! An Application that fits nowhere gets `Scheduled=False` with kube-scheduler's message and a
-//! `FailedScheduling` Event when that message changes; a bound one `Scheduled=True` and a
+//! `FailedScheduling` Event when that message changes (written on the next 20 ms tick, together
+//! with the others decided in the same period, so they share flushes); a bound one `Scheduled=True` and a
 //! `Scheduled` Event. The [`taint_manager`] moves scheduler-placed Applications off nodes
 //! with `NoExecute` taints they do not tolerate.
 //!
