@@ -96,6 +96,11 @@ pub trait Behaviour: Send + Sync {
         None
     }
 
+    /// Whether [`expires_at`](Self::expires_at) can answer a time for some object of the Kind.
+    fn may_expire(&self) -> bool {
+        false
+    }
+
     /// Whether the Kind owns dependents the garbage collector deletes or releases with it (see
     /// [`Kind::OWNS_DEPENDENTS`]).
     fn owns_dependents(&self) -> bool {
@@ -171,7 +176,14 @@ impl<T: Kind> Behaviour for Typed<T> {
     }
 
     fn expires_at(&self, object: &Value) -> Option<jiff::Timestamp> {
+        if !T::MAY_EXPIRE {
+            return None;
+        }
         T::deserialize(object).ok()?.expires_at()
+    }
+
+    fn may_expire(&self) -> bool {
+        T::MAY_EXPIRE
     }
 
     fn owns_dependents(&self) -> bool {

@@ -65,6 +65,10 @@ impl Strategy for KindStrategy {
     }
 
     fn expires_at(&self, object: &Object) -> Option<std::time::SystemTime> {
+        // Asked on every write: most Kinds never expire, and need no copy of the object.
+        if !self.behaviour.may_expire() {
+            return None;
+        }
         let expires = self.behaviour.expires_at(&Value::Object(object.clone()))?;
         Some(std::time::SystemTime::from(expires))
     }

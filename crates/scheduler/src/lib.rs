@@ -7,7 +7,8 @@
 //! the application layer (so admission sees it) that sets `spec.placement.nodeName` and the
 //! scheduled-by annotation together; binds run concurrently while the next decisions are made.
 //! An Application that fits nowhere gets `Scheduled=False` with kube-scheduler's message and a
-//! `FailedScheduling` Event when that message changes; a bound one `Scheduled=True` and a
+//! `FailedScheduling` Event when that message changes (written on the next 20 ms tick, together
+//! with the others decided in the same period, so they share flushes); a bound one `Scheduled=True` and a
 //! `Scheduled` Event. The [`taint_manager`] moves scheduler-placed Applications off nodes
 //! with `NoExecute` taints they do not tolerate.
 //!
@@ -55,6 +56,10 @@ const BINDS: usize = 32;
 /// How many explanations (conditions and Events after a decision) are written at once: they
 /// follow the binds, which go first.
 const EXPLANATIONS: usize = 8;
+/// Explanations of Applications that fit nowhere start on the next tick of this period, so
+/// those decided close together are written together and share the store's flushes (group
+/// commit) instead of paying one flush each while the API is busy creating more.
+const EXPLAIN_TICK: Duration = Duration::from_millis(20);
 
 /// Places Applications that name no node.
 #[derive(Clone)]
@@ -79,6 +84,8 @@ struct Inner {
     wake: Notify,
     binds: Arc<Semaphore>,
     explanations: Arc<Semaphore>,
+    /// Where the explanation ticks are counted from.
+    epoch: tokio::time::Instant,
 }
 
 #[derive(Default)]
@@ -122,6 +129,7 @@ impl Scheduler {
                 wake: Notify::new(),
                 binds: Arc::new(Semaphore::new(BINDS)),
                 explanations: Arc::new(Semaphore::new(EXPLANATIONS)),
+                epoch: tokio::time::Instant::now(),
             }),
         })
     }
@@ -335,6 +343,7 @@ impl Scheduler {
         if entry.app.scheduled_message.as_deref() == Some(message) {
             return;
         }
+        tokio::time::sleep_until(self.next_tick()).await;
         let Ok(_permit) = self.inner.explanations.acquire().await else { return };
         let involved = self.involved(&entry.object);
         match self.condition((*entry.object).clone(), "False", "Unschedulable", message).await {
@@ -353,6 +362,14 @@ impl Scheduler {
                 tracing::debug!(application = %entry.app.id, %error, "the Scheduled condition was not written")
             }
         }
+    }
+
+    /// The next [`EXPLAIN_TICK`] boundary: the same instant for every explanation due in one
+    /// period, so they run together.
+    fn next_tick(&self) -> tokio::time::Instant {
+        let tick = EXPLAIN_TICK.as_nanos();
+        let next = (self.inner.epoch.elapsed().as_nanos() / tick + 1) * tick;
+        self.inner.epoch + Duration::from_nanos(u64::try_from(next).unwrap_or(u64::MAX))
     }
 
     fn involved(&self, application: &Object) -> Involved {

@@ -33,6 +33,10 @@ pub trait Kind: Serialize + DeserializeOwned + schemars::JsonSchema + Send + Syn
         None
     }
 
+    /// Whether objects of this Kind may expire ([`Kind::expires_at`] can answer a time): when
+    /// not, a write does not decode the object to ask.
+    const MAY_EXPIRE: bool = false;
+
     /// Whether objects of this Kind own dependents (objects naming them in a controller owner
     /// reference) that the garbage collector deletes or releases when they go: a delete's
     /// `propagationPolicy` then adds the `foregroundDeletion` or `orphan` finalizer.

@@ -135,6 +135,8 @@ impl Secret {
 }
 
 impl Kind for Secret {
+    const MAY_EXPIRE: bool = true;
+
     fn expires_at(&self) -> Option<jiff::Timestamp> {
         if !self.is_bootstrap_token() {
             return None;

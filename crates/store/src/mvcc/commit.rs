@@ -1,10 +1,10 @@
 //! Group commit: writers that wait for durability at the same time share one flush.
 //!
 //! Every applied batch takes a sequence number. A writer waits until the durable sequence
-//! reaches its own; the first waiter to find no flush running starts one (off the async
-//! runtime), which covers everything applied before it started, and wakes every waiter when it
-//! ends. Under load each flush covers the batches that arrived during the previous one, so the
-//! cost of durability is shared instead of paid per write.
+//! reaches its own; the first waiter to find no flush running starts one, which covers
+//! everything applied before it started, and wakes every waiter when it ends. Under load each
+//! flush covers the batches that arrived during the previous one, so the cost of durability is
+//! shared instead of paid per write.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -85,14 +85,19 @@ impl GroupCommit {
         }
     }
 
-    /// Flushes as the leader of the next group. On a multi-threaded runtime the leader flushes
-    /// on its own thread (the runtime moves its other tasks away meanwhile), sparing two thread
-    /// hand-offs on the single-writer path; elsewhere the flush runs on a blocking thread. Either
-    /// way the flush completes and wakes the waiters even if the leader's caller goes away.
+    /// Flushes as the leader of the next group. On a multi-threaded runtime with more than one
+    /// worker the leader flushes right where it runs, with no thread hand-off at all: a flush
+    /// is short (a write and a sync of what was appended), at most one runs at a time (the
+    /// others wait for it asynchronously), so it holds at most one worker while the rest run and
+    /// steal its queued tasks. With a single worker the runtime moves its other tasks to
+    /// another thread first (`block_in_place`); elsewhere the flush runs on a blocking thread.
+    /// Every way the flush completes and wakes the waiters even if the leader's caller goes away.
     fn lead_flush(self: &Arc<Self>, backend: &Arc<dyn Backend>) {
         let (this, backend) = (self.clone(), backend.clone());
         let flush = move || this.flush_once(backend);
-        match tokio::runtime::Handle::current().runtime_flavor() {
+        let runtime = tokio::runtime::Handle::current();
+        match runtime.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread if runtime.metrics().num_workers() > 1 => flush(),
             tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(flush),
             _ => drop(tokio::task::spawn_blocking(flush)),
         }
