@@ -53,6 +53,11 @@ fn prefix_end(prefix: &str) -> Option<String> {
     String::from_utf8(end).ok()
 }
 
+/// The folder a key sits in: everything up to and including its last `/`.
+fn folder(key: &str) -> &str {
+    key.rfind('/').map_or(key, |slash| &key[..=slash])
+}
+
 /// One change as a client sees it, through its selectors.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WatchEvent {
@@ -266,7 +271,19 @@ impl Caches {
                     entries.push(entry.clone());
                 }
                 if entries.len() == limit {
-                    let after = range.count();
+                    // Unfiltered, every object in the range before this one is on the page, so
+                    // what follows is the range's count less the page; filtered, only whether
+                    // anything follows is needed.
+                    let total = if prefix == base {
+                        Some(state.objects.len())
+                    } else {
+                        state.folders.get(prefix).copied().filter(|_| prefix.ends_with('/'))
+                    };
+                    let after = match total {
+                        Some(total) if !filtered => total.saturating_sub(limit),
+                        _ if filtered => usize::from(range.next().is_some()),
+                        _ => range.count(),
+                    };
                     if after > 0 {
                         next = Some(format!("{key}\0"));
                         remaining = (!filtered).then_some(after as u64);
@@ -401,6 +418,9 @@ struct State {
     /// The window holds every change in `(window_start, revision]`.
     window_start: Revision,
     objects: BTreeMap<String, Arc<Entry>>,
+    /// How many objects each folder of keys holds (a namespace's, or the resource's own for
+    /// cluster objects), so that a page knows what follows it without walking it.
+    folders: HashMap<String, usize>,
     window: VecDeque<Arc<Change>>,
     /// What the window's changes weigh together.
     window_size: usize,
@@ -441,6 +461,7 @@ impl Cache {
             revision: 0,
             window_start: 0,
             objects: BTreeMap::new(),
+            folders: HashMap::new(),
             window: VecDeque::new(),
             window_size: 0,
             window_bytes,
@@ -538,6 +559,10 @@ impl Cache {
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         state.revision = revision;
         state.window_start = revision;
+        state.folders = HashMap::new();
+        for key in objects.keys() {
+            *state.folders.entry(folder(key).to_owned()).or_default() += 1;
+        }
         state.objects = objects;
         state.window.clear();
         state.window_size = 0;
@@ -552,10 +577,21 @@ impl Cache {
         let state = &mut *state;
         for change in changes {
             let change = Arc::new(change);
-            match &change.object {
-                Some(object) => state.objects.insert(change.key.clone(), object.clone()),
-                None => state.objects.remove(&change.key),
+            let (before, after) = match &change.object {
+                Some(object) => (state.objects.insert(change.key.clone(), object.clone()).is_some(), true),
+                None => (state.objects.remove(&change.key).is_some(), false),
             };
+            if before != after {
+                let count = state.folders.entry(folder(&change.key).to_owned()).or_default();
+                if after {
+                    *count += 1;
+                } else {
+                    *count = count.saturating_sub(1);
+                    if *count == 0 {
+                        state.folders.remove(folder(&change.key));
+                    }
+                }
+            }
             let limit = state.window_bytes;
             state.clients.retain(|client| match client.filter.translate(&change) {
                 Some(pending) => client.offer(pending, limit),

@@ -272,6 +272,7 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
             },
         ),
         (Some("default"), ListOptions { limit: Some(2), ..ListOptions::default() }),
+        (None, ListOptions { limit: Some(3), ..ListOptions::default() }),
         (
             None,
             ListOptions { limit: Some(1), label_selector: Some("tier=web".into()), ..ListOptions::default() },
@@ -297,6 +298,21 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
     // Served from the cache: the very bytes a watch carries.
     let all = w.registry.list_json(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
     assert_eq!(all.items[0].as_ptr(), watched.as_ptr(), "one encoding for lists and watches");
+    // What follows a page is still counted right once objects have gone.
+    w.registry
+        .delete(&w.widgets, Some("default"), "d", &kayra_registry::DeleteOptions::default())
+        .await
+        .unwrap();
+    let current = w.store.revision().await.unwrap().to_string();
+    let caught_up = kayra_registry::WatchOptions { resource_version: Some(current), ..Default::default() };
+    w.registry.watch(&w.widgets, &caught_up).await.unwrap();
+    for (namespace, limit) in [(Some("default"), 1), (None, 1), (None, 2), (Some("team-a"), 1)] {
+        let options = ListOptions { limit: Some(limit), ..ListOptions::default() };
+        let json = w.registry.list_json(&w.widgets, namespace, &options).await.unwrap();
+        let read = w.registry.list(&w.widgets, namespace, &options).await.unwrap();
+        assert_eq!(json.remaining_item_count, read.remaining_item_count, "{namespace:?} {limit}");
+        assert_eq!(json.continue_token.is_some(), read.continue_token.is_some(), "{namespace:?} {limit}");
+    }
     let bad = ListOptions { label_selector: Some("tier in (web".into()), ..ListOptions::default() };
     assert!(matches!(w.registry.list_json(&w.widgets, None, &bad).await, Err(RegistryError::BadRequest(_))));
 }
