@@ -194,6 +194,9 @@ async fn http_connections(options: &Options, stop: &Stop) -> Result<Vec<Duration
             while let Some(n) = stop.next() {
                 let request = target.request(n)?;
                 let started = Instant::now();
+                // The connection takes the next request only once it has finished the last
+                // response, which may lag its body's end by a moment.
+                sender.ready().await.map_err(|e| e.to_string())?;
                 let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
                 let status = response.status();
                 let body = response.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
