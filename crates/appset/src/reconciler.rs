@@ -17,8 +17,7 @@ use kayra_loop::runtime::Loop;
 use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{
-    DeleteOptions, Deleted, ListOptions, Object, RegistryError, Resource, WatchEvent, WatchOptions,
-    WatchStream, meta_str,
+    DeleteOptions, Deleted, Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
 };
 use serde_json::{Value, json};
 
@@ -557,21 +556,13 @@ impl CacheFeed {
 #[async_trait::async_trait]
 impl Feed for CacheFeed {
     async fn list(&self) -> Result<Listed, FeedError> {
-        let client = &self.set_loop.inner.client;
-        let mut revision = 0;
-        let mut objects = Vec::new();
-        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
-        loop {
-            let page = client.list(&self.resource, None, &options).await.map_err(feed_error)?;
-            if revision == 0 {
-                revision = page.resource_version.parse().unwrap_or_default();
-            }
-            objects.extend(page.items);
-            match page.continue_token {
-                Some(token) => options.continue_token = Some(token),
-                None => break,
-            }
-        }
+        let (revision, objects) = self
+            .set_loop
+            .inner
+            .client
+            .list_all_with_revision(&self.resource, None)
+            .await
+            .map_err(feed_error)?;
         Ok(Listed { revision, items: self.replace(objects) })
     }
 

@@ -112,14 +112,25 @@ impl Client {
         resource: &Resource,
         namespace: Option<&str>,
     ) -> Result<Vec<Object>, RegistryError> {
-        let mut objects = Vec::new();
+        Ok(self.list_all_with_revision(resource, namespace).await?.1)
+    }
+
+    /// Every object, page after page, with the revision the first page was read at (the later
+    /// pages read at it too): where a watch that follows the list starts.
+    pub async fn list_all_with_revision(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<(u64, Vec<Object>), RegistryError> {
+        let (mut revision, mut objects) = (None, Vec::new());
         let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
         loop {
             let page = self.list(resource, namespace, &options).await?;
+            revision.get_or_insert_with(|| page.resource_version.parse().unwrap_or_default());
             objects.extend(page.items);
             match page.continue_token {
                 Some(token) => options.continue_token = Some(token),
-                None => return Ok(objects),
+                None => return Ok((revision.unwrap_or_default(), objects)),
             }
         }
     }

@@ -10,9 +10,7 @@ use kayra_api::session::{DesiredState, Document};
 use kayra_control::client::Client;
 use kayra_loop::Key;
 use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, Listed};
-use kayra_registry::{
-    ListOptions, Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
-};
+use kayra_registry::{Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str};
 use serde_json::Value;
 
 /// The collections the cache holds.
@@ -288,20 +286,9 @@ fn feed_error(error: RegistryError) -> FeedError {
 #[async_trait::async_trait]
 impl Feed for CacheFeed {
     async fn list(&self) -> Result<Listed, FeedError> {
-        let mut revision = 0;
-        let mut objects = Vec::new();
-        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
-        loop {
-            let page = self.client.list(&self.resource, None, &options).await.map_err(feed_error)?;
-            if revision == 0 {
-                revision = page.resource_version.parse().unwrap_or_default();
-            }
-            objects.extend(page.items.into_iter().map(Arc::new));
-            match page.continue_token {
-                Some(token) => options.continue_token = Some(token),
-                None => break,
-            }
-        }
+        let (revision, objects) =
+            self.client.list_all_with_revision(&self.resource, None).await.map_err(feed_error)?;
+        let objects = objects.into_iter().map(Arc::new).collect();
         Ok(Listed { revision, items: self.cache.replace(self.collection, objects) })
     }
 

@@ -939,17 +939,8 @@ impl Registry {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<List, RegistryError> {
-        let labels = LabelSelector::parse(options.label_selector.as_deref().unwrap_or_default())
-            .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
-        let field_labels: Vec<&str> = resource.field_labels.clone();
-        let fields =
-            FieldSelector::parse(options.field_selector.as_deref().unwrap_or_default(), &field_labels)
-                .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
-        let base = resource.store_prefix(&self.root);
-        let prefix = match (resource.namespaced, namespace) {
-            (true, Some(namespace)) => format!("{base}{namespace}/"),
-            _ => base.clone(),
-        };
+        let (labels, fields) = selectors(resource, &options.label_selector, &options.field_selector)?;
+        let (base, prefix) = self.list_prefixes(resource, namespace);
         let (revision, start) = self.list_start(options, &base, &prefix).await?;
         let limit = options.limit.filter(|limit| *limit > 0).unwrap_or(MAX_PAGE).min(MAX_PAGE);
         let filtered = !labels.is_empty() || !fields.is_empty();
@@ -1032,18 +1023,8 @@ impl Registry {
             && empty(&options.resource_version_match)
             && options.resource_version.as_deref().is_none_or(|rv| rv.is_empty() || rv == "0");
         if latest {
-            let labels = LabelSelector::parse(options.label_selector.as_deref().unwrap_or_default())
-                .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
-            let fields = FieldSelector::parse(
-                options.field_selector.as_deref().unwrap_or_default(),
-                &resource.field_labels,
-            )
-            .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
-            let base = resource.store_prefix(&self.root);
-            let prefix = match (resource.namespaced, namespace) {
-                (true, Some(namespace)) => format!("{base}{namespace}/"),
-                _ => base.clone(),
-            };
+            let (labels, fields) = selectors(resource, &options.label_selector, &options.field_selector)?;
+            let (base, prefix) = self.list_prefixes(resource, namespace);
             let limit = options.limit.filter(|limit| *limit > 0).unwrap_or(MAX_PAGE).min(MAX_PAGE);
             let current = self.store.revision().await?;
             if let Some(page) = self.caches.page(&base, &prefix, current, labels, fields, limit) {
@@ -1075,6 +1056,17 @@ impl Registry {
             continue_token: list.continue_token,
             remaining_item_count: list.remaining_item_count,
         })
+    }
+
+    /// Where a resource's objects are kept, and where those of `namespace` are (every
+    /// namespace's, the same, when `None` or for cluster objects).
+    fn list_prefixes(&self, resource: &Resource, namespace: Option<&str>) -> (String, String) {
+        let base = resource.store_prefix(&self.root);
+        let prefix = match (resource.namespaced, namespace) {
+            (true, Some(namespace)) => format!("{base}{namespace}/"),
+            _ => base.clone(),
+        };
+        (base, prefix)
     }
 
     /// Where a list starts: the revision to read at (`None` for the latest) and the first key.
@@ -1340,4 +1332,18 @@ fn invalid(resource: &Resource, object: &Object, causes: Vec<FieldError>) -> Reg
 /// A map from a list of pairs, for building objects in tests and strategies.
 pub fn map(pairs: impl IntoIterator<Item = (&'static str, Value)>) -> Map<String, Value> {
     pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+/// A list's or a watch's label and field selectors, parsed; a malformed one is the caller's
+/// mistake (400).
+pub(crate) fn selectors(
+    resource: &Resource,
+    label_selector: &Option<String>,
+    field_selector: &Option<String>,
+) -> Result<(LabelSelector, FieldSelector), RegistryError> {
+    let labels = LabelSelector::parse(label_selector.as_deref().unwrap_or_default())
+        .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
+    let fields = FieldSelector::parse(field_selector.as_deref().unwrap_or_default(), &resource.field_labels)
+        .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
+    Ok((labels, fields))
 }

@@ -325,13 +325,7 @@ impl Caches {
         prefix: String,
         options: &WatchOptions,
     ) -> Result<WatchStream, RegistryError> {
-        let labels = LabelSelector::parse(options.label_selector.as_deref().unwrap_or_default())
-            .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
-        let fields = FieldSelector::parse(
-            options.field_selector.as_deref().unwrap_or_default(),
-            &resource.field_labels,
-        )
-        .map_err(|error| RegistryError::BadRequest(error.to_string()))?;
+        let (labels, fields) = crate::selectors(resource, &options.label_selector, &options.field_selector)?;
         let from = match options.resource_version.as_deref().filter(|rv| !rv.is_empty() && *rv != "0") {
             Some(rv) => Some(rv.parse::<Revision>().map_err(|_| {
                 RegistryError::BadRequest(format!("resourceVersion {rv:?} is not one this server issued"))

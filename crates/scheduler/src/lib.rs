@@ -34,7 +34,7 @@ use kayra_loop::runtime::Loop;
 use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed, Sink, Source};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{
-    ListOptions, Object, PatchKind, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
+    Object, PatchKind, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
 };
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
@@ -606,21 +606,13 @@ impl SchedulerFeed {
 #[async_trait::async_trait]
 impl Feed for SchedulerFeed {
     async fn list(&self) -> Result<Listed, FeedError> {
-        let client = &self.scheduler.inner.client;
-        let mut revision = 0;
-        let mut objects = Vec::new();
-        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
-        loop {
-            let page = client.list(&self.resource, None, &options).await.map_err(feed_error)?;
-            if revision == 0 {
-                revision = page.resource_version.parse().unwrap_or_default();
-            }
-            objects.extend(page.items);
-            match page.continue_token {
-                Some(token) => options.continue_token = Some(token),
-                None => break,
-            }
-        }
+        let (revision, objects) = self
+            .scheduler
+            .inner
+            .client
+            .list_all_with_revision(&self.resource, None)
+            .await
+            .map_err(feed_error)?;
         Ok(Listed { revision, items: self.replace(objects) })
     }
 
