@@ -121,17 +121,7 @@ async fn start_controller(dir: &Path) -> Result<Controller, String> {
     let process = Process(child);
     let url = format!("http://127.0.0.1:{http_port}");
     let deadline = Instant::now() + Duration::from_secs(60);
-    let token = loop {
-        if let Ok(token) = std::fs::read_to_string(data.join("admin.token"))
-            && !token.trim().is_empty()
-        {
-            break token.trim().to_owned();
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the controller wrote no admin token; see {}", log.display()));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let token = crate::nodes::admin_token(&data, &log, deadline).await?;
     let client = reqwest::Client::new();
     loop {
         if let Ok(response) = client.get(format!("{url}/api/v1/namespaces")).bearer_auth(&token).send().await

@@ -172,17 +172,7 @@ async fn start_controller(dir: &Path, options: &Options) -> Result<Controller, S
     let url = format!("https://127.0.0.1:{port}");
     let pki = data.join("pki");
     let deadline = Instant::now() + Duration::from_secs(60);
-    let token = loop {
-        if let Ok(token) = std::fs::read_to_string(data.join("admin.token"))
-            && !token.trim().is_empty()
-        {
-            break token.trim().to_owned();
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the controller wrote no admin token; see {}", log.display()));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let token = admin_token(&data, &log, deadline).await?;
     let ca = std::fs::read(pki.join("ca.crt")).map_err(|e| e.to_string())?;
     let mut headers = reqwest::header::HeaderMap::new();
     headers.insert(
@@ -208,6 +198,22 @@ async fn start_controller(dir: &Path, options: &Options) -> Result<Controller, S
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Ok(Controller { process, url, admin, pki, log })
+}
+
+/// The admin bearer token a starting controller writes into `data`, waited for until
+/// `deadline`; the error points at its `log`.
+pub(crate) async fn admin_token(data: &Path, log: &Path, deadline: Instant) -> Result<String, String> {
+    loop {
+        if let Ok(token) = std::fs::read_to_string(data.join("admin.token"))
+            && !token.trim().is_empty()
+        {
+            return Ok(token.trim().to_owned());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the controller wrote no admin token; see {}", log.display()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 async fn create(admin: &Client, url: String, body: Value) -> Result<Value, String> {

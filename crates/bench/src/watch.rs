@@ -91,17 +91,7 @@ async fn start(dir: &Path) -> Result<Controller, String> {
         .map_err(|e| format!("cannot start kayra-controller: {e}"))?;
     let process = Process(child);
     let deadline = Instant::now() + Duration::from_secs(60);
-    let token = loop {
-        if let Ok(token) = std::fs::read_to_string(data.join("admin.token"))
-            && !token.trim().is_empty()
-        {
-            break token.trim().to_owned();
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the controller wrote no admin token; see {}", log.display()));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let token = crate::nodes::admin_token(&data, &log, deadline).await?;
     let admin = client(&token, CREATORS)?;
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], http_port));
     let url = format!("http://{address}");
