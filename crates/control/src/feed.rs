@@ -1,18 +1,20 @@
 //! A resource of the registry as a loop's feed: listed and watched through a [`Client`], each
 //! object mapped to the loop keys it concerns.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use kayra_loop::Key;
 use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed};
-use kayra_registry::{
-    ListOptions, Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
-};
+use kayra_registry::{Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str};
 
 use crate::client::Client;
 
 /// Maps an object to the loop keys it concerns.
 pub type Mapper = Arc<dyn Fn(&Object) -> Vec<Key> + Send + Sync>;
+
+/// The part of an object a loop cares about; a change that leaves it as it was is no change.
+pub type Projection = Arc<dyn Fn(&Object) -> serde_json::Value + Send + Sync>;
 
 /// The object's own key: `namespace/name`, or `name`.
 pub fn own_key(object: &Object) -> Vec<Key> {
@@ -61,6 +63,28 @@ pub struct ResourceFeed {
     client: Client,
     resource: Resource,
     map: Mapper,
+    relevant: Option<Relevant>,
+}
+
+/// What a feed that passes on only relevant changes remembers: each object's projection as
+/// last listed or changed.
+#[derive(Clone)]
+struct Relevant {
+    project: Projection,
+    last: Arc<Mutex<HashMap<String, serde_json::Value>>>,
+}
+
+impl Relevant {
+    /// Remembers `object`'s projection; answers whether it differs from the one remembered.
+    fn changed(&self, id: &str, object: &Object) -> bool {
+        let projected = (self.project)(object);
+        let mut last = self.last.lock().expect("the feed's lock is never held across a panic");
+        last.insert(id.to_owned(), projected.clone()).is_none_or(|before| before != projected)
+    }
+
+    fn forget(&self, id: &str) {
+        self.last.lock().expect("the feed's lock is never held across a panic").remove(id);
+    }
 }
 
 impl std::fmt::Debug for ResourceFeed {
@@ -72,7 +96,7 @@ impl std::fmt::Debug for ResourceFeed {
 impl ResourceFeed {
     /// `resource` as `client` sees it, mapped by `map`.
     pub fn new(client: Client, resource: Resource, map: Mapper) -> ResourceFeed {
-        ResourceFeed { client, resource, map }
+        ResourceFeed { client, resource, map, relevant: None }
     }
 
     /// A loop source over `resource`, mapping each object to its own key.
@@ -83,6 +107,14 @@ impl ResourceFeed {
     /// A loop source over `resource` mapping every change to `key`.
     pub fn all_to(client: Client, resource: Resource, key: Key) -> ListWatch {
         ListWatch::new(ResourceFeed::new(client, resource, Arc::new(move |_: &Object| vec![key.clone()])))
+    }
+
+    /// A loop source over `resource` mapping to `key` every object that appears, goes, or
+    /// changes what `project` shows of it (a Node's addresses, not its heartbeats).
+    pub fn all_to_when(client: Client, resource: Resource, key: Key, project: Projection) -> ListWatch {
+        let mut feed = ResourceFeed::new(client, resource, Arc::new(move |_: &Object| vec![key.clone()]));
+        feed.relevant = Some(Relevant { project, last: Arc::default() });
+        ListWatch::new(feed)
     }
 }
 
@@ -100,31 +132,30 @@ fn feed_error(error: RegistryError) -> FeedError {
 #[async_trait::async_trait]
 impl Feed for ResourceFeed {
     async fn list(&self) -> Result<Listed, FeedError> {
-        let mut listed = Listed::default();
-        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
-        loop {
-            let page = self.client.list(&self.resource, None, &options).await.map_err(feed_error)?;
-            if listed.revision == 0 {
-                listed.revision = page.resource_version.parse().unwrap_or_default();
-            }
-            listed.items.extend(page.items.iter().map(|object| item(&self.map, object)));
-            match page.continue_token {
-                Some(token) => options.continue_token = Some(token),
-                None => return Ok(listed),
-            }
+        let (revision, objects) =
+            self.client.list_all_with_revision(&self.resource, None).await.map_err(feed_error)?;
+        let items: Vec<Item> = objects.iter().map(|object| item(&self.map, object)).collect();
+        if let Some(relevant) = &self.relevant {
+            let listed = items
+                .iter()
+                .zip(&objects)
+                .map(|(item, object)| (item.id.clone(), (relevant.project)(object)));
+            *relevant.last.lock().expect("the feed's lock is never held across a panic") = listed.collect();
         }
+        Ok(Listed { revision, items })
     }
 
     async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
         let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
         let stream = self.client.watch(&self.resource, &options).await.map_err(feed_error)?;
-        Ok(Box::new(ResourceChanges { stream, map: self.map.clone() }))
+        Ok(Box::new(ResourceChanges { stream, map: self.map.clone(), relevant: self.relevant.clone() }))
     }
 }
 
 struct ResourceChanges {
     stream: WatchStream,
     map: Mapper,
+    relevant: Option<Relevant>,
 }
 
 #[async_trait::async_trait]
@@ -139,9 +170,13 @@ impl Changes for ResourceChanges {
         let revision = self.stream.revision();
         let object = event.object();
         let item = item(&self.map, object);
-        Some(Ok(match event {
-            WatchEvent::Added(_) | WatchEvent::Modified(_) => Change::Put { item, revision },
-            WatchEvent::Deleted(_) => Change::Delete { item, revision },
+        Some(Ok(match (&event, &self.relevant) {
+            (WatchEvent::Deleted(_), relevant) => {
+                relevant.iter().for_each(|relevant| relevant.forget(&item.id));
+                Change::Delete { item, revision }
+            }
+            (_, Some(relevant)) if !relevant.changed(&item.id, object) => Change::Progress(revision),
+            _ => Change::Put { item, revision },
         }))
     }
 }
@@ -157,6 +192,24 @@ mod tests {
             Value::Object(object) => object,
             _ => unreachable!("the tests pass objects"),
         }
+    }
+
+    #[test]
+    fn only_a_change_to_what_is_relevant_counts() {
+        let relevant = Relevant {
+            project: Arc::new(|node: &Object| node["status"]["addresses"].clone()),
+            last: Arc::default(),
+        };
+        let node = |address: &str, heartbeat: &str| {
+            object(json!({"metadata": {"name": "n1"}, "status": {
+                "addresses": [{"type": "InternalIP", "address": address}],
+                "conditions": [{"type": "Ready", "lastHeartbeatTime": heartbeat}]}}))
+        };
+        assert!(relevant.changed("/n1", &node("10.0.0.1", "t1")), "a new object counts");
+        assert!(!relevant.changed("/n1", &node("10.0.0.1", "t2")), "a heartbeat does not");
+        assert!(relevant.changed("/n1", &node("10.0.0.2", "t3")), "a new address does");
+        relevant.forget("/n1");
+        assert!(relevant.changed("/n1", &node("10.0.0.2", "t4")), "after it went, it is new again");
     }
 
     #[test]

@@ -58,7 +58,16 @@ impl EndpointsReconciler {
             ListWatch::new(ResourceFeed::new(self.client.clone(), resource.clone(), Arc::new(namespace_of)))
         };
         let (services, applications) = (by_namespace(&self.services), by_namespace(&self.applications));
-        let nodes = ResourceFeed::all_to(self.client.clone(), self.nodes.clone(), Key::new(EVERY_NAMESPACE));
+        // A Node's heartbeat changes no endpoint; its addresses, or its coming and going, may.
+        let addresses: kayra_control::feed::Projection = Arc::new(|node: &Object| {
+            node.get("status").and_then(|status| status.get("addresses")).cloned().unwrap_or_default()
+        });
+        let nodes = ResourceFeed::all_to_when(
+            self.client.clone(),
+            self.nodes.clone(),
+            Key::new(EVERY_NAMESPACE),
+            addresses,
+        );
         Loop::new("endpoints", self).source(services).source(applications).source(nodes).resync(RESYNC)
     }
 }
