@@ -1,5 +1,5 @@
 //! The endpoints loop: one key per namespace (its Services and Applications changed), and one
-//! for all namespaces (a Node changed); each pass recomputes the namespace's Services and
+//! for all namespaces (a Node came, went or changed its addresses); each pass recomputes the namespace's Services and
 //! writes the status of those whose endpoints differ.
 
 use std::collections::BTreeMap;
