@@ -191,7 +191,12 @@ impl WatchStream {
         // The cache's revision first: every event at or before it was queued before it was
         // reached, so an empty, open queue means the client has them all.
         let cache = self.cache.upgrade().map_or(0, |cache| cache.revision());
-        let idle = self.backlog.is_empty() && self.receiver.is_empty() && !self.receiver.is_closed();
+        // A watch from now queues every current object at the revision it started from: the
+        // client has reached that revision only once it took the last of them.
+        if let Some(queued) = self.backlog.front() {
+            return self.last.min(queued.revision.saturating_sub(1));
+        }
+        let idle = self.receiver.is_empty() && !self.receiver.is_closed();
         if idle { self.last.max(cache) } else { self.last }
     }
 }

@@ -62,6 +62,35 @@ async fn a_watch_from_now_starts_with_what_exists() {
     assert_eq!(next(&mut stream).await, ("DELETED".into(), "b".into()));
 }
 
+/// A watch from now has brought its client up to the revision it started at only once every
+/// current object was taken: a client that reads the revision to know what it holds (the fleet
+/// index that placement admission decides on) must not believe it knows objects still queued.
+#[tokio::test]
+async fn a_watch_from_now_reaches_its_start_only_after_the_last_current_object() {
+    let w = world().await;
+    let mut last = 0;
+    for name in ["a", "b", "c"] {
+        let created = w
+            .registry
+            .create(&w.widgets, Some("default"), widget(name, 1), WriteOptions::default())
+            .await
+            .unwrap();
+        last = meta(&created, "resourceVersion").as_str().unwrap().parse().unwrap();
+    }
+    // A first watch takes every object, so the cache holds them all when the second starts.
+    let mut first = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    for _ in 0..3 {
+        next(&mut first).await;
+    }
+    let mut stream = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    assert!(stream.revision() < last, "nothing taken yet, but revision {} claimed", stream.revision());
+    next(&mut stream).await;
+    next(&mut stream).await;
+    assert!(stream.revision() < last, "one object still queued, but revision {} claimed", stream.revision());
+    next(&mut stream).await;
+    assert!(stream.revision() >= last, "every object taken, revision {}", stream.revision());
+}
+
 #[tokio::test]
 async fn a_watch_from_a_list_sees_only_later_changes_with_their_versions() {
     let w = world().await;
