@@ -234,20 +234,23 @@ fn application(i: usize) -> Value {
                     "placement": {"nodeName": agents::node_name(i)}}})
 }
 
-/// Creates the shared Secret and one Application per node, bound to it and referencing the
-/// Secret; answers the Application and Secret as stored (the bare server sends copies).
-async fn populate(controller: &Controller, nodes: usize) -> Result<(Value, Value), String> {
-    let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
-                        "metadata": {"name": "shared"}, "stringData": {"token": "round-0"}});
-    let secret = create(&controller.admin, format!("{}{FLEET}/secrets", controller.url), secret).await?;
+/// Creates `count` objects, `make(i)` for each `i`, at `path` from [`CREATORS`] concurrent
+/// clients, and prints how long it took; answers the first one created.
+async fn create_all(
+    controller: &Controller,
+    path: &str,
+    what: &str,
+    count: usize,
+    make: fn(usize) -> Value,
+) -> Result<Value, String> {
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..CREATORS {
-        let (admin, url) = (controller.admin.clone(), format!("{}{FLEET}/applications", controller.url));
+        let (admin, url) = (controller.admin.clone(), format!("{}{path}", controller.url));
         tasks.spawn(async move {
             let mut first = None;
-            for i in (c..nodes).step_by(CREATORS) {
-                let created = create(&admin, url.clone(), application(i)).await?;
+            for i in (c..count).step_by(CREATORS) {
+                let created = create(&admin, url.clone(), make(i)).await?;
                 first.get_or_insert(created);
             }
             Ok::<_, String>(first)
@@ -261,11 +264,29 @@ async fn populate(controller: &Controller, nodes: usize) -> Result<(Value, Value
     }
     let elapsed = started.elapsed();
     println!(
-        "  created {nodes} Applications in {:.1} s ({:.0}/s, {CREATORS} HTTP/1.1 clients)",
+        "  created {count} {what} in {:.1} s ({:.0}/s, {CREATORS} HTTP/1.1 clients)",
         elapsed.as_secs_f64(),
-        nodes as f64 / elapsed.as_secs_f64()
+        count as f64 / elapsed.as_secs_f64()
     );
-    Ok((sample.ok_or("no Application was created")?, secret))
+    sample.ok_or_else(|| format!("no {what} was created"))
+}
+
+/// A Node object for simulated node `i`: an Application may name only a Node that exists.
+fn node(i: usize) -> Value {
+    json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": agents::node_name(i)}})
+}
+
+/// Creates the shared Secret, one Node per simulated node and one Application per node, bound
+/// to it and referencing the Secret; answers the Application and Secret as stored (the bare
+/// server sends copies).
+async fn populate(controller: &Controller, nodes: usize) -> Result<(Value, Value), String> {
+    let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
+                        "metadata": {"name": "shared"}, "stringData": {"token": "round-0"}});
+    let secret = create(&controller.admin, format!("{}{FLEET}/secrets", controller.url), secret).await?;
+    create_all(controller, "/api/v1/nodes", "Nodes", nodes, node).await?;
+    let sample =
+        create_all(controller, &format!("{FLEET}/applications"), "Applications", nodes, application).await?;
+    Ok((sample, secret))
 }
 
 /// Patches the shared Secret's data; answers its new resourceVersion.
