@@ -42,7 +42,10 @@ fn main() -> ExitCode {
     let result =
         match args.as_slice() {
             ["ci"] => ci(),
-            ["e2e"] => tests(&["--package", "kayra-controller"], &mut Vec::new()),
+            // The controller's end-to-end tests run the agent binary beside it: build it first,
+            // so they never find it missing or run a stale one.
+            ["e2e"] => cargo(&["build", "--package", "kayra-agent"])
+                .and_then(|()| tests(&["--package", "kayra-controller"], &mut Vec::new())),
             ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
                 cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
             }
