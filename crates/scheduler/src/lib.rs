@@ -60,6 +60,9 @@ const EXPLANATIONS: usize = 8;
 /// those decided close together are written together and share the store's flushes (group
 /// commit) instead of paying one flush each while the API is busy creating more.
 const EXPLAIN_TICK: Duration = Duration::from_millis(20);
+/// How many times an explanation is written before the Application is tried again instead:
+/// each attempt after the first follows a write that met a newer version.
+const EXPLAIN_ATTEMPTS: usize = 3;
 
 /// Places Applications that name no node.
 #[derive(Clone)]
@@ -339,6 +342,10 @@ impl Scheduler {
     }
 
     /// Explains why an Application fits nowhere: condition and Event, when the message changed.
+    /// A write that meets a newer version reads the Application again and explains that one
+    /// while it still waits for a node on the same spec; when that keeps failing, the
+    /// Application is tried again at once (its backoff still holds), since an unschedulable one
+    /// would otherwise wait for a relevant change before it is explained.
     async fn explain(&self, entry: Entry, message: &str) {
         if entry.app.scheduled_message.as_deref() == Some(message) {
             return;
@@ -346,22 +353,48 @@ impl Scheduler {
         tokio::time::sleep_until(self.next_tick()).await;
         let Ok(_permit) = self.inner.explanations.acquire().await else { return };
         let involved = self.involved(&entry.object);
-        match self.condition((*entry.object).clone(), "False", "Unschedulable", message).await {
-            Ok(()) => {
-                if let Err(error) = self
-                    .inner
-                    .recorder
-                    .record(&involved, Severity::Warning, "FailedScheduling", message)
-                    .await
-                {
-                    tracing::debug!(%error, "the FailedScheduling event was not recorded");
+        let mut object = entry.object.clone();
+        for _ in 0..EXPLAIN_ATTEMPTS {
+            match self.condition((*object).clone(), "False", "Unschedulable", message).await {
+                Ok(()) => {
+                    if let Err(error) = self
+                        .inner
+                        .recorder
+                        .record(&involved, Severity::Warning, "FailedScheduling", message)
+                        .await
+                    {
+                        tracing::debug!(%error, "the FailedScheduling event was not recorded");
+                    }
+                    return;
+                }
+                Err(RegistryError::Conflict { .. }) => {}
+                Err(error) => {
+                    tracing::debug!(application = %entry.app.id, %error, "the Scheduled condition was not written");
+                    break;
                 }
             }
-            // Changed meanwhile: the next attempt explains again.
-            Err(error) => {
-                tracing::debug!(application = %entry.app.id, %error, "the Scheduled condition was not written")
+            let current = match self
+                .inner
+                .client
+                .get(&self.inner.applications, Some(&entry.app.namespace), &entry.app.name)
+                .await
+            {
+                Ok(current) => current,
+                Err(RegistryError::NotFound { .. }) => return,
+                Err(error) => {
+                    tracing::debug!(application = %entry.app.id, %error, "the Application was not read again");
+                    break;
+                }
+            };
+            let Some(info) = AppInfo::from_object(&current, &self.inner.domain) else { return };
+            let same_spec = info.uid == entry.app.uid && info.generation == entry.app.generation;
+            if !info.wants_placement() || !same_spec || info.scheduled_message.as_deref() == Some(message) {
+                return;
             }
+            object = Arc::new(current);
         }
+        self.state().queue.activate(&entry.app.id);
+        self.inner.wake.notify_one();
     }
 
     /// The next [`EXPLAIN_TICK`] boundary: the same instant for every explanation due in one
@@ -671,3 +704,6 @@ impl Source for Wake {
         vec![Key::new(SCHEDULE)]
     }
 }
+
+#[cfg(test)]
+mod tests;
