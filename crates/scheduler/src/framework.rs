@@ -169,6 +169,8 @@ pub struct Framework {
     queue_sort: Box<dyn QueueSort>,
     plugins: Vec<Weighted>,
     post_filters: Vec<Box<dyn PostFilter>>,
+    /// How old a node's heartbeat may be before the node counts as unreachable.
+    heartbeat_timeout: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -197,7 +199,14 @@ impl Framework {
                 Weighted { plugin: Box::new(plugins::workload_affinity::WorkloadAffinity), weight: 2 },
             ],
             post_filters: Vec::new(),
+            heartbeat_timeout,
         }
+    }
+
+    /// How old a node's heartbeat may be before the node counts as unreachable; `None` when
+    /// the `Ready` condition alone is trusted.
+    pub fn heartbeat_timeout(&self) -> Option<std::time::Duration> {
+        self.heartbeat_timeout
     }
 
     /// Adds a post-filter plugin.

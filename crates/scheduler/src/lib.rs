@@ -210,7 +210,7 @@ impl Scheduler {
         let name = node.name.clone();
         let no_execute = node.taints.iter().any(|t| t.effect == "NoExecute");
         let mut state = self.state();
-        if !state.snapshot.put_node(node) {
+        if !state.snapshot.put_node(node, self.inner.framework.heartbeat_timeout()) {
             return Vec::new();
         }
         state.queue.move_unschedulable();

@@ -11,9 +11,13 @@ use serde_json::{Value, json};
 
 use crate::model::AppInfo;
 use crate::queue::Entry;
-use crate::{Policy, Scheduler};
+use crate::{Framework, Policy, SCHEDULE, Scheduler};
 
 async fn scheduler() -> Scheduler {
+    scheduler_with(Framework::new(Policy::Spread, None)).await
+}
+
+async fn scheduler_with(framework: Framework) -> Scheduler {
     let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
     let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
@@ -21,7 +25,7 @@ async fn scheduler() -> Scheduler {
     let namespaces = client.resource("", "namespaces").expect("namespaces");
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}});
     client.create(&namespaces, None, namespace).await.expect("the namespace");
-    Scheduler::new(client, Policy::Spread).expect("a scheduler")
+    Scheduler::with_framework(client, framework).expect("a scheduler")
 }
 
 async fn create(scheduler: &Scheduler, name: &str) -> Object {
@@ -112,4 +116,24 @@ async fn an_explanation_is_not_written_over_an_application_pinned_meanwhile() {
 
     assert_eq!(scheduled_condition(&scheduler, "pinned").await, None);
     assert!(events(&scheduler, "FailedScheduling").await.is_empty());
+}
+
+fn ready_node(name: &str, heartbeat: &str) -> Object {
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi"},
+                   "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": heartbeat}]}});
+    match node {
+        Value::Object(object) => object,
+        _ => unreachable!("a JSON object"),
+    }
+}
+
+#[tokio::test]
+async fn a_node_heard_from_again_after_a_silence_wakes_what_did_not_fit() {
+    let scheduler =
+        scheduler_with(Framework::new(Policy::Spread, Some(std::time::Duration::from_secs(40)))).await;
+    let woken = |keys: Vec<kayra_loop::Key>| keys.iter().any(|key| key.as_str() == SCHEDULE);
+    assert!(woken(scheduler.put_node(&ready_node("n1", "2026-01-01T00:00:00Z"))), "a new node");
+    assert!(!woken(scheduler.put_node(&ready_node("n1", "2026-01-01T00:00:10Z"))), "a heartbeat on time");
+    assert!(woken(scheduler.put_node(&ready_node("n1", "2026-01-01T00:01:00Z"))), "after 50s of silence");
 }
