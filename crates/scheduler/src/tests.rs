@@ -137,3 +137,35 @@ async fn a_node_heard_from_again_after_a_silence_wakes_what_did_not_fit() {
     assert!(!woken(scheduler.put_node(&ready_node("n1", "2026-01-01T00:00:10Z"))), "a heartbeat on time");
     assert!(woken(scheduler.put_node(&ready_node("n1", "2026-01-01T00:01:00Z"))), "after 50s of silence");
 }
+
+fn object(value: Value) -> Object {
+    match value {
+        Value::Object(object) => object,
+        _ => unreachable!("a JSON object"),
+    }
+}
+
+#[tokio::test]
+async fn an_application_placed_on_a_node_with_a_no_execute_taint_is_looked_at_when_it_lands() {
+    let scheduler = scheduler().await;
+    let mut node = ready_node("n1", "2026-01-01T00:00:00Z");
+    node.insert("spec".into(), json!({"taints": [{"key": "maintenance", "effect": "NoExecute"}]}));
+    scheduler.put_node(&node);
+    let placed = |version: &str, by_scheduler: bool| {
+        let annotations = if by_scheduler {
+            json!({"fleet.example.com/scheduled-by": "kayra-scheduler"})
+        } else {
+            json!({})
+        };
+        Arc::new(object(json!({
+            "apiVersion": "fleet.example.com/v1", "kind": "Application",
+            "metadata": {"name": "a", "namespace": "demo", "resourceVersion": version, "annotations": annotations},
+            "spec": {"command": ["/bin/true"], "placement": {"nodeName": "n1"}},
+        })))
+    };
+    let taints = |keys: Vec<kayra_loop::Key>| keys.iter().any(|key| key.as_str() == "taints/n1");
+    assert!(!taints(scheduler.put_app(placed("1", false))), "a pin is never moved");
+    assert!(taints(scheduler.put_app(placed("2", true))), "placed by the scheduler");
+    // Its own bind recorded it already; the watch's copy still brings the node's pass.
+    assert!(taints(scheduler.put_app(placed("2", true))), "the same version seen again");
+}
