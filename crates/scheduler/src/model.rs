@@ -276,7 +276,8 @@ mod tests {
             node
         };
         let timeout = Some(Duration::from_secs(40));
-        let cases: [(&str, fn(&mut NodeInfo), Option<Duration>, bool); 8] = [
+        type Case = (&'static str, fn(&mut NodeInfo), Option<Duration>, bool);
+        let cases: [Case; 8] = [
             ("a heartbeat on time", |n| n.heartbeat = at("2026-01-01T00:00:10Z"), timeout, false),
             ("a heartbeat after a silence", |n| n.heartbeat = at("2026-01-01T00:01:00Z"), timeout, true),
             ("a silence with no timeout", |n| n.heartbeat = at("2026-01-01T00:01:00Z"), None, false),

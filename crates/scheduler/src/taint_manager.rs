@@ -45,10 +45,10 @@ pub fn tolerance(node: &NodeInfo, app: &App) -> Tolerance {
         let Some(toleration) = app.tolerations.iter().find(|t| tolerates(t, taint)) else {
             return Tolerance::None(taint.clone());
         };
-        if let Some(seconds) = toleration.toleration_seconds {
-            if shortest.is_none_or(|(least, _)| seconds < least) {
-                shortest = Some((seconds, taint));
-            }
+        if let Some(seconds) = toleration.toleration_seconds
+            && shortest.is_none_or(|(least, _)| seconds < least)
+        {
+            shortest = Some((seconds, taint));
         }
     }
     match shortest {
