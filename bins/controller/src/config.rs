@@ -210,4 +210,12 @@ mod tests {
         assert_eq!(binpack.scheduler.policy, SchedulerPolicy::Binpack);
         assert!(Config::from_yaml("scheduler:\n  policy: random\n").is_err());
     }
+
+    #[test]
+    fn nodes_count_as_not_ready_after_40_seconds_and_lost_after_5_minutes_unless_told() {
+        let defaults = Config::from_yaml("").unwrap();
+        assert_eq!((defaults.node_ready_timeout_seconds, defaults.node_lost_timeout_seconds), (40, 300));
+        let told = Config::from_yaml("nodeReadyTimeoutSeconds: 10\nnodeLostTimeoutSeconds: 60\n").unwrap();
+        assert_eq!((told.node_ready_timeout_seconds, told.node_lost_timeout_seconds), (10, 60));
+    }
 }

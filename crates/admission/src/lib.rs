@@ -108,6 +108,7 @@ impl Chain {
         Chain::default()
             .with_mutating(Arc::new(certificate_requests::CertificateRequests))
             .with_mutating(Arc::new(child_ownership::ChildOwnership::new(domain)))
+            .with_mutating(Arc::new(node_placement::NodePlacement::new(domain, fleet.clone())))
             .with_validating(Arc::new(child_ownership::ChildOwnership::new(domain)))
             .with_validating(Arc::new(deletion_protection::DeletionProtection::new(domain, fleet.clone())))
             .with_validating(Arc::new(rbac_escalation::RbacEscalation::new(domain, permissions.clone())))

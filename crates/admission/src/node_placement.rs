@@ -10,9 +10,11 @@
 //!   (written with the binding, in one write). Only the control plane's own loops
 //!   (`system:kayra:<component>` in `system:masters`) set, change or remove it — Kubernetes
 //!   likewise reserves binding to a privileged subresource. A client may only clear the
-//!   binding of a scheduler-placed Application, dropping the annotation with it, which asks for
-//!   a new placement; moving it to another node is the scheduler's call, and pinning it where
-//!   it is would claim a choice its author did not make.
+//!   binding of a scheduler-placed Application, which asks for a new placement: the annotation
+//!   goes with the binding (a write that clears `nodeName` alone has it removed, as
+//!   `kubectl patch … '{"spec":{"placement":{"nodeName":null}}}'` expects). Moving it to another
+//!   node is the scheduler's call, and pinning it where it is would claim a choice its author
+//!   did not make.
 //! - The annotation never stands without a binding (`422`).
 //!
 //! Finished Applications (`Succeeded`, `Failed`) request nothing of their Node.
@@ -26,7 +28,7 @@ use kayra_registry::{Object, Operation, Part, Refusal};
 use serde_json::Value;
 
 use crate::ports::{Fleet, Resources};
-use crate::{Validating, Write};
+use crate::{Mutating, Validating, Write};
 
 /// The user names of the control plane's own loops begin so.
 const CONTROLLER_PREFIX: &str = "system:kayra:";
@@ -104,17 +106,51 @@ impl NodePlacement {
     }
 }
 
+impl NodePlacement {
+    fn applies(&self, write: &Write<'_>) -> bool {
+        write.api == self.group
+            && write.resource == "applications"
+            && write.operation != Operation::Delete
+            && write.part == Part::Main
+    }
+}
+
+impl Mutating for NodePlacement {
+    fn name(&self) -> &'static str {
+        "NodePlacement"
+    }
+
+    /// A write that clears the binding of a scheduler-placed Application and leaves its
+    /// annotation as it was drops the annotation too.
+    fn mutate(&self, write: &Write<'_>) -> Result<Option<Object>, Refusal> {
+        let cleared = self.applies(write)
+            && write.operation == Operation::Update
+            && bound_node(write.object).is_none()
+            && write.old.and_then(bound_node).is_some();
+        let kept = self.scheduled_by(write.old).is_some()
+            && self.scheduled_by(Some(write.object)) == self.scheduled_by(write.old);
+        if !cleared || !kept {
+            return Ok(None);
+        }
+        let mut object = write.object.clone();
+        let annotations = object
+            .get_mut("metadata")
+            .and_then(|metadata| metadata.get_mut("annotations"))
+            .and_then(Value::as_object_mut);
+        if let Some(annotations) = annotations {
+            annotations.remove(&self.annotation);
+        }
+        Ok(Some(object))
+    }
+}
+
 impl Validating for NodePlacement {
     fn name(&self) -> &'static str {
         "NodePlacement"
     }
 
     fn validate(&self, write: &Write<'_>) -> Result<(), Refusal> {
-        if write.api != self.group
-            || write.resource != "applications"
-            || write.operation == Operation::Delete
-            || write.part != Part::Main
-        {
+        if !self.applies(write) {
             return Ok(());
         }
         let node = bound_node(write.object);

@@ -116,6 +116,7 @@ fn the_standard_chain_decides_for_its_caller_through_the_registry_port() {
         [
             "CertificateSigningRequest",
             "ChildOwnership",
+            "NodePlacement",
             "ChildOwnership",
             "DeletionProtection",
             "RBACEscalation",

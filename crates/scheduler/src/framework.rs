@@ -169,6 +169,8 @@ pub struct Framework {
     queue_sort: Box<dyn QueueSort>,
     plugins: Vec<Weighted>,
     post_filters: Vec<Box<dyn PostFilter>>,
+    /// How old a node's heartbeat may be before the node counts as unreachable.
+    heartbeat_timeout: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -179,9 +181,11 @@ impl std::fmt::Debug for Framework {
 }
 
 impl Framework {
-    /// kube-scheduler's default set for what Kayra places, with its default score weights:
-    /// `PrioritySort`; `NodeUnschedulable` (with readiness and heartbeat), `NodeResourcesFit`
-    /// (weight 1), `NodeAffinity` (2), `InterPodAffinity` (2), `TaintToleration` (3).
+    /// kube-scheduler's default set for what Kayra places, in its filter order and with its
+    /// default score weights: `PrioritySort`; `NodeUnschedulable` (with readiness and
+    /// heartbeat), `TaintToleration` (weight 3), `NodeAffinity` (2), `NodeResourcesFit` (1),
+    /// `InterPodAffinity` (2). A node counts once in an explanation, for the first filter it
+    /// fails.
     pub fn new(policy: Policy, heartbeat_timeout: Option<std::time::Duration>) -> Framework {
         Framework {
             next_start: std::sync::atomic::AtomicUsize::new(0),
@@ -191,13 +195,20 @@ impl Framework {
                     plugin: Box::new(plugins::node_schedulable::NodeSchedulable { heartbeat_timeout }),
                     weight: 0,
                 },
-                Weighted { plugin: Box::new(plugins::node_affinity::NodeAffinity), weight: 2 },
                 Weighted { plugin: Box::new(plugins::taint_toleration::TaintToleration), weight: 3 },
+                Weighted { plugin: Box::new(plugins::node_affinity::NodeAffinity), weight: 2 },
                 Weighted { plugin: Box::new(plugins::resources_fit::ResourcesFit { policy }), weight: 1 },
                 Weighted { plugin: Box::new(plugins::workload_affinity::WorkloadAffinity), weight: 2 },
             ],
             post_filters: Vec::new(),
+            heartbeat_timeout,
         }
+    }
+
+    /// How old a node's heartbeat may be before the node counts as unreachable; `None` when
+    /// the `Ready` condition alone is trusted.
+    pub fn heartbeat_timeout(&self) -> Option<std::time::Duration> {
+        self.heartbeat_timeout
     }
 
     /// Adds a post-filter plugin.
@@ -345,6 +356,29 @@ mod tests {
         );
         let none = Unschedulable { nodes: 0, reasons: BTreeMap::new(), notes: vec![] };
         assert_eq!(none.message(), "no nodes available to schedule pods");
+    }
+
+    #[test]
+    fn each_node_counts_once_for_the_first_filter_it_fails_in_kube_schedulers_order() {
+        use crate::plugins::taint;
+        use crate::plugins::testing::{app, node, snapshot};
+        // kube-scheduler filters NodeUnschedulable, TaintToleration, NodeAffinity,
+        // NodeResourcesFit, InterPodAffinity in that order and stops at a node's first failure.
+        let mut tainted = node("tainted-elsewhere", &[("zone", "b")]);
+        tainted.taints = vec![taint("maintenance", "", "NoSchedule")];
+        let mut cordoned = node("cordoned-tainted", &[("zone", "b")]);
+        cordoned.unschedulable = true;
+        cordoned.taints = vec![taint("maintenance", "", "NoSchedule")];
+        let fleet = snapshot(vec![tainted, cordoned, node("elsewhere", &[("zone", "b")])], vec![]);
+        let mut wanting = app("a", &[]);
+        wanting.node_selector = [("zone".to_owned(), "a".to_owned())].into();
+        let framework = Framework::new(Policy::Spread, None);
+        let refused = framework.schedule(&wanting, &fleet, None).expect_err("fits nowhere");
+        assert_eq!(
+            refused.message(),
+            "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, \
+             1 node(s) had untolerated taint {maintenance: }, 1 node(s) were unschedulable."
+        );
     }
 
     #[test]

@@ -60,6 +60,9 @@ const EXPLANATIONS: usize = 8;
 /// those decided close together are written together and share the store's flushes (group
 /// commit) instead of paying one flush each while the API is busy creating more.
 const EXPLAIN_TICK: Duration = Duration::from_millis(20);
+/// How many times an explanation is written before the Application is tried again instead:
+/// each attempt after the first follows a write that met a newer version.
+const EXPLAIN_ATTEMPTS: usize = 3;
 
 /// Places Applications that name no node.
 #[derive(Clone)]
@@ -100,8 +103,26 @@ struct State {
     /// The resourceVersion of every Application last recorded, so that a relist decodes only
     /// what changed.
     versions: HashMap<String, String>,
-    /// When each `NoExecute` taint (`node`, `key`, `value`) was first seen.
-    taints_seen: HashMap<(String, String, String), Instant>,
+    /// When each scheduler-placed Application (`node`, `id`) was first found tolerating its
+    /// node's `NoExecute` taints for a while only: its `tolerationSeconds` count from then.
+    tolerating_since: HashMap<(String, String), Instant>,
+}
+
+impl State {
+    /// The taint manager's key for the node a scheduler-placed Application is bound to, when
+    /// that node has `NoExecute` taints whose verdict on the Application is not known yet: an
+    /// Application that lands on such a node is looked at when it lands, not only when the
+    /// node's taints change.
+    fn landed_on_no_execute(&self, id: &str) -> Option<Key> {
+        let (node, app) = self.snapshot.placed(id)?;
+        let tainted = self
+            .snapshot
+            .nodes()
+            .get(node)
+            .is_some_and(|info| info.taints.iter().any(|t| t.effect == "NoExecute"));
+        let known = self.tolerating_since.contains_key(&(node.clone(), id.to_owned()));
+        (app.scheduler_placed && tainted && !known).then(|| Key::new(format!("{TAINTS}{node}")))
+    }
 }
 
 impl Scheduler {
@@ -168,8 +189,13 @@ impl Scheduler {
     fn put_app(&self, object: Arc<Object>) -> Vec<Key> {
         let id = id_of(&object);
         let version = meta_str(&object, "resourceVersion");
-        if self.state().versions.get(&id).is_some_and(|known| known == version) {
-            return Vec::new();
+        {
+            let state = self.state();
+            if state.versions.get(&id).is_some_and(|known| known == version) {
+                // Recorded already (by its own bind): the taint manager may still have to
+                // look at the node it landed on.
+                return state.landed_on_no_execute(&id).into_iter().collect();
+            }
         }
         let Some(app) = AppInfo::from_object(&object, &self.inner.domain) else { return Vec::new() };
         let app = Arc::new(app);
@@ -181,11 +207,16 @@ impl Scheduler {
         } else {
             state.snapshot.put_app(&app)
         };
-        state.queue.upsert(app, object);
+        state.queue.upsert(app.clone(), object);
         if freed {
             state.queue.move_unschedulable();
         }
-        if wants || freed { vec![Key::new(SCHEDULE)] } else { Vec::new() }
+        let mut keys = Vec::new();
+        if wants || freed {
+            keys.push(Key::new(SCHEDULE));
+        }
+        keys.extend(state.landed_on_no_execute(&app.id));
+        keys
     }
 
     fn remove_app(&self, object: &Object) -> Vec<Key> {
@@ -207,12 +238,12 @@ impl Scheduler {
         let name = node.name.clone();
         let no_execute = node.taints.iter().any(|t| t.effect == "NoExecute");
         let mut state = self.state();
-        if !state.snapshot.put_node(node) {
+        if !state.snapshot.put_node(node, self.inner.framework.heartbeat_timeout()) {
             return Vec::new();
         }
         state.queue.move_unschedulable();
         let mut keys = vec![Key::new(SCHEDULE)];
-        if no_execute || state.taints_seen.keys().any(|(n, _, _)| *n == name) {
+        if no_execute || state.tolerating_since.keys().any(|(n, _)| *n == name) {
             keys.push(Key::new(format!("{TAINTS}{name}")));
         }
         keys
@@ -339,6 +370,10 @@ impl Scheduler {
     }
 
     /// Explains why an Application fits nowhere: condition and Event, when the message changed.
+    /// A write that meets a newer version reads the Application again and explains that one
+    /// while it still waits for a node on the same spec; when that keeps failing, the
+    /// Application is tried again at once (its backoff still holds), since an unschedulable one
+    /// would otherwise wait for a relevant change before it is explained.
     async fn explain(&self, entry: Entry, message: &str) {
         if entry.app.scheduled_message.as_deref() == Some(message) {
             return;
@@ -346,22 +381,48 @@ impl Scheduler {
         tokio::time::sleep_until(self.next_tick()).await;
         let Ok(_permit) = self.inner.explanations.acquire().await else { return };
         let involved = self.involved(&entry.object);
-        match self.condition((*entry.object).clone(), "False", "Unschedulable", message).await {
-            Ok(()) => {
-                if let Err(error) = self
-                    .inner
-                    .recorder
-                    .record(&involved, Severity::Warning, "FailedScheduling", message)
-                    .await
-                {
-                    tracing::debug!(%error, "the FailedScheduling event was not recorded");
+        let mut object = entry.object.clone();
+        for _ in 0..EXPLAIN_ATTEMPTS {
+            match self.condition((*object).clone(), "False", "Unschedulable", message).await {
+                Ok(()) => {
+                    if let Err(error) = self
+                        .inner
+                        .recorder
+                        .record(&involved, Severity::Warning, "FailedScheduling", message)
+                        .await
+                    {
+                        tracing::debug!(%error, "the FailedScheduling event was not recorded");
+                    }
+                    return;
+                }
+                Err(RegistryError::Conflict { .. }) => {}
+                Err(error) => {
+                    tracing::debug!(application = %entry.app.id, %error, "the Scheduled condition was not written");
+                    break;
                 }
             }
-            // Changed meanwhile: the next attempt explains again.
-            Err(error) => {
-                tracing::debug!(application = %entry.app.id, %error, "the Scheduled condition was not written")
+            let current = match self
+                .inner
+                .client
+                .get(&self.inner.applications, Some(&entry.app.namespace), &entry.app.name)
+                .await
+            {
+                Ok(current) => current,
+                Err(RegistryError::NotFound { .. }) => return,
+                Err(error) => {
+                    tracing::debug!(application = %entry.app.id, %error, "the Application was not read again");
+                    break;
+                }
+            };
+            let Some(info) = AppInfo::from_object(&current, &self.inner.domain) else { return };
+            let same_spec = info.uid == entry.app.uid && info.generation == entry.app.generation;
+            if !info.wants_placement() || !same_spec || info.scheduled_message.as_deref() == Some(message) {
+                return;
             }
+            object = Arc::new(current);
         }
+        self.state().queue.activate(&entry.app.id);
+        self.inner.wake.notify_one();
     }
 
     /// The next [`EXPLAIN_TICK`] boundary: the same instant for every explanation due in one
@@ -428,34 +489,27 @@ impl Scheduler {
         let now = Instant::now();
         let verdict = {
             let mut state = self.state();
-            let State { snapshot, taints_seen, .. } = &mut *state;
+            let State { snapshot, tolerating_since, .. } = &mut *state;
             let Some(info) = snapshot.nodes().get(node) else {
-                taints_seen.retain(|(n, _, _), _| n != node);
+                tolerating_since.retain(|(n, _), _| n != node);
                 return Ok(Action::AwaitChange);
             };
-            let current: Vec<(String, String, String)> = info
-                .taints
-                .iter()
-                .filter(|t| t.effect == "NoExecute")
-                .map(|t| (node.to_owned(), t.key.clone(), t.value.clone().unwrap_or_default()))
-                .collect();
-            taints_seen.retain(|key, _| key.0 != node || current.contains(key));
-            for key in current {
-                taints_seen.entry(key).or_insert(now);
-            }
             let apps: Vec<App> = snapshot
                 .usage(node)
                 .into_iter()
                 .flat_map(|usage| usage.apps.iter())
                 .filter_map(|id| snapshot.placed(id).map(|(_, app)| app.clone()))
                 .collect();
-            let seen = |t: &k8s_openapi::api::core::v1::Taint| {
-                taints_seen
-                    .get(&(node.to_owned(), t.key.clone(), t.value.clone().unwrap_or_default()))
-                    .copied()
-                    .unwrap_or(now)
-            };
-            taint_manager::verdict(info, &apps, seen, now)
+            let since =
+                |app: &App| tolerating_since.get(&(node.to_owned(), app.id.clone())).copied().unwrap_or(now);
+            let verdict = taint_manager::verdict(info, &apps, since, now);
+            let bounded: Vec<(String, String)> =
+                verdict.bounded.iter().map(|(app, _)| (node.to_owned(), app.id.clone())).collect();
+            tolerating_since.retain(|key, _| key.0 != node || bounded.contains(key));
+            for key in bounded {
+                tolerating_since.entry(key).or_insert(now);
+            }
+            verdict
         };
         for (app, taint) in verdict.evict {
             let patch = json!({
@@ -671,3 +725,6 @@ impl Source for Wake {
         vec![Key::new(SCHEDULE)]
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
 use kayra_api::kinds::application::{Affinity, Application, SCHEDULER, scheduled_by_annotation};
@@ -119,14 +120,22 @@ impl NodeInfo {
         }
     }
 
-    /// Whether a change from `self` to `new` may let an Application that did not fit fit now
-    /// (a heartbeat alone does not).
-    pub fn relevant_change(&self, new: &NodeInfo) -> bool {
+    /// Whether a change from `self` to `new` may let an Application that did not fit fit now. A
+    /// heartbeat alone does not, unless it ends a silence longer than `heartbeat_timeout` (the
+    /// node counted as unreachable meanwhile, and is back).
+    pub fn relevant_change(&self, new: &NodeInfo, heartbeat_timeout: Option<Duration>) -> bool {
+        let silence_ended = match (heartbeat_timeout, self.heartbeat, new.heartbeat) {
+            (Some(timeout), Some(old), Some(new)) => {
+                new.duration_since(old).as_secs_f64() > timeout.as_secs_f64()
+            }
+            _ => false,
+        };
         self.labels != new.labels
             || self.unschedulable != new.unschedulable
             || self.taints != new.taints
             || self.allocatable != new.allocatable
             || self.readiness != new.readiness
+            || silence_ended
     }
 }
 
@@ -251,3 +260,43 @@ impl AppInfo {
 
 /// A shared, decoded Application.
 pub type App = Arc<AppInfo>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_is_relevant_when_it_may_let_something_fit() {
+        fn at(time: &str) -> Option<jiff::Timestamp> {
+            Some(time.parse().expect("a time"))
+        }
+        let before = || {
+            let mut node = NodeInfo::new("n1", Resources { cpu: 1000, memory: 1 << 30 }, &[("zone", "a")]);
+            node.heartbeat = at("2026-01-01T00:00:00Z");
+            node
+        };
+        let timeout = Some(Duration::from_secs(40));
+        type Case = (&'static str, fn(&mut NodeInfo), Option<Duration>, bool);
+        let cases: [Case; 8] = [
+            ("a heartbeat on time", |n| n.heartbeat = at("2026-01-01T00:00:10Z"), timeout, false),
+            ("a heartbeat after a silence", |n| n.heartbeat = at("2026-01-01T00:01:00Z"), timeout, true),
+            ("a silence with no timeout", |n| n.heartbeat = at("2026-01-01T00:01:00Z"), None, false),
+            ("labels", |n| drop(n.labels.insert("zone".into(), "b".into())), timeout, true),
+            ("uncordoned", |n| n.unschedulable = !n.unschedulable, timeout, true),
+            ("capacity", |n| n.allocatable.memory *= 2, timeout, true),
+            ("no longer heard from", |n| n.readiness = Readiness::Unknown, timeout, true),
+            ("nothing", |_| {}, timeout, false),
+        ];
+        for (case, change, timeout, relevant) in cases {
+            let mut new = before();
+            change(&mut new);
+            assert_eq!(before().relevant_change(&new, timeout), relevant, "{case}");
+        }
+        let mut not_ready = before();
+        not_ready.readiness = Readiness::NotReady;
+        assert!(not_ready.relevant_change(&before(), timeout), "NotReady to Ready");
+        let mut unheard = before();
+        unheard.heartbeat = None;
+        assert!(!unheard.relevant_change(&before(), timeout), "a first heartbeat");
+    }
+}

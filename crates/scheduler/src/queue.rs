@@ -167,6 +167,14 @@ impl Queue {
         }
     }
 
+    /// An unschedulable Application is to be tried again without waiting for a relevant
+    /// change (its backoff still holds): its explanation could not be written.
+    pub fn activate(&mut self, id: &str) {
+        if let Some(entry) = self.entries.get_mut(id).filter(|e| e.stage == Stage::Unschedulable) {
+            entry.stage = Stage::Active;
+        }
+    }
+
     /// An Application in flight is to be tried again (its bind met a newer version).
     pub fn retry(&mut self, id: &str) {
         if let Some(entry) = self.entries.get_mut(id).filter(|e| e.stage == Stage::InFlight) {

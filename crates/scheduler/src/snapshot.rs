@@ -101,9 +101,11 @@ impl Snapshot {
         Some(slots)
     }
 
-    /// Adds or replaces a node; answers whether the change may let something fit that did not.
-    pub fn put_node(&mut self, node: NodeInfo) -> bool {
-        let relevant = self.nodes.get(&node.name).is_none_or(|old| old.relevant_change(&node));
+    /// Adds or replaces a node; answers whether the change may let something fit that did not
+    /// (a node silent for longer than `heartbeat_timeout` counted as unreachable).
+    pub fn put_node(&mut self, node: NodeInfo, heartbeat_timeout: Option<std::time::Duration>) -> bool {
+        let relevant =
+            self.nodes.get(&node.name).is_none_or(|old| old.relevant_change(&node, heartbeat_timeout));
         self.nodes.insert(node.name.clone(), node);
         relevant
     }

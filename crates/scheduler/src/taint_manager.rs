@@ -1,8 +1,12 @@
-//! The taint manager: a node's `NoExecute` taint moves the scheduler-placed Applications on it
-//! that do not tolerate it (at once), or tolerate it for `tolerationSeconds` only (when that
-//! time has passed since the taint was first seen). Moving is unbinding: `nodeName` and the
-//! scheduled-by annotation are cleared together, and the scheduler places the Application
-//! again. Applications their authors pinned stay where they are.
+//! The taint manager, as Kubernetes' (`NoExecuteTaintManager`): a node's `NoExecute` taints
+//! move the scheduler-placed Applications on it that do not tolerate one of them (at once), or
+//! tolerate them for a while only: each taint is matched by the first of the Application's
+//! tolerations that tolerates it, and the smallest `tolerationSeconds` among those matches
+//! counts, from when the Application was first found tolerating the node for a while (the taint
+//! appeared, or the Application arrived). A match without `tolerationSeconds` tolerates forever;
+//! one of 0 or less, not at all. Moving is unbinding: `nodeName` and the scheduled-by
+//! annotation are cleared together, and the scheduler places the Application again.
+//! Applications their authors pinned stay where they are.
 
 use std::time::{Duration, Instant};
 
@@ -16,46 +20,67 @@ use crate::plugins::tolerates;
 pub struct Verdict {
     /// Applications to unbind now, each with the taint that moves it.
     pub evict: Vec<(App, Taint)>,
+    /// Applications that tolerate the node's taints for a while: each with when it is due.
+    pub bounded: Vec<(App, Instant)>,
     /// When the next tolerated-for-a-while Application is due.
     pub next: Option<Instant>,
 }
 
-/// Which of `apps` (on `node`) move because of its `NoExecute` taints; `seen` tells when a
-/// taint was first seen.
+/// How long an Application tolerates a node's taints.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tolerance {
+    /// It does not tolerate this taint.
+    None(Taint),
+    /// For this long, as this taint's toleration says.
+    For(Duration, Taint),
+    /// As long as the taints stay (or the node has no `NoExecute` taint).
+    Forever,
+}
+
+/// How long `app` tolerates the `NoExecute` taints of `node` (Kubernetes'
+/// `GetMatchingTolerations` and `getMinTolerationTime`).
+pub fn tolerance(node: &NodeInfo, app: &App) -> Tolerance {
+    let mut shortest: Option<(i64, &Taint)> = None;
+    for taint in node.taints.iter().filter(|t| t.effect == "NoExecute") {
+        let Some(toleration) = app.tolerations.iter().find(|t| tolerates(t, taint)) else {
+            return Tolerance::None(taint.clone());
+        };
+        if let Some(seconds) = toleration.toleration_seconds
+            && shortest.is_none_or(|(least, _)| seconds < least)
+        {
+            shortest = Some((seconds, taint));
+        }
+    }
+    match shortest {
+        Some((seconds, taint)) => {
+            Tolerance::For(Duration::from_secs(seconds.max(0).unsigned_abs()), taint.clone())
+        }
+        None => Tolerance::Forever,
+    }
+}
+
+/// Which of `apps` (on `node`) move because of its `NoExecute` taints; `since` tells when an
+/// Application was first found tolerating them for a while (asked only of those that do).
 pub fn verdict<'a>(
     node: &NodeInfo,
     apps: impl IntoIterator<Item = &'a App>,
-    seen: impl Fn(&Taint) -> Instant,
+    since: impl Fn(&App) -> Instant,
     now: Instant,
 ) -> Verdict {
     let mut verdict = Verdict::default();
-    let taints: Vec<&Taint> = node.taints.iter().filter(|t| t.effect == "NoExecute").collect();
-    if taints.is_empty() {
-        return verdict;
-    }
-    'apps: for app in apps.into_iter().filter(|app| app.scheduler_placed) {
-        let mut due: Option<Instant> = None;
-        for taint in &taints {
-            let tolerations: Vec<_> = app.tolerations.iter().filter(|t| tolerates(t, taint)).collect();
-            if tolerations.is_empty() {
-                verdict.evict.push((app.clone(), (*taint).clone()));
-                continue 'apps;
-            }
-            // Tolerated forever unless every matching toleration is bounded; then the longest
-            // bound counts, as Kubernetes takes it.
-            if tolerations.iter().all(|t| t.toleration_seconds.is_some()) {
-                let seconds =
-                    tolerations.iter().filter_map(|t| t.toleration_seconds).max().unwrap_or(0).max(0);
-                let at = seen(taint) + Duration::from_secs(seconds.unsigned_abs());
+    for app in apps.into_iter().filter(|app| app.scheduler_placed) {
+        match tolerance(node, app) {
+            Tolerance::None(taint) => verdict.evict.push((app.clone(), taint)),
+            Tolerance::For(duration, taint) => {
+                let at = since(app) + duration;
                 if at <= now {
-                    verdict.evict.push((app.clone(), (*taint).clone()));
-                    continue 'apps;
+                    verdict.evict.push((app.clone(), taint));
+                } else {
+                    verdict.bounded.push((app.clone(), at));
+                    verdict.next = Some(verdict.next.map_or(at, |n| n.min(at)));
                 }
-                due = Some(due.map_or(at, |d| d.min(at)));
             }
-        }
-        if let Some(at) = due {
-            verdict.next = Some(verdict.next.map_or(at, |n| n.min(at)));
+            Tolerance::Forever => {}
         }
     }
     verdict
@@ -90,6 +115,13 @@ mod tests {
                 json!([{"key": "maintenance", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}]),
                 true,
             ),
+            // The first matching toleration counts, not the longest.
+            placed(
+                "first-match",
+                json!([{"operator": "Exists", "tolerationSeconds": 30},
+                       {"key": "maintenance", "operator": "Exists", "tolerationSeconds": 60}]),
+                true,
+            ),
         ];
         let start = Instant::now();
         let at = |now: Instant| {
@@ -97,8 +129,74 @@ mod tests {
             (v.evict.iter().map(|(a, t)| format!("{}:{}", a.name, t.key)).collect::<Vec<_>>(), v.next)
         };
         assert_eq!(at(start), (vec!["moved:maintenance".to_owned()], Some(start + Duration::from_secs(30))));
-        assert_eq!(at(start + Duration::from_secs(30)).0, ["moved:maintenance", "for-a-while:maintenance"]);
+        assert_eq!(
+            at(start + Duration::from_secs(30)).0,
+            ["moved:maintenance", "for-a-while:maintenance", "first-match:maintenance"]
+        );
         n.taints = vec![taint("soft", "", "NoSchedule")];
         assert!(verdict(&n, &apps, |_| start, start).evict.is_empty(), "NoSchedule moves nothing");
+    }
+}
+
+#[cfg(test)]
+mod tolerance_tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::plugins::taint;
+    use crate::plugins::testing::{app, node, shape};
+
+    #[test]
+    fn the_first_matching_toleration_of_each_taint_counts_and_the_shortest_bound_wins() {
+        let mut n = node("n1", &[]);
+        n.taints = vec![taint("maintenance", "", "NoExecute"), taint("degraded", "", "NoExecute")];
+        let secs = |s: u64| Duration::from_secs(s);
+        let cases = [
+            ("no toleration", json!([]), Tolerance::None(taint("maintenance", "", "NoExecute"))),
+            (
+                "one taint tolerated only",
+                json!([{"key": "maintenance", "operator": "Exists"}]),
+                Tolerance::None(taint("degraded", "", "NoExecute")),
+            ),
+            ("both forever", json!([{"operator": "Exists"}]), Tolerance::Forever),
+            (
+                "two bounds over two taints: the shorter",
+                json!([{"key": "maintenance", "operator": "Exists", "tolerationSeconds": 60},
+                       {"key": "degraded", "operator": "Exists", "tolerationSeconds": 30}]),
+                Tolerance::For(secs(30), taint("degraded", "", "NoExecute")),
+            ),
+            (
+                "a bound and forever: the bound",
+                json!([{"key": "maintenance", "operator": "Exists", "tolerationSeconds": 60},
+                       {"key": "degraded", "operator": "Exists"}]),
+                Tolerance::For(secs(60), taint("maintenance", "", "NoExecute")),
+            ),
+            (
+                "the first match of a taint, not the longest",
+                json!([{"operator": "Exists", "tolerationSeconds": 30},
+                       {"key": "maintenance", "operator": "Exists", "tolerationSeconds": 60},
+                       {"key": "degraded", "operator": "Exists"}]),
+                Tolerance::For(secs(30), taint("maintenance", "", "NoExecute")),
+            ),
+            (
+                "a first match that is forever hides a later bound",
+                json!([{"operator": "Exists"},
+                       {"key": "maintenance", "operator": "Exists", "tolerationSeconds": 30}]),
+                Tolerance::Forever,
+            ),
+            (
+                "zero or less: not at all",
+                json!([{"operator": "Exists", "tolerationSeconds": -5}]),
+                Tolerance::For(secs(0), taint("maintenance", "", "NoExecute")),
+            ),
+        ];
+        for (case, tolerations, expected) in cases {
+            let mut a = app("a", &[]);
+            a.scheduler_placed = true;
+            a.tolerations = shape(tolerations);
+            assert_eq!(tolerance(&n, &Arc::new(a)), expected, "{case}");
+        }
     }
 }

@@ -3,9 +3,8 @@
 //! longer than `nodeLostTimeoutSeconds` has its scheduler-placed Applications moved, and when it
 //! returns its agent stops the processes no longer bound to it.
 //!
-//! Until the scheduler lands, an Application that names no node is placed only while exactly
-//! one node is schedulable: each test places on node a while b is cordoned, then uncordons b,
-//! so that draining or losing a leaves b as the only place to go.
+//! Each test has the scheduler place an Application on node a while b is cordoned (so that it
+//! lands on a), then uncordons b, so that draining or losing a leaves b as the place to go.
 
 use std::time::Duration;
 
@@ -113,6 +112,30 @@ fn kubectl_drain_moves_what_the_scheduler_placed_and_reports_what_is_pinned() {
     let events =
         kubectl_ok(&controller, &["get", "events", "--field-selector", "involvedObject.name=roamer"]);
     assert!(events.contains("Evicted"), "{events}");
+
+    // Without the pin, a drain empties the node.
+    kubectl_ok(&controller, &["delete", "app", "anchor"]);
+    let drained = controller.kubectl(&[
+        "drain",
+        &a.name,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=20s",
+    ]);
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&drained.stdout), String::from_utf8_lossy(&drained.stderr));
+    assert!(drained.status.success(), "nothing pinned is left: {said}");
+    assert!(said.contains("drained"), "{said}");
+    let apps = get_json(&controller, &["get", "apps"]).unwrap_or_default();
+    let on_a: Vec<&Value> = apps["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|app| app["spec"]["placement"]["nodeName"] == a.name.as_str())
+        .collect();
+    assert!(on_a.is_empty(), "nothing is bound to the drained node: {on_a:?}");
+    wait_for("anchor's process to stop", Duration::from_secs(15), || (!alive(anchor_pid)).then_some(()));
+    assert_eq!(bound_node(&controller, "roamer").as_deref(), Some(b.name.as_str()));
     drop((a, b));
     kill_all_with(&roamer);
     kill_all_with(&anchor);

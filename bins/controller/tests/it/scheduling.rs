@@ -1,7 +1,9 @@
 //! The scheduler with real agents: unpinned Applications spread over the nodes (or pack onto
 //! one under `scheduler.policy: binpack`), a cordoned node gets none, `kubectl taint ...
 //! NoExecute` moves what the scheduler placed, and an Application that fits nowhere says why
-//! in kube-scheduler's words in `kubectl describe`.
+//! in kube-scheduler's words in `kubectl describe`, with one `FailedScheduling` Event per
+//! distinct explanation. One waiting is placed within seconds of a node being uncordoned or
+//! capacity being freed; one placed stays put when labels or its own selector change later.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -125,14 +127,126 @@ fn the_scheduler_spreads_avoids_cordoned_nodes_obeys_no_execute_and_explains() {
         described.contains("FailedScheduling").then_some(described)
     });
     assert!(described.contains(expected), "{described}");
-    // The explanation is not rewritten while nothing changes: one event.
+    // The explanation is not rewritten while nothing changes, nor when a change that may let
+    // it fit (a node's labels) leaves it as it was: one event.
     std::thread::sleep(Duration::from_secs(3));
-    let failures = kubectl_ok(
-        &controller,
-        &["get", "events", "--field-selector", "reason=FailedScheduling", "-o", "name"],
-    );
-    assert_eq!(failures.lines().count(), 1, "{failures}");
-    assert!(app_status(&controller, "too-big")["conditions"].is_array());
+    assert_eq!(events_about(&controller, "FailedScheduling", "too-big"), [expected]);
+    kubectl_ok(&controller, &["label", "nodes", &a.name, "relabelled=yes"]);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(events_about(&controller, "FailedScheduling", "too-big"), [expected]);
+    // A change that changes it: the condition says so, and a second event.
+    kubectl_ok(&controller, &["taint", "nodes", &b.name, "maintenance-"]);
+    let changed = "0/2 nodes are available: 2 Insufficient memory.";
+    wait_for("too-big to be explained again", Duration::from_secs(15), || {
+        let status = app_status(&controller, "too-big");
+        let condition = status["conditions"].as_array()?.iter().find(|c| c["type"] == "Scheduled")?.clone();
+        (condition["message"] == changed).then_some(())
+    });
+    wait_for("the second FailedScheduling event", Duration::from_secs(15), || {
+        (events_about(&controller, "FailedScheduling", "too-big") == [expected, changed]).then_some(())
+    });
+
+    // Waiting for a schedulable node: placed within seconds of one being uncordoned.
+    kubectl_ok(&controller, &["cordon", &a.name]);
+    kubectl_ok(&controller, &["cordon", &b.name]);
+    apply(&controller, &unpinned("waits-for-a-node", &marker, json!({})));
+    explained(&controller, "waits-for-a-node", "0/2 nodes are available: 2 node(s) were unschedulable.");
+    kubectl_ok(&controller, &["uncordon", &b.name]);
+    let placed = placed_within(&controller, "waits-for-a-node", Duration::from_secs(5));
+    assert_eq!(placed, b.name);
+    kubectl_ok(&controller, &["uncordon", &a.name]);
+
+    // Waiting for memory: placed within seconds of an Application on a node going. Each node
+    // keeps less than half of what `waits-for-memory` asks free.
+    let allocatable = |node: &str| {
+        let node = get_json(&controller, &["get", "node", node]).unwrap_or_default();
+        let memory = node["status"]["allocatable"]["memory"].as_str().unwrap_or_default().to_owned();
+        kayra_api::quantity::Quantity::parse(&memory).map_or(0, |q| q.value() as u64)
+    };
+    let (on_a, on_b) = (allocatable(&a.name), allocatable(&b.name));
+    let wanted = on_a.min(on_b) / 2;
+    assert!(wanted > 0, "the agents report their memory: {on_a} {on_b}");
+    for (hog, node, offered) in [("hog-a", &a.name, on_a), ("hog-b", &b.name, on_b)] {
+        let placement = json!({"nodeName": node});
+        let requests = json!({"memory": (offered - wanted / 2).to_string()});
+        let extra = json!({"placement": placement, "resources": {"requests": requests}});
+        apply(&controller, &unpinned(hog, &marker, extra));
+    }
+    let requests = json!({"requests": {"memory": wanted.to_string()}});
+    apply(&controller, &unpinned("waits-for-memory", &marker, json!({"resources": requests})));
+    explained(&controller, "waits-for-memory", "0/2 nodes are available: 2 Insufficient memory.");
+    kubectl_ok(&controller, &["delete", "app", "hog-a"]);
+    let placed = placed_within(&controller, "waits-for-memory", Duration::from_secs(5));
+    assert_eq!(placed, a.name);
+}
+
+/// The messages of the Events of `reason` about Application `name`, oldest first.
+fn events_about(controller: &Controller, reason: &str, name: &str) -> Vec<String> {
+    let reason = format!("reason={reason}");
+    let events = get_json(controller, &["get", "events", "--field-selector", &reason]).unwrap_or_default();
+    let mut about: Vec<(String, String)> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|event| event["involvedObject"]["name"] == name)
+        .map(|event| {
+            let at = event["metadata"]["creationTimestamp"].as_str().unwrap_or_default().to_owned();
+            let resource_version = event["metadata"]["resourceVersion"].as_str().unwrap_or_default();
+            (
+                format!("{at} {resource_version:0>20}"),
+                event["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    about.sort();
+    about.into_iter().map(|(_, message)| message).collect()
+}
+
+/// Waits for `name` to be Pending with `Scheduled=False` saying `message`.
+fn explained(controller: &Controller, name: &str, message: &str) {
+    wait_for(&format!("{name} to be explained"), Duration::from_secs(30), || {
+        let status = app_status(controller, name);
+        let condition = status["conditions"].as_array()?.iter().find(|c| c["type"] == "Scheduled")?.clone();
+        (condition["status"] == "False" && condition["message"] == message).then_some(())
+    });
+}
+
+/// The node `name` is bound to, once it is, within `within`.
+fn placed_within(controller: &Controller, name: &str, within: Duration) -> String {
+    wait_for(&format!("{name} to be placed"), within, || {
+        let app = get_json(controller, &["get", "app", name])?;
+        app["spec"]["placement"]["nodeName"].as_str().map(str::to_owned)
+    })
+}
+
+#[test]
+fn placement_is_ignored_during_execution() {
+    if !have_kubectl() {
+        return;
+    }
+    let controller = Controller::start(&["--store", "memory"]);
+    let (a, _b) = two_nodes(&controller);
+    let marker = unique("ignored");
+    let _cleanup = Cleanup(marker.clone());
+    kubectl_ok(&controller, &["label", "nodes", &a.name, "tier=gold"]);
+    let selecting =
+        |tier: &str| unpinned("selected", &marker, json!({"placement": {"nodeSelector": {"tier": tier}}}));
+    apply(&controller, &selecting("gold"));
+    assert_eq!(placed_within(&controller, "selected", Duration::from_secs(30)), a.name);
+    wait_for("selected to run, with its Scheduled event", Duration::from_secs(30), || {
+        let running = app_status(&controller, "selected")["phase"] == "Running";
+        (running && events_about(&controller, "Scheduled", "selected").len() == 1).then_some(())
+    });
+
+    // The node no longer carries the label, and the Application selects another: it stays.
+    kubectl_ok(&controller, &["label", "nodes", &a.name, "tier=silver", "--overwrite"]);
+    apply(&controller, &selecting("bronze"));
+    let edited = get_json(&controller, &["get", "app", "selected"]).unwrap_or_default();
+    assert_eq!(edited["spec"]["placement"]["nodeSelector"]["tier"], "bronze", "{edited}");
+    std::thread::sleep(Duration::from_secs(4));
+    let app = get_json(&controller, &["get", "app", "selected"]).unwrap_or_default();
+    assert_eq!(app["spec"]["placement"]["nodeName"], a.name.as_str(), "{app}");
+    assert_eq!(events_about(&controller, "Scheduled", "selected").len(), 1, "placed once");
 }
 
 #[test]

@@ -244,3 +244,46 @@ fn excess_is_written_as_kubernetes_writes_quantities() {
     assert_eq!(format_quantity("cpu", 0.5), "500m");
     assert_eq!(format_quantity("cpu", 2.0), "2");
 }
+
+/// `who`'s write of `object` over `old` through this plugin's mutation, then its validation:
+/// the annotations stored, or the refusal.
+fn admit(who: &str, object: Value, old: Option<Value>) -> Result<Option<Value>, Refusal> {
+    let writer = user(who);
+    let object = object_of(object);
+    let old = old.map(object_of);
+    let write = crate::Write {
+        operation: if old.is_some() { Operation::Update } else { Operation::Create },
+        old: old.as_ref(),
+        ..write(&writer, "applications", Some("a"), "web", &object)
+    };
+    let plugin = NodePlacement::new("example.com", Arc::new(TwoNodes));
+    let mutated = crate::Mutating::mutate(&plugin, &write)?.unwrap_or_else(|| object.clone());
+    plugin.validate(&crate::Write { object: &mutated, ..write })?;
+    Ok(mutated.get("metadata").and_then(|m| m.get("annotations")).cloned())
+}
+
+#[test]
+fn clearing_the_binding_of_a_scheduler_placed_application_alone_drops_its_annotation() {
+    let marked = Some(json!({SCHEDULED_BY: "kayra-scheduler"}));
+    let cases = [
+        (
+            "nodeName cleared alone: a new placement",
+            app(None, None, true),
+            Some(app(Some("n1"), None, true)),
+            Ok(Some(json!({}))),
+        ),
+        ("both cleared", app(None, None, false), Some(app(Some("n1"), None, true)), Ok(None)),
+        ("still bound", app(Some("n1"), None, true), Some(app(Some("n1"), None, true)), Ok(marked)),
+        ("a pin cleared", app(None, None, false), Some(app(Some("n1"), None, false)), Ok(None)),
+    ];
+    for (case, object, old, expected) in cases {
+        assert_eq!(admit("alice", object, old), expected, "{case}");
+    }
+    let created = admit("alice", app(None, None, true), None);
+    assert!(matches!(created, Err(Refusal::Invalid(_))), "a new Application is not marked: {created:?}");
+    let marked_later = admit("alice", app(Some("n1"), None, true), Some(app(Some("n1"), None, false)));
+    assert!(
+        matches!(marked_later, Err(Refusal::Forbidden(_))),
+        "nor marked later by a client: {marked_later:?}"
+    );
+}

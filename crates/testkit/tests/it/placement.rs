@@ -147,11 +147,23 @@ async fn a_pin_names_an_existing_node_with_room_and_only_the_scheduler_moves_wha
         admin(&server, Method::PATCH, &format!("{FLEET}/applications/moved"), Some(elsewhere)).await;
     assert_eq!(code, StatusCode::FORBIDDEN, "{answer}");
     assert!(answer["message"].as_str().unwrap_or_default().contains("may not move"), "{answer}");
-    // Clearing the binding alone would leave the mark behind.
-    let half = json!({"spec": {"placement": {"nodeName": null}}});
+    // Clearing the binding asks for a new placement: the mark goes with it.
     let (code, answer) =
-        admin(&server, Method::PATCH, &format!("{FLEET}/applications/moved"), Some(half)).await;
-    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
+        admin(&server, Method::PATCH, "/api/v1/nodes/n1", Some(json!({"spec": {"unschedulable": true}})))
+            .await;
+    assert_eq!(code, StatusCode::OK, "{answer}");
+    let cleared = json!({"spec": {"placement": {"nodeName": null}}});
+    let (code, answer) =
+        admin(&server, Method::PATCH, &format!("{FLEET}/applications/moved"), Some(cleared)).await;
+    assert_eq!(code, StatusCode::OK, "{answer}");
+    assert_eq!(answer["spec"]["placement"]["nodeName"], Value::Null, "{answer}");
+    assert_eq!(answer["metadata"]["annotations"][SCHEDULED_BY], Value::Null, "{answer}");
+    let replaced = eventually("moved to be placed again, on n2", async || {
+        let (_, app) = admin(&server, Method::GET, &format!("{FLEET}/applications/moved"), None).await;
+        (app["spec"]["placement"]["nodeName"] == "n2").then_some(app)
+    })
+    .await;
+    assert_eq!(replaced["metadata"]["annotations"][SCHEDULED_BY], "kayra-scheduler", "{replaced}");
 }
 
 #[tokio::test]
@@ -200,8 +212,17 @@ async fn an_eviction_moves_what_the_scheduler_placed_and_refuses_a_pin_as_a_disr
         admin(&server, Method::POST, &format!("{PODS}/moved/eviction?dryRun=All"), Some(eviction("moved")))
             .await;
     assert_eq!(code, StatusCode::CREATED, "{answer}");
+    let in_body = json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "moved"},
+                         "deleteOptions": {"dryRun": ["All"]}});
+    let (code, answer) = admin(&server, Method::POST, &format!("{PODS}/moved/eviction"), Some(in_body)).await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
     let (_, still) = admin(&server, Method::GET, &format!("{FLEET}/applications/moved"), None).await;
     assert_eq!(still["spec"]["placement"]["nodeName"], "n1", "a dry run moves nothing");
+    assert_eq!(still["metadata"]["annotations"][SCHEDULED_BY], "kayra-scheduler", "{still}");
+    let (_, pod) = admin(&server, Method::GET, &format!("{PODS}/moved"), None).await;
+    assert_eq!(pod["metadata"]["uid"], before["metadata"]["uid"], "the pod is the same after dry runs");
+    let (_, events) = admin(&server, Method::GET, "/api/v1/namespaces/default/events", None).await;
+    assert!(!events.to_string().contains("\"Evicted\""), "a dry run records nothing: {events}");
 
     let (code, answer) =
         admin(&server, Method::POST, &format!("{PODS}/moved/eviction"), Some(eviction("moved"))).await;
@@ -228,6 +249,8 @@ async fn an_eviction_moves_what_the_scheduler_placed_and_refuses_a_pin_as_a_disr
         "{message}"
     );
     assert!(message.contains("pinned to node \"n1\""), "{message}");
+    assert_eq!(refused["reason"], "TooManyRequests", "{refused}");
+    assert_eq!(refused["details"]["retryAfterSeconds"], 1, "kubectl drain retries: {refused}");
     let (_, kept) = admin(&server, Method::GET, &format!("{FLEET}/applications/pinned"), None).await;
     assert_eq!(kept["spec"]["placement"]["nodeName"], "n1");
 
