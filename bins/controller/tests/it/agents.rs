@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::{Controller, have_kubectl};
+use crate::{Controller, Store, have_kubectl, on_store};
 
 /// The `kayra-agent` binary: built beside the controller by the workspace's test run.
 pub(crate) fn agent_binary() -> PathBuf {
@@ -325,27 +325,16 @@ fn a_fleet_runs_applications(controller: &mut Controller) {
 
 #[test]
 fn a_fleet_of_agents_runs_applications_on_sled() {
-    if !have_kubectl() {
-        return;
+    if have_kubectl() {
+        on_store(Store::Sled, &[], a_fleet_runs_applications);
     }
-    let mut controller = Controller::start(&["--store", "sled"]);
-    a_fleet_runs_applications(&mut controller);
 }
 
 #[test]
 fn a_fleet_of_agents_runs_applications_on_etcd() {
-    if !have_kubectl() {
-        return;
+    if have_kubectl() {
+        on_store(Store::Etcd, &[], a_fleet_runs_applications);
     }
-    use kayra_store_etcd::test_server::{EtcdServer, StartError, skip_test};
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let etcd = match runtime.block_on(EtcdServer::start()) {
-        Ok(server) => server,
-        Err(StartError::Missing) => return skip_test(StartError::Missing),
-        Err(error) => panic!("{error}"),
-    };
-    let mut controller = Controller::start(&["--store", "etcd", "--etcd-endpoints", etcd.endpoint()]);
-    a_fleet_runs_applications(&mut controller);
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use kayra_client::join::{self, Credentials, JoinError};
 
-use crate::{Controller, have_kubectl};
+use crate::{Controller, Store, have_kubectl, on_store};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -194,11 +194,21 @@ fn ok(controller: &Controller, args: &[&str]) -> String {
 }
 
 #[test]
-fn a_request_held_for_a_person_is_signed_once_approved_and_never_once_denied() {
-    if !have_kubectl() {
-        return;
+fn a_request_held_for_a_person_is_signed_once_approved_and_never_once_denied_on_sled() {
+    if have_kubectl() {
+        on_store(Store::Sled, &[], held_requests);
     }
-    let controller = Controller::start(&["--store", "sled"]);
+}
+
+#[test]
+fn a_request_held_for_a_person_is_signed_once_approved_and_never_once_denied_on_etcd() {
+    if have_kubectl() {
+        on_store(Store::Etcd, &[], held_requests);
+    }
+}
+
+fn held_requests(controller: &mut Controller) {
+    let controller = &*controller;
     for (name, cn) in [("jane", "jane"), ("joe", "joe")] {
         let path = controller.scratch().join(format!("{name}.yaml"));
         std::fs::write(&path, client_request(name, cn, "devs")).unwrap();

@@ -31,6 +31,39 @@ fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// The stores an end-to-end test runs on: the embedded default, and a private etcd.
+#[derive(Clone, Copy, Debug)]
+pub enum Store {
+    /// sled under the controller's data directory.
+    Sled,
+    /// A private etcd started for the test.
+    Etcd,
+}
+
+/// Runs `body` against a controller (no local node, `extra` arguments) on `store`. On etcd,
+/// the test is recorded as skipped when no etcd binary is installed, as every etcd test is.
+pub fn on_store(store: Store, extra: &[&str], body: impl FnOnce(&mut Controller)) {
+    use kayra_store_etcd::test_server::{EtcdServer, StartError, skip_test};
+    match store {
+        Store::Sled => {
+            let mut args = vec!["--store", "sled"];
+            args.extend_from_slice(extra);
+            body(&mut Controller::start(&args));
+        }
+        Store::Etcd => {
+            let runtime = tokio::runtime::Runtime::new().unwrap();
+            let etcd = match runtime.block_on(EtcdServer::start()) {
+                Ok(server) => server,
+                Err(StartError::Missing) => return skip_test(StartError::Missing),
+                Err(error) => panic!("{error}"),
+            };
+            let mut args = vec!["--store", "etcd", "--etcd-endpoints", etcd.endpoint()];
+            args.extend_from_slice(extra);
+            body(&mut Controller::start(&args));
+        }
+    }
+}
+
 impl Controller {
     /// Starts the binary with no subcommand (init, then serve) and no local node, and waits
     /// until it answers.
