@@ -186,6 +186,39 @@ async fn a_node_session_is_confined_to_its_node() {
         admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/api"), None).await;
     assert_ne!(api["status"]["phase"], "Running", "n1 wrote n2's application's status: {api}");
 
+    // Its Events and usage about its own Application are taken; about another node's, dropped.
+    for (name, uid) in
+        [("api", api["metadata"]["uid"].as_str().unwrap_or_default()), ("web", web_uid.as_str())]
+    {
+        let event = kayra_api::session::NodeEvent {
+            namespace: "default".into(),
+            name: name.into(),
+            uid: uid.into(),
+            reason: "Started".into(),
+            message: format!("started {name}"),
+            type_: "Normal".into(),
+        };
+        sender.send(NodeMessage::Event(event)).await.expect("sent");
+    }
+    let events_of = |name: &str| {
+        let path = format!("/api/v1/namespaces/default/events?fieldSelector=involvedObject.name={name}");
+        let server = &server;
+        async move {
+            let (code, list) = admin_json(server, reqwest::Method::GET, &path, None).await;
+            assert_eq!(code, StatusCode::OK, "{list}");
+            list["items"].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while events_of("web").await.is_empty() {
+        assert!(tokio::time::Instant::now() < deadline, "web's Event was not recorded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Sent before web's, so written by now if it were written at all.
+    assert!(events_of("api").await.is_empty(), "n1 recorded an Event for n2's application");
+    let (_, n2) = admin_json(&server, reqwest::Method::GET, "/api/v1/nodes/n2", None).await;
+    assert!(n2["status"]["conditions"].is_null(), "n1's reports reached n2's Node: {n2}");
+
     // A status-only change is not pushed again; a spec change is.
     let patch = server
         .admin()
