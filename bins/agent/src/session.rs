@@ -74,6 +74,9 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let mut backoff = config.first_backoff;
+    // Events are taken across sessions: those raised while the controller is away (a crash,
+    // its back-off) wait in the runtime's buffer and go out once the next session is open.
+    let mut events = Events { receiver: workloads.events(), unsent: None };
     loop {
         let connected = match credentials.credentials() {
             Ok(credentials) => {
@@ -88,7 +91,7 @@ pub async fn run(
             Ok(connection) => {
                 tracing::info!("the node session is open");
                 backoff = config.first_backoff;
-                let ended = hold(connection, workloads.as_ref(), &config, &stop).await;
+                let ended = hold(connection, workloads.as_ref(), &mut events, &config, &stop).await;
                 if stop.is_cancelled() {
                     return;
                 }
@@ -117,16 +120,23 @@ struct Serving {
     cancel: CancellationToken,
 }
 
+/// The runtime's Events, followed from the agent's start, and the one a closing session could
+/// not send.
+struct Events {
+    receiver: broadcast::Receiver<NodeEvent>,
+    unsent: Option<NodeEvent>,
+}
+
 /// Holds one session until it ends; answers why it ended.
 async fn hold(
     mut connection: Connection,
     workloads: &dyn Workloads,
+    events: &mut Events,
     config: &SessionConfig,
     stop: &CancellationToken,
 ) -> String {
     let sender = connection.sender();
     let (known, mut statuses) = workloads.statuses();
-    let mut events = workloads.events();
     // The contract: the node's status first, then every Application's, even unchanged.
     if sender.send(NodeMessage::Status(workloads.node_report())).await.is_err() {
         return "the session closed before the node's status was sent".into();
@@ -135,6 +145,12 @@ async fn hold(
         if sender.send(NodeMessage::Application(report)).await.is_err() {
             return "the session closed while statuses were sent".into();
         }
+    }
+    if let Some(event) = events.unsent.take()
+        && let Err(unsent) = sender.send(NodeMessage::Event(event)).await
+    {
+        events.unsent = event_of(unsent.0);
+        return "the session closed while an earlier event was sent".into();
     }
     let mut heartbeat = tokio::time::interval(config.heartbeat);
     heartbeat.tick().await;
@@ -195,13 +211,18 @@ async fn hold(
                 }
                 Err(broadcast::error::RecvError::Closed) => break "the runtime stopped".to_owned(),
             },
-            event = events.recv() => {
-                if let Ok(event) = event
-                    && sender.send(NodeMessage::Event(event)).await.is_err()
-                {
-                    break "the session closed".to_owned();
+            event = events.receiver.recv() => match event {
+                Ok(event) => {
+                    if let Err(unsent) = sender.send(NodeMessage::Event(event)).await {
+                        events.unsent = event_of(unsent.0);
+                        break "the session closed".to_owned();
+                    }
                 }
-            }
+                Err(broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "events were raised faster than they could be sent; the oldest were dropped");
+                }
+                Err(broadcast::error::RecvError::Closed) => break "the runtime stopped".to_owned(),
+            },
             _ = heartbeat.tick() => {
                 if sender.send(NodeMessage::Status(workloads.node_report())).await.is_err() {
                     break "the session closed".to_owned();
@@ -277,4 +298,12 @@ async fn pump(
         let _ = sender.send(last).await;
     }
     let _ = done.send(id);
+}
+
+/// The event in a message a closed session gave back.
+fn event_of(message: NodeMessage) -> Option<NodeEvent> {
+    match message {
+        NodeMessage::Event(event) => Some(event),
+        _ => None,
+    }
 }

@@ -143,7 +143,7 @@ async fn the_session_registers_applies_reports_streams_logs_and_survives_a_contr
         uid,
         status: ApplicationStatus { phase: Some("Running".into()), ..ApplicationStatus::default() },
     };
-    workloads.statuses.send(running).unwrap();
+    workloads.statuses.send(running.clone()).unwrap();
     wait_for("web's status", async || {
         get(&server, "/apis/fleet.example.com/v1/namespaces/default/applications/web").await["status"]["phase"] == "Running"
     })
@@ -160,10 +160,30 @@ async fn the_session_registers_applies_reports_streams_logs_and_survives_a_contr
     assert_eq!(log.bytes().await.unwrap().as_ref(), log_bytes().as_slice());
 
     // A controller restart: the agent reconnects and is sent the same state, not an empty one.
+    // An Event raised while the controller is away reaches it once the session is back.
     let before = workloads.applied.lock().unwrap().len();
-    server.restart().await;
+    server.shutdown().await;
+    let web_uid = running.uid.clone();
+    let crashed = NodeEvent {
+        namespace: "default".into(),
+        name: "web".into(),
+        uid: web_uid,
+        reason: "BackOff".into(),
+        message: "raised while the controller was away".into(),
+        type_: "Warning".into(),
+    };
+    workloads.events.send(crashed).unwrap();
+    server.boot().await;
     source.0.lock().unwrap().server = server.url();
     wait_for("a push after the restart", async || workloads.applied.lock().unwrap().len() > before).await;
+    wait_for("the Event raised while the controller was away", async || {
+        let events =
+            get(&server, "/api/v1/namespaces/default/events?fieldSelector=involvedObject.name=web").await;
+        events["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|e| e["message"] == "raised while the controller was away"))
+    })
+    .await;
     let applied = workloads.applied.lock().unwrap().clone();
     let first = applied.iter().position(|d| !d.applications.is_empty()).unwrap();
     for desired in &applied[first..] {

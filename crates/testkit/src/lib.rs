@@ -71,7 +71,9 @@ impl TestServer {
         server
     }
 
-    async fn boot(&mut self) {
+    /// Starts the server on its data directory, on fresh ports: after [`TestServer::shutdown`],
+    /// the same controller comes back as after a restart.
+    pub async fn boot(&mut self) {
         let https = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         let http = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         (self.https, self.http) = (https.local_addr().expect("bound"), http.local_addr().expect("bound"));
