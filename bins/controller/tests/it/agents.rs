@@ -473,13 +473,29 @@ fn a_node_certificate_reaches_nothing_beyond_its_node() {
             Some(json!({"spec": {"unschedulable": false}, "metadata": {"labels": {"x": "y"}}})),
             "label itself",
         ),
+        ("GET", format!("/api/v1/nodes/{}", b.name), None, "read another node"),
+        ("GET", format!("/api/v1/nodes/{}/status", b.name), None, "read another node's status"),
+        ("GET", "/api/v1/nodes".to_owned(), None, "list every node"),
+        ("GET", "/api/v1/nodes?watch=true&timeoutSeconds=1".to_owned(), None, "watch every node"),
+        (
+            "GET",
+            format!("/api/v1/nodes?fieldSelector=metadata.name%3D{}", b.name),
+            None,
+            "list another node by name",
+        ),
     ];
     for (method, path, body, what) in cases {
         let code = curl_as_node(&controller, &a, method, &path, body.as_ref());
         assert_eq!(code, 403, "a node's certificate may not {what} ({method} {path})");
     }
-    // What it may do: write its own status.
-    assert_eq!(curl_as_node(&controller, &a, "GET", &format!("/api/v1/nodes/{}", a.name), None), 200);
+    // What it may do: read its own Node and status, alone.
+    for path in [
+        format!("/api/v1/nodes/{}", a.name),
+        format!("/api/v1/nodes/{}/status", a.name),
+        format!("/api/v1/nodes?fieldSelector=metadata.name%3D{}", a.name),
+    ] {
+        assert_eq!(curl_as_node(&controller, &a, "GET", &path, None), 200, "GET {path}");
+    }
     for name in ["theirs", "ours"] {
         kubectl_ok(&controller, &["delete", "app", name]);
     }
