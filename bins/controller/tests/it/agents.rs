@@ -394,6 +394,13 @@ fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does() {
     assert!(events.contains("Unhealthy") && events.contains("Killing"), "{events}");
     let events = kubectl_ok(&controller, &["get", "events", "--field-selector", "involvedObject.name=flaky"]);
     assert!(events.contains("BackOff"), "{events}");
+    // `kubectl describe` shows them, of the pod (found by the pod's uid) as of the Application.
+    let described = kubectl_ok(&controller, &["describe", "pod", "flaky"]);
+    assert!(described.contains("BackOff"), "{described}");
+    for what in ["pod", "app"] {
+        let described = kubectl_ok(&controller, &["describe", what, "unhealthy"]);
+        assert!(described.contains("Unhealthy") && described.contains("Killing"), "{described}");
+    }
     for name in ["flaky", "job", "hog", "unhealthy"] {
         kubectl_ok(&controller, &["delete", "app", name]);
     }

@@ -445,3 +445,49 @@ async fn reading_a_log_is_authorized_as_pods_log_and_audited() {
     );
     assert_eq!(read_by("stan")["decision"], "denied");
 }
+
+#[tokio::test]
+async fn a_nodes_events_about_an_application_are_found_by_its_pods_uid() {
+    let server = TestServer::start(Store::Memory).await;
+    let n1 = node_running_web(&server).await;
+    let (_, application) =
+        admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/web"), None).await;
+    let (_, pod) =
+        admin_json(&server, reqwest::Method::GET, "/api/v1/namespaces/default/pods/web", None).await;
+    let uid = |object: &Value| object["metadata"]["uid"].as_str().expect("a uid").to_owned();
+    let (app_uid, pod_uid) = (uid(&application), uid(&pod));
+    assert_ne!(app_uid, pod_uid);
+    let event = kayra_api::session::NodeEvent {
+        namespace: "default".into(),
+        name: "web".into(),
+        uid: app_uid.clone(),
+        reason: "BackOff".into(),
+        message: "Back-off restarting failed process".into(),
+        type_: "Warning".into(),
+    };
+    n1.sender().send(NodeMessage::Event(event)).await.expect("sent");
+    // What `kubectl describe pod web` asks (kind left out), and `kubectl describe application`.
+    let selectors = [
+        format!("involvedObject.name=web,involvedObject.namespace=default,involvedObject.uid={pod_uid}"),
+        format!(
+            "involvedObject.kind=Application,involvedObject.name=web,involvedObject.namespace=default,involvedObject.uid={app_uid}"
+        ),
+    ];
+    for selector in selectors {
+        let path = format!("/api/v1/namespaces/default/events?fieldSelector={selector}");
+        let listed = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let (code, list) = admin_json(&server, reqwest::Method::GET, &path, None).await;
+                assert_eq!(code, StatusCode::OK, "{list}");
+                if let Some(items) = list["items"].as_array().filter(|items| !items.is_empty()) {
+                    return items.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no Event found by {selector}"));
+        assert_eq!(listed[0]["reason"], "BackOff");
+        assert_eq!(listed[0]["source"]["host"], "n1");
+    }
+}
