@@ -379,12 +379,25 @@ fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does() {
     assert!(hog["message"].as_str().unwrap_or_default().contains("OOMKilled"), "{hog}");
     let described = kubectl_ok(&controller, &["describe", "pod", "hog"]);
     assert!(described.contains("OOMKilled"), "{described}");
+    // `kubectl get pods` says how a job's process ended, as kubectl prints a container's end.
+    for (name, reason) in [("job", "Error"), ("hog", "OOMKilled")] {
+        let listed = kubectl_ok(&controller, &["get", "pod", name, "--no-headers"]);
+        assert_eq!(listed.split_whitespace().nth(2), Some(reason), "{listed}");
+    }
     // OnFailure restarts with back-off (kubelet's: 10 s first).
     let flaky = wait_for("flaky to be restarted", Duration::from_secs(45), || {
         let status = app_status(&controller, "flaky");
         (status["restarts"].as_i64().unwrap_or(0) >= 1).then_some(status)
     });
     assert_ne!(flaky["phase"], "Succeeded", "{flaky}");
+    // Waiting out its back-off, it is a crash-looping pod to kubectl.
+    let listed = wait_for("flaky to show CrashLoopBackOff", Duration::from_secs(45), || {
+        let listed = kubectl_ok(&controller, &["get", "pod", "flaky", "--no-headers"]);
+        (listed.split_whitespace().nth(2) == Some("CrashLoopBackOff")).then_some(listed)
+    });
+    assert!(listed.starts_with("flaky"), "{listed}");
+    let described = kubectl_ok(&controller, &["describe", "pod", "flaky"]);
+    assert!(described.contains("Waiting") && described.contains("CrashLoopBackOff"), "{described}");
     // A failing liveness probe restarts the process, with Events saying so.
     wait_for("unhealthy to be restarted", Duration::from_secs(45), || {
         (app_status(&controller, "unhealthy")["restarts"].as_i64().unwrap_or(0) >= 1).then_some(())
