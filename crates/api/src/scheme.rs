@@ -723,9 +723,9 @@ impl Scheme {
                         name: "Status",
                         type_: "string",
                         format: "",
-                        description: "The pod's phase",
+                        description: "Why the pod's container waits or ended, or the pod's phase",
                         priority: 0,
-                        cell: |o, _| Value::String(text(o, "status.phase")),
+                        cell: |o, _| Value::String(crate::view::printed_status(o)),
                     },
                     Column {
                         name: "Restarts",

@@ -34,6 +34,8 @@ pub fn pod_from_application(application: &Value) -> Value {
     let status = application.get("status");
     let phase = status.and_then(|s| s.get("phase")).and_then(Value::as_str).unwrap_or("Pending");
     let ready = field_of_typed_entry(application, "/status/conditions", "Ready", "status") == Some("True");
+    let backing_off = field_of_typed_entry(application, "/status/conditions", "Ready", "reason")
+        == Some(crate::kinds::application::BACK_OFF);
     let restarts = status.and_then(|s| s.get("restarts")).and_then(Value::as_i64).unwrap_or(0);
     let mut command = application.pointer("/spec/command").cloned().unwrap_or_else(|| json!([]));
     if let (Some(command), Some(args)) =
@@ -52,11 +54,18 @@ pub fn pod_from_application(application: &Value) -> Value {
     let mut pod_status = json!({
         "phase": if phase == "Terminating" { "Running" } else { phase },
         "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
-        "containerStatuses": [{
-            "name": "app", "ready": ready, "restartCount": restarts, "image": "", "imageID": "",
-            "state": container_state(phase, status),
-        }],
     });
+    // A Pod not yet placed has no container to report on, as no kubelet has seen it yet.
+    if node.is_some() {
+        let mut container = json!({
+            "name": "app", "ready": ready, "restartCount": restarts, "image": "", "imageID": "",
+            "state": container_state(phase, status, backing_off),
+        });
+        if backing_off && status.is_some_and(|s| s.get("finishedAt").is_some()) {
+            container["lastState"] = terminated(status);
+        }
+        pod_status["containerStatuses"] = json!([container]);
+    }
     if let Some(address) = status.and_then(|s| s.get("address")) {
         pod_status["podIP"] = address.clone();
     }
@@ -64,6 +73,48 @@ pub fn pod_from_application(application: &Value) -> Value {
         pod_status["startTime"] = started.clone();
     }
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec, "status": pod_status})
+}
+
+/// A Pod's STATUS as `kubectl get pods` prints it (kubectl's pod printer): the reason a
+/// container waits or ended with (`CrashLoopBackOff`, `Error`, `OOMKilled`, `Completed`), or
+/// `ExitCode:<n>` when it ended without one, then `Terminating` once the Pod is being deleted;
+/// else the pod's reason or phase.
+pub fn printed_status(pod: &Value) -> String {
+    let text = |value: &Value, pointer: &str| {
+        value.pointer(pointer).and_then(Value::as_str).filter(|text| !text.is_empty()).map(str::to_owned)
+    };
+    let mut reason = text(pod, "/status/reason").or_else(|| text(pod, "/status/phase")).unwrap_or_default();
+    let mut running = false;
+    let containers = pod.pointer("/status/containerStatuses").and_then(Value::as_array);
+    for container in containers.into_iter().flatten().rev() {
+        if let Some(waiting) = text(container, "/state/waiting/reason") {
+            reason = waiting;
+        } else if let Some(terminated) = container.pointer("/state/terminated") {
+            reason = match text(terminated, "/reason") {
+                Some(ended) => ended,
+                None => {
+                    match terminated.get("signal").and_then(Value::as_i64).filter(|signal| *signal != 0) {
+                        Some(signal) => format!("Signal:{signal}"),
+                        None => format!(
+                            "ExitCode:{}",
+                            terminated.get("exitCode").and_then(Value::as_i64).unwrap_or(0)
+                        ),
+                    }
+                }
+            };
+        } else if container.get("ready").and_then(Value::as_bool) == Some(true)
+            && container.pointer("/state/running").is_some()
+        {
+            running = true;
+        }
+    }
+    if reason == "Completed" && running {
+        reason = "Running".to_owned();
+    }
+    if pod.pointer("/metadata/deletionTimestamp").is_some_and(|at| !at.is_null()) {
+        reason = "Terminating".to_owned();
+    }
+    reason
 }
 
 /// The uid of an Application's Pod on `node`: a UUID-shaped digest of both (FNV-1a, two seeds),
@@ -88,38 +139,42 @@ pub fn placement_uid(application_uid: &str, node: &str) -> String {
     )
 }
 
-/// The container state kubectl describes: running since, terminated how, or waiting why.
-fn container_state(phase: &str, status: Option<&Value>) -> Value {
+/// The container state kubectl describes: running since, terminated how, or waiting why. A
+/// process the node will run again once its restart back-off is over waits in
+/// `CrashLoopBackOff`, as a crashing container does under kubelet.
+fn container_state(phase: &str, status: Option<&Value>, backing_off: bool) -> Value {
     let field = |name: &str| status.and_then(|s| s.get(name)).cloned().unwrap_or(Value::Null);
+    let waiting = |reason: &str| {
+        let mut waiting = json!({"reason": reason});
+        if let Some(message) = field("message").as_str() {
+            waiting["message"] = json!(message);
+        }
+        json!({"waiting": waiting})
+    };
     match phase {
+        "Running" | "Terminating" if backing_off => waiting(crate::kinds::application::BACK_OFF),
         "Running" | "Terminating" => json!({"running": {"startedAt": field("startedAt")}}),
-        "Succeeded" | "Failed" => {
-            let exit_code = field("exitCode").as_i64().unwrap_or(0);
-            let message = field("message");
-            let reason = match message.as_str() {
-                Some(message) if message.contains("OOMKilled") => "OOMKilled",
-                _ if exit_code == 0 => "Completed",
-                _ => "Error",
-            };
-            json!({"terminated": {
-                "exitCode": exit_code, "reason": reason,
-                "startedAt": field("startedAt"), "finishedAt": field("finishedAt"),
-            }})
+        "Succeeded" | "Failed" => terminated(status),
+        _ if backing_off || field("restarts").as_i64().unwrap_or(0) > 0 => {
+            waiting(crate::kinds::application::BACK_OFF)
         }
-        _ => {
-            let message = field("message");
-            let reason = if field("restarts").as_i64().unwrap_or(0) > 0 {
-                "CrashLoopBackOff"
-            } else {
-                "ContainerCreating"
-            };
-            let mut waiting = json!({"reason": reason});
-            if message.is_string() {
-                waiting["message"] = message;
-            }
-            json!({"waiting": waiting})
-        }
+        _ => waiting("ContainerCreating"),
     }
+}
+
+/// The container state of the Application's last run, which ended.
+fn terminated(status: Option<&Value>) -> Value {
+    let field = |name: &str| status.and_then(|s| s.get(name)).cloned().unwrap_or(Value::Null);
+    let exit_code = field("exitCode").as_i64().unwrap_or(0);
+    let reason = match field("message").as_str() {
+        Some(message) if message.contains("OOMKilled") => "OOMKilled",
+        _ if exit_code == 0 => "Completed",
+        _ => "Error",
+    };
+    json!({"terminated": {
+        "exitCode": exit_code, "reason": reason,
+        "startedAt": field("startedAt"), "finishedAt": field("finishedAt"),
+    }})
 }
 
 #[cfg(test)]
@@ -146,13 +201,96 @@ mod tests {
         assert!(pod["status"]["containerStatuses"][0]["state"]["running"].is_object());
         let failed = pod_from_application(&json!({
             "metadata": {"name": "job"},
-            "spec": {"command": ["/bin/false"], "resources": {"limits": {"memory": "64Mi"}}},
+            "spec": {"command": ["/bin/false"], "resources": {"limits": {"memory": "64Mi"}}, "placement": {"nodeName": "n1"}},
             "status": {"phase": "Failed", "exitCode": 137, "message": "OOMKilled: the memory limit was exceeded"},
         }));
         assert_eq!(failed["spec"]["containers"][0]["resources"]["limits"]["memory"], "64Mi");
         assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "OOMKilled");
         assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137);
         assert_eq!(pod_from_application(&json!({"metadata": {"name": "new"}}))["status"]["phase"], "Pending");
+    }
+
+    #[test]
+    fn an_application_waiting_out_a_restart_back_off_is_a_crash_looping_pod() {
+        let application = |ready_reason: &str| {
+            json!({
+                "metadata": {"name": "flaky"},
+                "spec": {"command": ["/bin/flaky"], "placement": {"nodeName": "n1"}},
+                "status": {"phase": "Running", "restarts": 1, "exitCode": 3,
+                           "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z",
+                           "message": "Error: exit code 3; back-off 10s restarting the process",
+                           "conditions": [{"type": "Ready", "status": "False", "reason": ready_reason}]},
+            })
+        };
+        let container = |pod: &Value| pod["status"]["containerStatuses"][0].clone();
+        let waiting = container(&pod_from_application(&application("CrashLoopBackOff")));
+        assert_eq!(waiting["state"]["waiting"]["reason"], "CrashLoopBackOff", "{waiting}");
+        assert_eq!(
+            waiting["state"]["waiting"]["message"],
+            "Error: exit code 3; back-off 10s restarting the process"
+        );
+        assert_eq!(waiting["lastState"]["terminated"]["reason"], "Error", "{waiting}");
+        assert_eq!(waiting["lastState"]["terminated"]["exitCode"], 3);
+        // Running again (its readiness not yet known): running, whatever the message says.
+        let running = container(&pod_from_application(&application("ReadinessProbePending")));
+        assert!(running["state"]["running"].is_object(), "{running}");
+        assert!(running.get("lastState").is_none(), "{running}");
+        // A process that never started waits in back-off too, or is being created.
+        let never_started = pod_from_application(&json!({
+            "metadata": {"name": "missing"}, "spec": {"placement": {"nodeName": "n1"}},
+            "status": {"phase": "Pending", "restarts": 0, "message": "/bin/nope: not found",
+                       "conditions": [{"type": "Ready", "status": "False", "reason": "CrashLoopBackOff"}]},
+        }));
+        assert_eq!(container(&never_started)["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        let new = pod_from_application(
+            &json!({"metadata": {"name": "new"}, "spec": {"placement": {"nodeName": "n1"}}}),
+        );
+        assert_eq!(container(&new)["state"]["waiting"]["reason"], "ContainerCreating");
+        let unplaced = pod_from_application(&json!({"metadata": {"name": "new"}}));
+        assert!(unplaced["status"].get("containerStatuses").is_none(), "{unplaced}");
+    }
+
+    #[test]
+    fn the_status_column_reads_as_kubectls_pod_printer_prints_it() {
+        let check = |application: Value, expected: &str| {
+            let pod = pod_from_application(&application);
+            assert_eq!(printed_status(&pod), expected, "{pod}");
+        };
+        let ready = |reason: &str, value: &str| json!([{"type": "Ready", "status": value, "reason": reason}]);
+        let on_n1 = json!({"placement": {"nodeName": "n1"}});
+        check(json!({"metadata": {"name": "unplaced"}}), "Pending");
+        check(json!({"metadata": {"name": "new"}, "spec": on_n1}), "ContainerCreating");
+        check(
+            json!({"metadata": {"name": "web"}, "spec": on_n1, "status": {"phase": "Running", "conditions": ready("ProcessRunning", "True")}}),
+            "Running",
+        );
+        check(
+            json!({"metadata": {"name": "flaky"}, "spec": on_n1, "status": {"phase": "Running", "restarts": 2,
+                   "conditions": ready("CrashLoopBackOff", "False")}}),
+            "CrashLoopBackOff",
+        );
+        check(
+            json!({"metadata": {"name": "job"}, "spec": on_n1, "status": {"phase": "Failed", "exitCode": 7}}),
+            "Error",
+        );
+        check(
+            json!({"metadata": {"name": "hog"}, "spec": on_n1, "status": {"phase": "Failed", "exitCode": 137,
+                   "message": "OOMKilled: exit code 137"}}),
+            "OOMKilled",
+        );
+        check(
+            json!({"metadata": {"name": "done"}, "spec": on_n1, "status": {"phase": "Succeeded", "exitCode": 0}}),
+            "Completed",
+        );
+        check(
+            json!({"metadata": {"name": "going", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": on_n1,
+                   "status": {"phase": "Running", "conditions": ready("ProcessRunning", "True")}}),
+            "Terminating",
+        );
+        // A Pod from elsewhere, by kubectl's rules: an end without a reason prints its code.
+        let pod = json!({"status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 2}}}]}});
+        assert_eq!(printed_status(&pod), "ExitCode:2");
+        assert_eq!(printed_status(&json!({"status": {"phase": "Pending", "reason": "Evicted"}})), "Evicted");
     }
 
     #[test]

@@ -86,7 +86,7 @@ pub(crate) async fn serve(
     }
     // Namespaces a caller may not read are still listed to it when it holds a binding in
     // them, and all of them when it may read some namespaced resource everywhere.
-    let visible = match authorize(&state, identity, verb, kind, &path) {
+    let visible = match authorize(&state, identity, verb, kind, &path, query) {
         Ok(()) => None,
         Err(denied) => match namespace_view(&state, identity, verb, kind, &path) {
             NamespaceView::All => None,
@@ -540,22 +540,40 @@ fn authorize(
     verb: &str,
     kind: &KindInfo,
     path: &ResourcePath<'_>,
+    query: &Query,
 ) -> Result<(), ApiError> {
     let resource = match &path.subresource {
         Some(sub) => format!("{}/{sub}", kind.plural),
         None => kind.plural.to_owned(),
+    };
+    // As Kubernetes reads a request: a list or watch whose field selector requires one
+    // `metadata.name` is about that object, for grants by resource name and for a node's
+    // confinement to its own Node.
+    let name = match verb {
+        "list" | "watch" => query.get("fieldSelector").and_then(|selector| selected_name(selector)),
+        _ => path.name.clone(),
     };
     let action = kayra_authz::Action::Resource {
         verb: verb.to_owned(),
         api: kind.group.clone(),
         resource: resource.clone(),
         namespace: path.namespace.clone(),
-        name: path.name.clone(),
+        name,
     };
     if state.allows(identity, &action) {
         return Ok(());
     }
     Err(ApiError::Forbidden(action.refusal(&identity.user)))
+}
+
+/// The one name a field selector requires (`metadata.name=x` or `metadata.name==x` among
+/// its terms), if any.
+pub(crate) fn selected_name(selector: &str) -> Option<String> {
+    selector.split(',').find_map(|term| {
+        let value = term.trim().strip_prefix("metadata.name")?.trim_start();
+        let value = value.strip_prefix("==").or_else(|| value.strip_prefix('='))?;
+        Some(value.trim().to_owned()).filter(|value| !value.is_empty())
+    })
 }
 
 /// Names an Invalid error by `Kind.group`, as Kubernetes does.

@@ -103,12 +103,16 @@ pub(crate) async fn serve(
     };
     let first = futures_util::stream::iter(first.and_then(Result::ok).filter(|data| !data.is_empty()))
         .map(|data| Ok::<Bytes, std::io::Error>(Bytes::from(data)));
-    let rest = futures_util::stream::unfold(stream, |mut stream| async move {
+    // A stream that breaks off midway (the node went away, or broke the flow control, or
+    // could not read its log) aborts the body, as kube-apiserver's does: a reader must not
+    // take a cut log for the whole of it.
+    let rest = futures_util::stream::unfold(Some(stream), |stream| async move {
+        let mut stream = stream?;
         match stream.next().await {
-            Some(Ok(data)) => Some((Ok::<Bytes, std::io::Error>(Bytes::from(data)), stream)),
+            Some(Ok(data)) => Some((Ok::<Bytes, std::io::Error>(Bytes::from(data)), Some(stream))),
             Some(Err(error)) => {
-                tracing::debug!(%error, "a log stream ended early");
-                None
+                tracing::debug!(%error, "a log stream broke off");
+                Some((Err(std::io::Error::other(error)), None))
             }
             None => None,
         }

@@ -154,3 +154,18 @@ async fn the_legacy_orphan_dependents_option_is_a_propagation_policy_and_may_not
     assert_eq!(body["metadata"]["finalizers"], serde_json::json!(["orphan"]), "{body}");
     assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
 }
+
+#[test]
+fn a_list_selecting_one_metadata_name_is_authorized_as_a_request_for_that_name() {
+    let check = |selector: &str, expected: Option<&str>| {
+        assert_eq!(crate::handlers::selected_name(selector).as_deref(), expected, "{selector:?}");
+    };
+    check("metadata.name=n1", Some("n1"));
+    check("metadata.name==n1", Some("n1"));
+    check("spec.unschedulable=false,metadata.name=n1", Some("n1"));
+    check("metadata.name!=n1", None);
+    check("metadata.name=", None);
+    check("metadata.namespace=n1", None);
+    check("spec.nodeName=n1", None);
+    check("", None);
+}

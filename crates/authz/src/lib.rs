@@ -185,13 +185,20 @@ impl Rbac {
         if caller.is_master() {
             return true;
         }
-        if let Action::Resource { verb, api, resource, name: Some(name), .. } = action
+        // A node reaches its own Node and nothing of another's: not even a read. Without a
+        // name (a list or watch that names none through `metadata.name`), it would see them all.
+        if let Action::Resource { verb, api, resource, name, .. } = action
             && api.is_empty()
             && (resource == "nodes" || resource == "nodes/status")
-            && !matches!(verb.as_str(), "get" | "list" | "watch")
-            && caller.node_name().is_some_and(|own| own != name)
+            && let Some(own) = caller.node_name()
         {
-            return false;
+            let elsewhere = match name {
+                Some(name) => name != own,
+                None => matches!(verb.as_str(), "list" | "watch" | "deletecollection"),
+            };
+            if elsewhere {
+                return false;
+            }
         }
         let namespace = match action {
             Action::Resource { namespace, .. } => namespace.as_deref(),

@@ -309,7 +309,7 @@ fn masters_may_do_everything_and_strangers_nothing() {
 }
 
 #[test]
-fn a_node_is_authorized_for_writes_to_its_own_node_only() {
+fn a_node_is_authorized_for_its_own_node_only() {
     let node = caller("system:node:n1", &[NODES]);
     let mut rbac = rbac();
     rbac.add_cluster_role(ClusterRole {
@@ -326,7 +326,23 @@ fn a_node_is_authorized_for_writes_to_its_own_node_only() {
     assert!(rbac.allows(&node, &on("patch", "", "nodes/status", None, Some("n1"))));
     assert!(!rbac.allows(&node, &on("patch", "", "nodes/status", None, Some("n2"))), "another node's status");
     assert!(!rbac.allows(&node, &on("delete", "", "nodes", None, Some("n2"))));
-    assert!(rbac.allows(&node, &on("get", "", "nodes", None, Some("n2"))), "reading other nodes is fine");
+    let check = |verb: &str, resource: &str, name: Option<&str>, expected: bool, why: &str| {
+        assert_eq!(
+            rbac.allows(&node, &on(verb, "", resource, None, name)),
+            expected,
+            "{verb} {resource} {name:?}: {why}"
+        );
+    };
+    check("get", "nodes", Some("n1"), true, "its own Node");
+    check("get", "nodes/status", Some("n1"), true, "its own status");
+    check("watch", "nodes", Some("n1"), true, "a watch of its own Node, by metadata.name");
+    check("create", "nodes", None, true, "a create names its Node in the body, which admission checks");
+    check("get", "nodes", Some("n2"), false, "another node");
+    check("get", "nodes/status", Some("n2"), false, "another node's status");
+    check("list", "nodes", Some("n2"), false, "another node, by metadata.name");
+    check("list", "nodes", None, false, "every node");
+    check("watch", "nodes", None, false, "every node");
+    check("deletecollection", "nodes", None, false, "every node");
     let impostor = caller("system:node:n1", &[]);
     assert!(
         !rbac.allows(&impostor, &on("patch", "", "nodes/status", None, Some("n1"))),

@@ -35,12 +35,19 @@ pub enum Severity {
 pub struct Recorder {
     client: Client,
     component: String,
+    host: Option<String>,
 }
 
 impl Recorder {
     /// A recorder writing through `client`, naming `component` as the Events' source.
     pub fn new(client: Client, component: impl Into<String>) -> Recorder {
-        Recorder { client, component: component.into() }
+        Recorder { client, component: component.into(), host: None }
+    }
+
+    /// A recorder for what `component` on node `host` reports, as kubelet records its Events
+    /// (`source.host`): an Event about an Application is then also one about its Pod there.
+    pub fn on_node(client: Client, component: impl Into<String>, host: impl Into<String>) -> Recorder {
+        Recorder { client, component: component.into(), host: Some(host.into()) }
     }
 
     /// Records one Event about `involved`, in its namespace (`default` for cluster-scoped
@@ -70,6 +77,9 @@ impl Recorder {
         let mut event = event;
         if !involved.uid.is_empty() {
             event["involvedObject"]["uid"] = json!(involved.uid);
+        }
+        if let Some(host) = &self.host {
+            event["source"]["host"] = json!(host);
         }
         self.client.create(&resource, Some(namespace), event).await.map(|_| ())
     }

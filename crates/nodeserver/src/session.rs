@@ -214,7 +214,11 @@ impl Session {
                 event.namespace, event.name, self.live.node
             ));
         }
-        let recorder = Recorder::new(self.inner.client_for(self.live.identity.clone()), "kayra-agent");
+        let recorder = Recorder::on_node(
+            self.inner.client_for(self.live.identity.clone()),
+            "kayra-agent",
+            &self.live.node,
+        );
         let involved = Involved {
             api_version: format!("{}/{}", self.inner.applications.group, self.inner.applications.version),
             kind: "Application".into(),

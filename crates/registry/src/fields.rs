@@ -61,8 +61,18 @@ impl FieldSelector {
     }
 
     /// Whether every term holds for the object. A field the object lacks reads as empty.
+    ///
+    /// An Event a node reported about an Application (`source.host` names the node) is also
+    /// about the Pod the Application appears as on that node: its `involvedObject.uid` reads as
+    /// the Application's uid and as that Pod's, so `kubectl describe pod`, which looks Events
+    /// up by the Pod's uid, finds them as `kubectl describe application` does by the other.
     pub fn matches(&self, object: &Value) -> bool {
-        self.terms.iter().all(|term| (field_value(object, &term.field) == term.value) == term.equal)
+        self.terms.iter().all(|term| {
+            let found = field_value(object, &term.field) == term.value
+                || (term.field == "involvedObject.uid"
+                    && placed_pod_uid(object).is_some_and(|uid| uid == term.value));
+            found == term.equal
+        })
     }
 
     /// The name this selector pins with `metadata.name=...`, if any: lists and watches by one
@@ -90,6 +100,15 @@ pub fn field_value(object: &Value, path: &str) -> String {
         Some(Value::Bool(flag)) => flag.to_string(),
         _ => String::new(),
     }
+}
+
+/// The uid of the Pod an Event's Application appears as on the node that reported the Event.
+fn placed_pod_uid(event: &Value) -> Option<String> {
+    let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str).filter(|text| !text.is_empty());
+    if text("/involvedObject/kind")? != "Application" {
+        return None;
+    }
+    Some(kayra_api::view::placement_uid(text("/involvedObject/uid")?, text("/source/host")?))
 }
 
 fn split_unescaped(text: &str, separator: char) -> Vec<String> {
@@ -164,21 +183,20 @@ mod tests {
 
     use super::*;
 
+    const SUPPORTED: &[&str] = &[
+        "status.phase",
+        "spec.placement.nodeName",
+        "involvedObject.kind",
+        "involvedObject.name",
+        "involvedObject.namespace",
+        "involvedObject.uid",
+    ];
+
     fn check(selector: &str, object: &Value, expect: bool) {
-        let parsed = FieldSelector::parse(
-            selector,
-            &["status.phase", "spec.placement.nodeName", "involvedObject.uid"],
-        )
-        .unwrap_or_else(|e| panic!("{selector:?}: {e}"));
+        let parsed =
+            FieldSelector::parse(selector, SUPPORTED).unwrap_or_else(|e| panic!("{selector:?}: {e}"));
         assert_eq!(parsed.matches(object), expect, "{selector:?}");
-        assert_eq!(
-            FieldSelector::parse(
-                &parsed.to_string(),
-                &["status.phase", "spec.placement.nodeName", "involvedObject.uid"]
-            )
-            .unwrap(),
-            parsed
-        );
+        assert_eq!(FieldSelector::parse(&parsed.to_string(), SUPPORTED).unwrap(), parsed);
     }
 
     #[test]
@@ -197,6 +215,36 @@ mod tests {
         check("", &app, true);
         check("metadata.name=é", &json!({"metadata": {"name": "é"}}), true);
         check("metadata.name!=\\é", &json!({"metadata": {"name": "x"}}), true);
+    }
+
+    #[test]
+    fn a_nodes_event_about_an_application_is_also_about_its_pod_there() {
+        let pod_uid = kayra_api::view::placement_uid("app-uid", "n1");
+        let event = |kind: &str, host: Option<&str>| {
+            let mut event = json!({"metadata": {"name": "web.1", "namespace": "default"},
+                                   "involvedObject": {"kind": kind, "name": "web", "namespace": "default", "uid": "app-uid"},
+                                   "source": {"component": "kayra-agent"}});
+            if let Some(host) = host {
+                event["source"]["host"] = json!(host);
+            }
+            event
+        };
+        // kubectl describe pod: by name, namespace and the Pod's uid.
+        let by_pod =
+            format!("involvedObject.name=web,involvedObject.namespace=default,involvedObject.uid={pod_uid}");
+        check(&by_pod, &event("Application", Some("n1")), true);
+        check(&format!("involvedObject.uid!={pod_uid}"), &event("Application", Some("n1")), false);
+        // kubectl describe application: by the Application's own uid, still.
+        check(
+            "involvedObject.kind=Application,involvedObject.uid=app-uid",
+            &event("Application", Some("n1")),
+            true,
+        );
+        // Not a Pod elsewhere, nor without a node, nor for another Kind.
+        let elsewhere = kayra_api::view::placement_uid("app-uid", "n2");
+        check(&format!("involvedObject.uid={elsewhere}"), &event("Application", Some("n1")), false);
+        check(&by_pod, &event("Application", None), false);
+        check(&by_pod, &event("Node", Some("n1")), false);
     }
 
     #[test]

@@ -395,12 +395,25 @@ fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does() {
     assert!(hog["message"].as_str().unwrap_or_default().contains("OOMKilled"), "{hog}");
     let described = kubectl_ok(&controller, &["describe", "pod", "hog"]);
     assert!(described.contains("OOMKilled"), "{described}");
+    // `kubectl get pods` says how a job's process ended, as kubectl prints a container's end.
+    for (name, reason) in [("job", "Error"), ("hog", "OOMKilled")] {
+        let listed = kubectl_ok(&controller, &["get", "pod", name, "--no-headers"]);
+        assert_eq!(listed.split_whitespace().nth(2), Some(reason), "{listed}");
+    }
     // OnFailure restarts with back-off (kubelet's: 10 s first).
     let flaky = wait_for("flaky to be restarted", Duration::from_secs(45), || {
         let status = app_status(&controller, "flaky");
         (status["restarts"].as_i64().unwrap_or(0) >= 1).then_some(status)
     });
     assert_ne!(flaky["phase"], "Succeeded", "{flaky}");
+    // Waiting out its back-off, it is a crash-looping pod to kubectl.
+    let listed = wait_for("flaky to show CrashLoopBackOff", Duration::from_secs(45), || {
+        let listed = kubectl_ok(&controller, &["get", "pod", "flaky", "--no-headers"]);
+        (listed.split_whitespace().nth(2) == Some("CrashLoopBackOff")).then_some(listed)
+    });
+    assert!(listed.starts_with("flaky"), "{listed}");
+    let described = kubectl_ok(&controller, &["describe", "pod", "flaky"]);
+    assert!(described.contains("Waiting") && described.contains("CrashLoopBackOff"), "{described}");
     // A failing liveness probe restarts the process, with Events saying so.
     wait_for("unhealthy to be restarted", Duration::from_secs(45), || {
         (app_status(&controller, "unhealthy")["restarts"].as_i64().unwrap_or(0) >= 1).then_some(())
@@ -410,6 +423,13 @@ fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does() {
     assert!(events.contains("Unhealthy") && events.contains("Killing"), "{events}");
     let events = kubectl_ok(&controller, &["get", "events", "--field-selector", "involvedObject.name=flaky"]);
     assert!(events.contains("BackOff"), "{events}");
+    // `kubectl describe` shows them, of the pod (found by the pod's uid) as of the Application.
+    let described = kubectl_ok(&controller, &["describe", "pod", "flaky"]);
+    assert!(described.contains("BackOff"), "{described}");
+    for what in ["pod", "app"] {
+        let described = kubectl_ok(&controller, &["describe", what, "unhealthy"]);
+        assert!(described.contains("Unhealthy") && described.contains("Killing"), "{described}");
+    }
     for name in ["flaky", "job", "hog", "unhealthy"] {
         kubectl_ok(&controller, &["delete", "app", name]);
     }
@@ -489,13 +509,29 @@ fn a_node_certificate_reaches_nothing_beyond_its_node() {
             Some(json!({"spec": {"unschedulable": false}, "metadata": {"labels": {"x": "y"}}})),
             "label itself",
         ),
+        ("GET", format!("/api/v1/nodes/{}", b.name), None, "read another node"),
+        ("GET", format!("/api/v1/nodes/{}/status", b.name), None, "read another node's status"),
+        ("GET", "/api/v1/nodes".to_owned(), None, "list every node"),
+        ("GET", "/api/v1/nodes?watch=true&timeoutSeconds=1".to_owned(), None, "watch every node"),
+        (
+            "GET",
+            format!("/api/v1/nodes?fieldSelector=metadata.name%3D{}", b.name),
+            None,
+            "list another node by name",
+        ),
     ];
     for (method, path, body, what) in cases {
         let code = curl_as_node(&controller, &a, method, &path, body.as_ref());
         assert_eq!(code, 403, "a node's certificate may not {what} ({method} {path})");
     }
-    // What it may do: write its own status.
-    assert_eq!(curl_as_node(&controller, &a, "GET", &format!("/api/v1/nodes/{}", a.name), None), 200);
+    // What it may do: read its own Node and status, alone.
+    for path in [
+        format!("/api/v1/nodes/{}", a.name),
+        format!("/api/v1/nodes/{}/status", a.name),
+        format!("/api/v1/nodes?fieldSelector=metadata.name%3D{}", a.name),
+    ] {
+        assert_eq!(curl_as_node(&controller, &a, "GET", &path, None), 200, "GET {path}");
+    }
     for name in ["theirs", "ours"] {
         kubectl_ok(&controller, &["delete", "app", name]);
     }

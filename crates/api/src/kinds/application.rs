@@ -26,6 +26,11 @@ pub fn scheduled_by_annotation(domain: &str) -> String {
 /// The value of [`scheduled_by_annotation`] on an Application the scheduler placed.
 pub const SCHEDULER: &str = "kayra-scheduler";
 
+/// The reason of the `Ready` condition while the node waits out a restart back-off before
+/// running the process again, as kubelet names the waiting state of a container that keeps
+/// failing.
+pub const BACK_OFF: &str = "CrashLoopBackOff";
+
 /// The most environment entries an Application may have.
 pub const MAX_ENV: usize = 256;
 

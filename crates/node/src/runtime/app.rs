@@ -618,6 +618,7 @@ impl Task {
         let state = match next {
             Next::Restart { after } => {
                 status.phase = Some(if started { Phase::Running } else { Phase::Pending }.word().to_owned());
+                set_condition(status, "Ready", false, kayra_api::kinds::application::BACK_OFF, None);
                 status.message =
                     Some(format!("{message}; back-off {}s restarting the process", after.as_secs()));
                 let event =

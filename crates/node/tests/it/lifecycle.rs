@@ -114,6 +114,12 @@ async fn on_failure_restarts_with_growing_back_off() {
         "restarting is still running, as kubelet reports it"
     );
     assert!(status.message.as_deref().unwrap_or_default().contains("back-off"), "{status:?}");
+    let ready = status.conditions.iter().find(|c| c.type_ == "Ready").expect("a Ready condition");
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_deref()),
+        ("False", Some("CrashLoopBackOff")),
+        "waiting out its back-off, it says so: {status:?}"
+    );
     assert!(status.attempts >= Some(3));
     let backoff = wait_event(&mut events, "crashy", "BackOff").await;
     assert!(backoff.message.contains("exit code 3"), "{backoff:?}");

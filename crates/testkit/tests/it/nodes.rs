@@ -343,3 +343,184 @@ async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
     let (code, node) = admin_json(&server, reqwest::Method::GET, "/api/v1/nodes/n1", None).await;
     assert_eq!((code, node["spec"]["unschedulable"].as_bool()), (StatusCode::OK, Some(true)));
 }
+
+/// A node connected with one Application `web` bound to it.
+async fn node_running_web(server: &TestServer) -> Connection {
+    let mut n1 = connect(&node_credentials(server, "n1")).await.expect("node n1 connects");
+    n1.sender().send(NodeMessage::Status(report())).await.expect("sent");
+    next_desired(&mut n1).await;
+    let (code, answer) = admin_json(
+        server,
+        reqwest::Method::POST,
+        &format!("{FLEET}/applications"),
+        Some(application("web", "n1", None)),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    assert_eq!(next_desired(&mut n1).await.applications.len(), 1);
+    n1
+}
+
+#[tokio::test]
+async fn a_log_stream_that_breaks_off_midway_fails_instead_of_ending() {
+    let server = TestServer::start(Store::Memory).await;
+    let mut n1 = node_running_web(&server).await;
+    let sender = n1.sender();
+    let url = format!("{}/api/v1/namespaces/default/pods/web/log?follow=true", server.url());
+    let reader = tokio::spawn({
+        let client = server.admin();
+        async move {
+            let mut response = client.get(url).send().await.expect("the server answers");
+            assert_eq!(response.status(), StatusCode::OK);
+            let mut read = Vec::new();
+            loop {
+                match response.chunk().await {
+                    Ok(Some(data)) => read.extend_from_slice(&data),
+                    Ok(None) => return (read, Ok(())),
+                    Err(error) => return (read, Err(error.to_string())),
+                }
+            }
+        }
+    });
+    let request = next_log_request(&mut n1).await;
+    let chunk = LogChunk { id: request.id, data: b"first\n".to_vec(), eof: false, error: None };
+    sender.send(NodeMessage::LogChunk(chunk)).await.expect("sent");
+    // Past the first second the answer is 200 already: the failure can only break the body.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let broken =
+        LogChunk { id: request.id, data: Vec::new(), eof: false, error: Some("the disk went away".into()) };
+    sender.send(NodeMessage::LogChunk(broken)).await.expect("sent");
+    let (read, ended) = tokio::time::timeout(Duration::from_secs(10), reader)
+        .await
+        .expect("the reader finishes")
+        .expect("the reader does not panic");
+    assert_eq!(read, b"first\n");
+    assert!(ended.is_err(), "a log cut short read as complete");
+}
+
+#[tokio::test]
+async fn reading_a_log_is_authorized_as_pods_log_and_audited() {
+    let server = TestServer::start(Store::Memory).await;
+    let mut n1 = node_running_web(&server).await;
+    let sender = n1.sender();
+    server.add_token("vera-token", "vera", "");
+    server.add_token("stan-token", "stan", "");
+    // Vera views the namespace; Stan may read pods but not their logs.
+    let rbac = "/apis/authorization.example.com/v1/namespaces/default";
+    let objects = [
+        (
+            "roles",
+            json!({"apiVersion": "authorization.example.com/v1", "kind": "Role", "metadata": {"name": "pod-reader"},
+                         "rules": [{"apis": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]}),
+        ),
+        (
+            "rolebindings",
+            json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding", "metadata": {"name": "stan"},
+                                "subjects": [{"kind": "User", "name": "stan"}], "roleRef": {"kind": "Role", "name": "pod-reader"}}),
+        ),
+        (
+            "rolebindings",
+            json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding", "metadata": {"name": "vera"},
+                                "subjects": [{"kind": "User", "name": "vera"}], "roleRef": {"kind": "ClusterRole", "name": "view"}}),
+        ),
+    ];
+    for (plural, object) in objects {
+        let (code, answer) =
+            admin_json(&server, reqwest::Method::POST, &format!("{rbac}/{plural}"), Some(object)).await;
+        assert_eq!(code, StatusCode::CREATED, "{answer}");
+    }
+    let as_user = |token: &str| server.token_builder(token).build().expect("a client");
+    let pod_log = format!("{}/api/v1/namespaces/default/pods/web/log", server.url());
+    let pod =
+        as_user("stan-token").get(format!("{}/api/v1/namespaces/default/pods/web", server.url())).send();
+    assert_eq!(pod.await.expect("answers").status(), StatusCode::OK, "stan reads the pod");
+    let refused = as_user("stan-token").get(&pod_log).send().await.expect("answers");
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let refusal: Value = refused.json().await.expect("a Status");
+    let message = refusal["message"].as_str().unwrap_or_default();
+    assert!(message.contains("User \"stan\" cannot get resource \"pods/log\""), "{refusal}");
+
+    // A log read, through pods or through the Application, streams what the node sends.
+    let reads = [
+        (as_user("vera-token"), pod_log.clone()),
+        (server.admin(), format!("{}{FLEET}/applications/web/log", server.url())),
+    ];
+    for (client, url) in reads {
+        let reader = tokio::spawn(async move {
+            let response = client.get(url).send().await.expect("the server answers");
+            (response.status(), response.text().await.unwrap_or_default())
+        });
+        let request = next_log_request(&mut n1).await;
+        assert_eq!(request.name, "web");
+        for (data, eof) in [(&b"one\n"[..], false), (&b"two\n"[..], true)] {
+            let chunk = LogChunk { id: request.id, data: data.to_vec(), eof, error: None };
+            sender.send(NodeMessage::LogChunk(chunk)).await.expect("sent");
+        }
+        let (code, text) = reader.await.expect("the reader finishes");
+        assert_eq!((code, text.as_str()), (StatusCode::OK, "one\ntwo\n"));
+    }
+
+    // Both of Stan's and Vera's reads are in the audit log, under their names.
+    let audit = std::fs::read_to_string(server.data_dir().join("audit.log")).expect("the audit log");
+    let lines: Vec<Value> = audit.lines().map(|line| serde_json::from_str(line).expect("JSON")).collect();
+    let read_by = |user: &str| {
+        lines
+            .iter()
+            .find(|line| {
+                line["user"] == user
+                    && line["path"].as_str().is_some_and(|path| path.ends_with("/pods/web/log"))
+            })
+            .unwrap_or_else(|| panic!("no audit line for {user}'s log read in:\n{audit}"))
+    };
+    assert_eq!(
+        (read_by("vera")["code"].as_u64(), read_by("vera")["verb"].as_str()),
+        (Some(200), Some("GET"))
+    );
+    assert_eq!(read_by("stan")["decision"], "denied");
+}
+
+#[tokio::test]
+async fn a_nodes_events_about_an_application_are_found_by_its_pods_uid() {
+    let server = TestServer::start(Store::Memory).await;
+    let n1 = node_running_web(&server).await;
+    let (_, application) =
+        admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/web"), None).await;
+    let (_, pod) =
+        admin_json(&server, reqwest::Method::GET, "/api/v1/namespaces/default/pods/web", None).await;
+    let uid = |object: &Value| object["metadata"]["uid"].as_str().expect("a uid").to_owned();
+    let (app_uid, pod_uid) = (uid(&application), uid(&pod));
+    assert_ne!(app_uid, pod_uid);
+    let event = kayra_api::session::NodeEvent {
+        namespace: "default".into(),
+        name: "web".into(),
+        uid: app_uid.clone(),
+        reason: "BackOff".into(),
+        message: "Back-off restarting failed process".into(),
+        type_: "Warning".into(),
+    };
+    n1.sender().send(NodeMessage::Event(event)).await.expect("sent");
+    // What `kubectl describe pod web` asks (kind left out), and `kubectl describe application`.
+    let selectors = [
+        format!("involvedObject.name=web,involvedObject.namespace=default,involvedObject.uid={pod_uid}"),
+        format!(
+            "involvedObject.kind=Application,involvedObject.name=web,involvedObject.namespace=default,involvedObject.uid={app_uid}"
+        ),
+    ];
+    for selector in selectors {
+        let path = format!("/api/v1/namespaces/default/events?fieldSelector={selector}");
+        let listed = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let (code, list) = admin_json(&server, reqwest::Method::GET, &path, None).await;
+                assert_eq!(code, StatusCode::OK, "{list}");
+                if let Some(items) = list["items"].as_array().filter(|items| !items.is_empty()) {
+                    return items.clone();
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no Event found by {selector}"));
+        assert_eq!(listed[0]["reason"], "BackOff");
+        assert_eq!(listed[0]["source"]["host"], "n1");
+    }
+}

@@ -455,7 +455,7 @@ async fn the_rules_review_lists_what_the_caller_may_do() {
 }
 
 #[tokio::test]
-async fn a_node_writes_only_its_own_node() {
+async fn a_node_reaches_only_its_own_node() {
     let world = World::start().await;
     world.server.add_token("n1-token", "system:node:n1", "system:nodes");
     let node = |name: &str| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
@@ -481,8 +481,24 @@ async fn a_node_writes_only_its_own_node() {
     };
     assert_eq!(patch("n1").send().await.unwrap().status(), StatusCode::OK);
     assert_eq!(patch("n2").send().await.unwrap().status(), StatusCode::FORBIDDEN, "another node's status");
-    let read = world.as_user("n1-token", reqwest::Method::GET, "/api/v1/nodes/n2").send().await.unwrap();
-    assert_eq!(read.status(), StatusCode::OK, "reading other nodes is allowed");
+    // It reads its own Node, alone: not another's, nor every Node.
+    let reads = [
+        ("/api/v1/nodes/n1", StatusCode::OK),
+        ("/api/v1/nodes/n1/status", StatusCode::OK),
+        ("/api/v1/nodes?fieldSelector=metadata.name%3Dn1", StatusCode::OK),
+        ("/api/v1/nodes/n2", StatusCode::FORBIDDEN),
+        ("/api/v1/nodes/n2/status", StatusCode::FORBIDDEN),
+        ("/api/v1/nodes?fieldSelector=metadata.name%3Dn2", StatusCode::FORBIDDEN),
+        ("/api/v1/nodes", StatusCode::FORBIDDEN),
+    ];
+    for (path, expected) in reads {
+        let read = world.as_user("n1-token", reqwest::Method::GET, path).send().await.unwrap();
+        assert_eq!(read.status(), expected, "GET {path}");
+    }
+    let own =
+        world.as_user("n1-token", reqwest::Method::GET, "/api/v1/nodes?fieldSelector=metadata.name%3Dn1");
+    let listed: Value = own.send().await.unwrap().json().await.unwrap();
+    assert_eq!(listed["items"].as_array().map(Vec::len), Some(1), "{listed}");
 }
 
 #[tokio::test]
