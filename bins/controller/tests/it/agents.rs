@@ -338,11 +338,21 @@ fn a_fleet_of_agents_runs_applications_on_etcd() {
 }
 
 #[test]
-fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does() {
-    if !have_kubectl() {
-        return;
+fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does_on_sled() {
+    if have_kubectl() {
+        on_store(Store::Sled, &[], lifecycles);
     }
-    let controller = Controller::start(&["--store", "sled"]);
+}
+
+#[test]
+fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does_on_etcd() {
+    if have_kubectl() {
+        on_store(Store::Etcd, &[], lifecycles);
+    }
+}
+
+fn lifecycles(controller: &mut Controller) {
+    let controller = &*controller;
     let (a, b) = two_nodes(&controller);
     let marker = unique("life");
     let sh = |script: &str| json!(["/bin/sh", "-c", format!("{script} # {marker}")]);
@@ -406,6 +416,20 @@ fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does() {
         (status["restarts"].as_i64().unwrap_or(0) >= 1).then_some(status)
     });
     assert_ne!(flaky["phase"], "Succeeded", "{flaky}");
+    // The restart waited out kubelet's first back-off: its two starts are 10 s apart.
+    let starts = wait_for("flaky's two Started events", Duration::from_secs(15), || {
+        let selector = "involvedObject.name=flaky,reason=Started";
+        let events = get_json(&controller, &["get", "events", "--field-selector", selector])?;
+        let mut starts: Vec<jiff::Timestamp> = events["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|event| event["firstTimestamp"].as_str()?.parse().ok())
+            .collect();
+        starts.sort();
+        (starts.len() >= 2).then_some(starts)
+    });
+    let waited = starts[1].duration_since(starts[0]);
+    assert!(waited >= jiff::SignedDuration::from_secs(9), "restarted after {waited:?}: {starts:?}");
     // Waiting out its back-off, it is a crash-looping pod to kubectl.
     let listed = wait_for("flaky to show CrashLoopBackOff", Duration::from_secs(45), || {
         let listed = kubectl_ok(&controller, &["get", "pod", "flaky", "--no-headers"]);
@@ -462,11 +486,21 @@ fn curl_as_node(
 }
 
 #[test]
-fn a_node_certificate_reaches_nothing_beyond_its_node() {
-    if !have_kubectl() {
-        return;
+fn a_node_certificate_reaches_nothing_beyond_its_node_on_sled() {
+    if have_kubectl() {
+        on_store(Store::Sled, &[], confinement);
     }
-    let controller = Controller::start(&["--store", "sled"]);
+}
+
+#[test]
+fn a_node_certificate_reaches_nothing_beyond_its_node_on_etcd() {
+    if have_kubectl() {
+        on_store(Store::Etcd, &[], confinement);
+    }
+}
+
+fn confinement(controller: &mut Controller) {
+    let controller = &*controller;
     let (a, b) = two_nodes(&controller);
     let marker = unique("confined");
     let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"}, "stringData": {"password": "x"}});
