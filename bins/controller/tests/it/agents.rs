@@ -646,3 +646,59 @@ fn a_silent_node_becomes_ready_unknown_with_an_event() {
     );
     assert!(events.contains("NodeNotReady"), "{events}");
 }
+
+/// An agent renews its own certificate once most of its life has passed, as kubelet does, and
+/// holds its session with the new one.
+#[test]
+fn an_agent_renews_its_certificate_before_it_expires() {
+    let controller = Controller::start(&["--store", "memory"]);
+    let mut agent = Agent::join(&join_line(&controller), &unique("renewer"));
+    let pki = agent.data().join("pki");
+    wait_for("the agent's first certificate", Duration::from_secs(30), || {
+        pki.join("node.crt").exists().then_some(())
+    });
+    agent.kill();
+    // The same key, certified for six minutes of which most have passed (the signer back-dates
+    // five minutes): renewal is due at once.
+    let request = Command::new("openssl")
+        .args(["req", "-new", "-key"])
+        .arg(pki.join("node.key"))
+        .args(["-subj", &format!("/O=system:nodes/CN=system:node:{}", agent.name)])
+        .output()
+        .expect("openssl runs");
+    assert!(request.status.success(), "{}", String::from_utf8_lossy(&request.stderr));
+    let data = controller.scratch().join("data/pki");
+    let read = |name: &str| std::fs::read_to_string(data.join(name)).unwrap();
+    let ca = kayra_pki::Ca::from_pem(&read("ca.crt"), &read("ca.key")).unwrap();
+    let subject = kayra_pki::Subject {
+        common_name: format!("system:node:{}", agent.name),
+        organizations: vec!["system:nodes".to_owned()],
+    };
+    let short = ca
+        .sign_request(
+            &String::from_utf8(request.stdout).unwrap(),
+            &subject,
+            kayra_pki::Usage::Client,
+            Duration::from_secs(60),
+        )
+        .unwrap();
+    std::fs::write(pki.join("node.crt"), &short).unwrap();
+    agent.run();
+    let renewed = wait_for("the agent to renew its certificate", Duration::from_secs(60), || {
+        let current = std::fs::read_to_string(pki.join("node.crt")).ok()?;
+        (current != short).then_some(current)
+    });
+    let (_, not_after) = kayra_pki::certificate_validity(&renewed).unwrap();
+    assert!(
+        not_after > std::time::SystemTime::now() + Duration::from_secs(3600),
+        "the renewed certificate is long-lived"
+    );
+    assert!(agent.log().contains("renewed the node's certificate"), "{}", agent.log());
+    // The renewed certificate opens the next session.
+    let opened = agent.log().matches("the node session is open").count();
+    agent.kill();
+    agent.run();
+    wait_for("a session with the renewed certificate", Duration::from_secs(30), || {
+        (agent.log().matches("the node session is open").count() > opened).then_some(())
+    });
+}
