@@ -65,6 +65,8 @@ struct Cache {
     applications: HashMap<String, Arc<Object>>,
     /// Application ids by the `namespace/name` of the set their controller reference names.
     owned: HashMap<String, BTreeSet<String>>,
+    /// The sets with children bound to each node, by node name: each child's id and its set.
+    children_on: HashMap<String, HashMap<String, String>>,
     nodes: BTreeMap<String, Node>,
     services: HashMap<String, Arc<Object>>,
     synced: [bool; 4],
@@ -86,6 +88,13 @@ fn controller(object: &Object) -> Option<(String, String)> {
         format!("{}/{}", meta_str(object, "namespace"), owner["name"].as_str()?),
         owner["uid"].as_str().unwrap_or_default().to_owned(),
     ))
+}
+
+/// The node an Application is bound to, and the set that controls it, when it has both.
+fn placed_child(object: &Object) -> Option<(String, String)> {
+    let node = object.get("spec")?.pointer("/placement/nodeName")?.as_str()?;
+    let (set, _) = controller(object)?;
+    Some((node.to_owned(), set))
 }
 
 fn node_of(object: &Object) -> Node {
@@ -118,18 +127,19 @@ impl Cache {
             Collection::Sets => keep_newer(&mut self.sets, id, object),
             Collection::Services => keep_newer(&mut self.services, id, object),
             Collection::Applications => {
-                let before = self.applications.get(&id).map(|o| controller(o));
-                let owner = controller(&object);
+                let before = self.applications.get(&id).cloned();
+                let (owner, placed) = (controller(&object), placed_child(&object));
                 if !keep_newer(&mut self.applications, id.clone(), object) {
                     return false;
                 }
-                if let Some(Some((set, _))) = before
-                    && let Some(ids) = self.owned.get_mut(&set)
-                {
-                    ids.remove(&id);
+                if let Some(before) = before {
+                    self.forget_child(&id, &before);
                 }
                 if let Some((set, _)) = owner {
-                    self.owned.entry(set).or_default().insert(id);
+                    self.owned.entry(set).or_default().insert(id.clone());
+                }
+                if let Some((node, set)) = placed {
+                    self.children_on.entry(node).or_default().insert(id, set);
                 }
                 true
             }
@@ -152,15 +162,32 @@ impl Cache {
                 self.services.remove(&id);
             }
             Collection::Applications => {
-                if let Some(before) = self.applications.remove(&id)
-                    && let Some((set, _)) = controller(&before)
-                    && let Some(ids) = self.owned.get_mut(&set)
-                {
-                    ids.remove(&id);
+                if let Some(before) = self.applications.remove(&id) {
+                    self.forget_child(&id, &before);
                 }
             }
             Collection::Nodes => {
                 self.nodes.remove(meta_str(object, "name"));
+            }
+        }
+    }
+
+    /// Drops what the indexes hold of Application `id` as it was in `before`.
+    fn forget_child(&mut self, id: &str, before: &Object) {
+        if let Some((set, _)) = controller(before)
+            && let Some(ids) = self.owned.get_mut(&set)
+        {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.owned.remove(&set);
+            }
+        }
+        if let Some((node, _)) = placed_child(before)
+            && let Some(children) = self.children_on.get_mut(&node)
+        {
+            children.remove(id);
+            if children.is_empty() {
+                self.children_on.remove(&node);
             }
         }
     }
@@ -180,14 +207,7 @@ impl Cache {
             })
             .map(|(id, _)| id.clone())
             .collect();
-        for application in self.applications.values() {
-            if application.get("spec").and_then(|s| s.pointer("/placement/nodeName")).and_then(Value::as_str)
-                == Some(node)
-                && let Some((set, _)) = controller(application)
-            {
-                keys.insert(set);
-            }
-        }
+        keys.extend(self.children_on.get(node).into_iter().flat_map(|children| children.values().cloned()));
         keys.into_iter().map(Key::new).collect()
     }
 }
@@ -603,5 +623,49 @@ impl Changes for CacheChanges {
                 Change::Put { item: Item { id, keys }, revision }
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn child(name: &str, set: &str, node: Option<&str>, revision: u64) -> Arc<Object> {
+        let mut spec = json!({"command": ["/bin/true"]});
+        if let Some(node) = node {
+            spec["placement"] = json!({"nodeName": node});
+        }
+        let object = json!({"metadata": {"name": name, "namespace": "default", "resourceVersion": revision.to_string(),
+                            "ownerReferences": [{"kind": OWNER_KIND, "name": set, "uid": "u", "controller": true}]},
+                            "spec": spec});
+        Arc::new(object.as_object().unwrap().clone())
+    }
+
+    fn sets(cache: &Cache, node: &str) -> Vec<String> {
+        cache.sets_of_node(node).iter().map(|key| key.as_str().to_owned()).collect()
+    }
+
+    #[test]
+    fn a_node_names_the_sets_whose_children_it_holds_as_they_come_move_and_go() {
+        let mut cache = Cache::default();
+        cache.put(Collection::Applications, child("web-0", "web", None, 1));
+        cache.put(Collection::Applications, child("db-0", "db", Some("n1"), 2));
+        assert_eq!(sets(&cache, "n1"), ["default/db"]);
+        cache.put(Collection::Applications, child("web-0", "web", Some("n1"), 3));
+        assert_eq!(sets(&cache, "n1"), ["default/db", "default/web"]);
+        // Moved: the old node no longer names the set, the new one does.
+        cache.put(Collection::Applications, child("db-0", "db", Some("n2"), 4));
+        assert_eq!(
+            (sets(&cache, "n1"), sets(&cache, "n2")),
+            (vec!["default/web".to_owned()], vec!["default/db".to_owned()])
+        );
+        // An older version arriving late changes nothing.
+        cache.put(Collection::Applications, child("db-0", "db", Some("n1"), 2));
+        assert_eq!(sets(&cache, "n1"), ["default/web"]);
+        cache.remove(Collection::Applications, &child("web-0", "web", Some("n1"), 5));
+        assert!(sets(&cache, "n1").is_empty());
+        assert!(!cache.children_on.contains_key("n1") && !cache.owned.contains_key("default/web"));
     }
 }
