@@ -151,6 +151,17 @@ impl Workloads for Node {
     }
 
     fn usage(&self) -> Vec<UsageSample> {
+        let host = kayra_node::facts::host_usage();
+        let node = UsageSample {
+            cpu_usage_usec: host.cpu_usec,
+            memory_bytes: host.memory_bytes,
+            memory_peak_bytes: 0,
+            pids: host.pids,
+            oom_kills: host.oom_kills,
+            memory_total_bytes: host.memory_total_bytes,
+            timestamp: host.at.to_string(),
+            ..UsageSample::default()
+        };
         self.runtime
             .usage()
             .into_iter()
@@ -166,6 +177,7 @@ impl Workloads for Node {
                 memory_total_bytes: 0,
                 timestamp: sample.at.to_string(),
             })
+            .chain(std::iter::once(node))
             .collect()
     }
 

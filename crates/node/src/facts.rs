@@ -73,6 +73,72 @@ pub(crate) fn mem_total(meminfo: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
+/// What the whole host uses now: the node's own usage sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostUsage {
+    /// When it was read.
+    pub at: jiff::Timestamp,
+    /// CPU time spent by every CPU outside idle and I/O wait since boot, in microseconds.
+    pub cpu_usec: u64,
+    /// Memory in use: total less what the kernel counts available.
+    pub memory_bytes: u64,
+    /// Physical memory.
+    pub memory_total_bytes: u64,
+    /// Processes and threads that exist.
+    pub pids: u64,
+    /// Out-of-memory kills since boot.
+    pub oom_kills: u64,
+}
+
+/// Reads what the host uses now, from `/proc`; what cannot be read counts as zero.
+pub fn host_usage() -> HostUsage {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let meminfo = read("/proc/meminfo");
+    let total = mem_total(&meminfo).unwrap_or(0);
+    HostUsage {
+        at: jiff::Timestamp::now(),
+        cpu_usec: busy_cpu_usec(&read("/proc/stat")).unwrap_or(0),
+        memory_bytes: total.saturating_sub(meminfo_bytes(&meminfo, "MemAvailable:").unwrap_or(total)),
+        memory_total_bytes: total,
+        pids: threads(&read("/proc/loadavg")).unwrap_or(0),
+        oom_kills: read("/proc/vmstat")
+            .lines()
+            .find_map(|line| line.strip_prefix("oom_kill "))
+            .and_then(|count| count.trim().parse().ok())
+            .unwrap_or(0),
+    }
+}
+
+/// `/proc/stat` counts CPU time in USER_HZ ticks, which Linux fixes at 100 a second.
+const USER_HZ: u64 = 100;
+
+/// CPU time outside idle and I/O wait, in microseconds, from the `cpu` line of `/proc/stat`
+/// (user, nice, system, idle, iowait, irq, softirq, steal; guest time is already in user).
+pub(crate) fn busy_cpu_usec(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|line| line.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line.split_whitespace().skip(1).map(str::parse).collect::<Result<_, _>>().ok()?;
+    let busy: u64 = ticks
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(field, _)| !matches!(field, 3 | 4))
+        .map(|(_, ticks)| ticks)
+        .sum();
+    Some(busy * (1_000_000 / USER_HZ))
+}
+
+/// A `kB` line of `/proc/meminfo`, in bytes.
+fn meminfo_bytes(meminfo: &str, field: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|line| line.starts_with(field))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The scheduling entities that exist, the total of `/proc/loadavg`'s `running/total`.
+pub(crate) fn threads(loadavg: &str) -> Option<u64> {
+    loadavg.split_whitespace().nth(3)?.split('/').nth(1)?.parse().ok()
+}
+
 /// `PRETTY_NAME` of an os-release file, unquoted.
 pub(crate) fn pretty_name(os_release: &str) -> Option<String> {
     let value = os_release.lines().find_map(|line| line.strip_prefix("PRETTY_NAME="))?;

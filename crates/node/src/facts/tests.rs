@@ -30,3 +30,19 @@ fn this_host_has_capacity_and_a_name() {
         facts.addresses
     );
 }
+
+#[test]
+fn the_host_s_usage_parses_from_proc() {
+    let stat = "cpu  100 20 30 5000 40 5 6 7 0 0\ncpu0 50 10 15 2500 20 2 3 3 0 0\n";
+    // user + nice + system + irq + softirq + steal = 168 ticks of 10 ms.
+    assert_eq!(busy_cpu_usec(stat), Some(168 * 10_000));
+    assert_eq!(busy_cpu_usec("intr 1 2\n"), None);
+    assert_eq!(threads("0.52 0.58 0.59 3/467 12345\n"), Some(467));
+    assert_eq!(threads(""), None);
+    let usage = host_usage();
+    assert!(
+        usage.memory_total_bytes > 1 << 20 && usage.memory_bytes <= usage.memory_total_bytes,
+        "{usage:?}"
+    );
+    assert!(usage.cpu_usec > 0 && usage.pids > 1, "{usage:?}");
+}
