@@ -18,7 +18,8 @@ mod resource;
 mod token;
 mod watch;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use kayra_api::validation::FieldError;
@@ -64,6 +65,18 @@ pub struct Registry {
     clock: Arc<dyn Clock>,
     root: String,
     caches: Arc<watch::Caches>,
+    leases: Arc<Mutex<HashMap<String, SharedLease>>>,
+}
+
+/// The lease last granted for one resource's expiring objects. Objects that expire at the same
+/// instant share it, so a Kind whose objects expire on whole minutes (Events) grants one lease a
+/// minute instead of one per object.
+#[derive(Debug, Clone, Copy)]
+struct SharedLease {
+    expires: SystemTime,
+    id: kayra_store::LeaseId,
+    /// Whether a second object was put on it: then it is never given back early.
+    shared: bool,
 }
 
 impl std::fmt::Debug for Registry {
@@ -370,7 +383,7 @@ pub enum Deleted {
 impl Registry {
     /// A registry keeping its objects under `root` (such as `/registry/`) in the store.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, root: impl Into<String>) -> Registry {
-        Registry { store, clock, root: root.into(), caches: Arc::default() }
+        Registry { store, clock, root: root.into(), caches: Arc::default(), leases: Arc::default() }
     }
 
     /// The same registry with watch caches whose windows of recent changes, and whose clients'
@@ -550,14 +563,26 @@ impl Registry {
         let Some(expires) = resource.strategy.expires_at(object) else {
             return Ok(self.store.create(key, Self::encode(object)).await?);
         };
-        let lease = self.lease_until(resource, object, expires).await?;
-        let txn = Txn {
-            compares: vec![Compare::Absent(key.to_owned())],
-            ops: vec![Op::Put { key: key.to_owned(), value: Self::encode(object), lease: Some(lease) }],
+        let value = Self::encode(object);
+        let mut lease = self.lease_until(resource, object, expires).await?;
+        let mut ended = false;
+        let outcome = loop {
+            let txn = Txn {
+                compares: vec![Compare::Absent(key.to_owned())],
+                ops: vec![Op::Put { key: key.to_owned(), value: value.clone(), lease: Some(lease) }],
+            };
+            match self.store.txn(txn).await {
+                // A shared lease that ended early (revoked with everything on it): a fresh one.
+                Err(kayra_store::StoreError::LeaseNotFound(_)) if !ended => {
+                    ended = true;
+                    self.forget_lease(resource, lease);
+                    lease = self.lease_until(resource, object, expires).await?;
+                }
+                result => break Outcome::from(result?),
+            }
         };
-        let outcome = Outcome::from(self.store.txn(txn).await?);
         if matches!(outcome, Outcome::Conflict(_)) {
-            let _ = self.store.revoke_lease(lease).await;
+            self.give_back(resource, lease).await;
         }
         Ok(outcome)
     }
@@ -580,8 +605,9 @@ impl Registry {
         Ok((Some(lease), Some(lease)))
     }
 
-    /// A new lease that ends at `expires` (at least a second from now); an object that would
-    /// already have expired is invalid.
+    /// A lease that ends at `expires` (at least a second from now): the one the resource's last
+    /// object expiring then is on, else a new one; an object that would already have expired is
+    /// invalid.
     async fn lease_until(
         &self,
         resource: &Resource,
@@ -596,7 +622,45 @@ impl Registry {
             );
             invalid(resource, object, vec![cause])
         })?;
-        Ok(self.store.grant_lease(ttl.max(std::time::Duration::from_secs(1))).await?.id)
+        let prefix = resource.store_prefix(&self.root);
+        if let Some(last) = self.shared_leases().get_mut(&prefix)
+            && last.expires == expires
+        {
+            last.shared = true;
+            return Ok(last.id);
+        }
+        let id = self.store.grant_lease(ttl.max(std::time::Duration::from_secs(1))).await?.id;
+        self.shared_leases().insert(prefix, SharedLease { expires, id, shared: false });
+        Ok(id)
+    }
+
+    /// Gives back a lease granted for a write that lost its race, unless another object may be
+    /// on it (then it ends when it was to, with nothing or that object on it).
+    async fn give_back(&self, resource: &Resource, lease: kayra_store::LeaseId) {
+        {
+            let mut leases = self.shared_leases();
+            let prefix = resource.store_prefix(&self.root);
+            match leases.get(&prefix) {
+                Some(last) if last.id == lease && !last.shared => {
+                    leases.remove(&prefix);
+                }
+                _ => return,
+            }
+        }
+        let _ = self.store.revoke_lease(lease).await;
+    }
+
+    /// Stops offering `lease` to objects that expire when it ends.
+    fn forget_lease(&self, resource: &Resource, lease: kayra_store::LeaseId) {
+        let mut leases = self.shared_leases();
+        let prefix = resource.store_prefix(&self.root);
+        if leases.get(&prefix).is_some_and(|last| last.id == lease) {
+            leases.remove(&prefix);
+        }
+    }
+
+    fn shared_leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, SharedLease>> {
+        self.leases.lock().expect("the lease table's lock is never held across a panic")
     }
 
     /// A namespace that does not exist, or is being deleted, takes no new objects.
@@ -816,9 +880,17 @@ impl Registry {
                 compares: vec![Compare::ModifiedAt(key.clone(), current.mod_revision)],
                 ops: vec![Op::Put { key: key.clone(), value: Self::encode(&object), lease }],
             };
-            let outcome = Outcome::from(self.store.txn(txn).await?);
+            let outcome = match (self.store.txn(txn).await, granted) {
+                // A shared lease that ended early (revoked with everything on it): the next
+                // attempt is granted a fresh one.
+                (Err(kayra_store::StoreError::LeaseNotFound(_)), Some(granted)) => {
+                    self.forget_lease(resource, granted);
+                    continue;
+                }
+                (result, _) => Outcome::from(result?),
+            };
             if let (Some(granted), Outcome::Conflict(_)) = (granted, &outcome) {
-                let _ = self.store.revoke_lease(granted).await;
+                self.give_back(resource, granted).await;
             }
             match outcome {
                 Outcome::Applied(revision) => {

@@ -576,3 +576,38 @@ async fn propagation_policies_become_garbage_collector_finalizers_on_owners_only
         assert!(matches!(deleted, Ok(Deleted::Gone(_))), "{name}: {deleted:?}");
     }
 }
+
+/// Objects of a resource that expire at the same instant share one lease (a minute's Events
+/// grant one lease, not one each); a lease that ended early is not offered again.
+#[tokio::test]
+async fn objects_that_expire_together_share_a_lease_until_it_ends() {
+    let w = world().await;
+    let expiring =
+        kayra_registry::Resource { strategy: std::sync::Arc::new(ExpiringRules), ..w.widgets.clone() };
+    let lease_of = |name: &str| {
+        let key = format!("/registry/fleet.example.com/widgets/default/{name}");
+        let store = w.store.clone();
+        async move { store.get(&key).await.unwrap().map(|kv| kv.lease.expect("on a lease")) }
+    };
+    for name in ["a", "b"] {
+        let mut body = widget(name, 1);
+        body["metadata"]["labels"] = json!({"expires": "soon"});
+        w.registry.create(&expiring, Some("default"), body, WriteOptions::default()).await.unwrap();
+    }
+    let shared = lease_of("a").await.unwrap();
+    assert_eq!(lease_of("b").await, Some(shared), "b expires with a, on a's lease");
+    w.store.revoke_lease(shared).await.unwrap();
+    assert_eq!((lease_of("a").await, lease_of("b").await), (None, None), "both went with it");
+    let mut body = widget("c", 1);
+    body["metadata"]["labels"] = json!({"expires": "soon"});
+    w.registry.create(&expiring, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
+    let fresh = lease_of("c").await.unwrap();
+    assert_ne!(fresh, shared, "a lease that ended is not offered again");
+    // An update that moves onto the ended lease's expiry is given a live one too.
+    w.store.revoke_lease(fresh).await.unwrap();
+    w.registry.create(&expiring, Some("default"), widget("d", 1), WriteOptions::default()).await.unwrap();
+    let mut later = widget("d", 1);
+    later["metadata"]["labels"] = json!({"expires": "soon"});
+    w.registry.update(&expiring, Some("default"), "d", later, WriteOptions::default()).await.unwrap();
+    assert!(lease_of("d").await.is_some_and(|lease| lease != fresh && lease != shared));
+}
