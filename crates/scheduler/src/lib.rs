@@ -290,7 +290,14 @@ impl Scheduler {
             Err(error) => {
                 let mut state = self.state();
                 state.assumed.remove(&app.id);
-                state.snapshot.remove_app(&app.id);
+                // Only the reservation is undone: a newer version seen meanwhile (a pin its
+                // author wrote) is where the Application really is.
+                let reserved = state.snapshot.placed(&app.id).is_some_and(|(at, placed)| {
+                    at == node && placed.resource_version == app.resource_version
+                });
+                if reserved {
+                    state.snapshot.remove_app(&app.id);
+                }
                 match error {
                     // A newer version is on its way through the watch, or the Application is gone.
                     RegistryError::Conflict { .. } | RegistryError::NotFound { .. } => {

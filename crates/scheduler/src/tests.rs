@@ -1,4 +1,5 @@
-//! The scheduler over a real application layer on an in-memory store: what a bind writes.
+//! The scheduler over a real application layer on an in-memory store: what a bind writes, and
+//! what a failed bind leaves in the snapshot.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -6,7 +7,7 @@ use std::time::Duration;
 use kayra_api::scheme::Scheme;
 use kayra_control::Control;
 use kayra_control::client::Client;
-use kayra_registry::{Object, Registry, SystemClock, WatchEvent, WatchOptions};
+use kayra_registry::{Object, PatchKind, Registry, SystemClock, WatchEvent, WatchOptions, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -101,4 +102,38 @@ async fn every_version_a_bind_writes_is_already_scheduled_and_gets_one_scheduled
     assert_eq!(scheduled_events().await, 1, "exactly one Scheduled Event");
     stop.cancel();
     let _ = running.await;
+}
+
+#[tokio::test]
+async fn a_failed_bind_keeps_a_pin_seen_meanwhile_in_the_snapshot() {
+    let (control, client) = fleet(&["n1", "n2"]).await;
+    let applications = client.resource("fleet.example.com", "applications").expect("served");
+    let scheduler =
+        Scheduler::new(control.client(kayra_control::controller_identity("scheduler")), Policy::Spread)
+            .expect("the scheduler starts");
+    let created = client.create(&applications, Some("a"), application("x")).await.expect("created");
+    scheduler.put_app(Arc::new(created));
+
+    // Decided and reserved on n1, as a pass of the queue does.
+    let entry = {
+        let mut state = scheduler.state();
+        let (mut batch, _) = state.queue.pop(Instant::now(), 1, |_, _| std::cmp::Ordering::Equal);
+        let entry = batch.pop().expect("x waits");
+        state.snapshot.assume(&entry.app, "n1");
+        state.assumed.insert(entry.app.id.clone(), "n1".to_owned());
+        entry
+    };
+    // Before its bind is written, the author pins x to n2, and the watch brings that version.
+    let pin = json!({"spec": {"placement": {"nodeName": "n2"}}});
+    let pinned = client.patch(&applications, Some("a"), "x", PatchKind::Merge, &pin).await.expect("pinned");
+    scheduler.put_app(Arc::new(pinned.clone()));
+
+    assert!(scheduler.bind(entry, "n1").await.is_none(), "the bind is refused: x changed");
+
+    let state = scheduler.state();
+    let (node, app) = state.snapshot.placed("a/x").expect("x is still placed");
+    assert_eq!(node, "n2");
+    assert_eq!(app.resource_version, meta_str(&pinned, "resourceVersion"));
+    assert!(state.snapshot.usage("n2").is_some_and(|usage| usage.apps.contains("a/x")));
+    assert!(!state.snapshot.usage("n1").is_some_and(|usage| usage.apps.contains("a/x")));
 }
