@@ -327,4 +327,30 @@ mod tests {
         assert_eq!(index.members("a", "api"), Vec::<String>::new(), "z was deleted");
         assert_eq!(index.secret_users("a", "token"), ["y"], "x names it optionally");
     }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_write_that_waits_sees_every_node_created_before_it() {
+        use kayra_api::scheme::Scheme;
+        use kayra_registry::SystemClock;
+        use kayra_store::mvcc::{MvccStore, Options};
+
+        let store = Arc::new(MvccStore::in_memory(Options::default()).expect("an in-memory store opens"));
+        let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
+        let control = Arc::new(crate::Control::new(Arc::new(Scheme::new("example.com")), registry));
+        let client = control.client(crate::controller_identity("test"));
+        let namespaces = client.resource("", "namespaces").expect("served");
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});
+        client.create(&namespaces, None, namespace).await.expect("created");
+        let nodes = client.resource("", "nodes").expect("served");
+        for i in 0..1000 {
+            let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}")}, "spec": {}});
+            client.create(&nodes, None, node).await.expect("created");
+        }
+        // The index starts following with this write, from the objects as they stand: it is
+        // caught up only once it holds all of them, not as soon as it holds the first.
+        let applications = client.resource("fleet.example.com", "applications").expect("served");
+        let pinned = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": "x"},
+                            "spec": {"command": ["/bin/true"], "placement": {"nodeName": "n999"}}});
+        client.create(&applications, Some("a"), pinned).await.expect("n999 is known");
+    }
 }
