@@ -324,7 +324,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     println!("  placements/s              {rate:>8.0}");
     println!("  create→bind p50           {:>8.1} ms", percentile(0.50).as_secs_f64() * 1e3);
     println!("  create→bind p99           {:>8.1} ms", percentile(0.99).as_secs_f64() * 1e3);
-    println!("  direct bindings/s         {bindings:>8.0}   ({WRITERS} writers, the same patch)");
+    println!("  direct bindings/s         {bindings:>8.0}   ({WRITERS} writers, the same binding)");
     println!("  ratio                     {:>8.2}   (target ≥ 0.5)", rate / bindings);
     Ok(())
 }
