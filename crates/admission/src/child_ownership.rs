@@ -15,7 +15,7 @@
 //!   annotations stay writable, and a child may be deleted (the set renders it again).
 
 use kayra_api::kinds::applicationset::{OWNER_KIND, component_label, set_label, spec_hash_annotation};
-use kayra_registry::{Object, Operation, Part, Refusal};
+use kayra_registry::{Object, Operation, Refusal};
 use serde_json::{Map, Value};
 
 use crate::{Mutating, Validating, Write, control_plane};
@@ -41,7 +41,7 @@ impl ChildOwnership {
     fn applies(&self, write: &Write<'_>) -> bool {
         write.api == self.group
             && matches!(write.resource, "applications" | "services")
-            && write.part == Part::Main
+            && write.part.writes_object()
             && !control_plane(write.caller)
     }
 

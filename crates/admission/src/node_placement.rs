@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use kayra_api::quantity::Quantity;
 use kayra_api::validation::FieldError;
-use kayra_registry::{Object, Operation, Part, Refusal};
+use kayra_registry::{Object, Operation, Refusal};
 use serde_json::Value;
 
 use crate::ports::{Fleet, Resources};
@@ -111,7 +111,7 @@ impl NodePlacement {
         write.api == self.group
             && write.resource == "applications"
             && write.operation != Operation::Delete
-            && write.part == Part::Main
+            && write.part.writes_object()
     }
 }
 

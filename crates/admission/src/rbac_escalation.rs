@@ -9,7 +9,7 @@ use std::sync::Arc;
 use kayra_api::kinds::rbac::{PolicyRule, RoleRef};
 use kayra_api::validation::FieldError;
 use kayra_authz::{Action, coverage};
-use kayra_registry::{Operation, Part, Refusal};
+use kayra_registry::{Operation, Refusal};
 use serde_json::Value;
 
 use crate::ports::Permissions;
@@ -46,7 +46,7 @@ impl Validating for RbacEscalation {
     }
 
     fn validate(&self, write: &Write<'_>) -> Result<(), Refusal> {
-        if write.api != self.group || write.operation == Operation::Delete || write.part != Part::Main {
+        if write.api != self.group || write.operation == Operation::Delete || !write.part.writes_object() {
             return Ok(());
         }
         match write.resource {

@@ -3,7 +3,7 @@
 //! Kubernetes' restricted Pod Security level refuses `runAsUser: 0`; the node agent, when it
 //! runs as root, would otherwise start the process as root.
 
-use kayra_registry::{Operation, Part, Refusal};
+use kayra_registry::{Operation, Refusal};
 use serde_json::Value;
 
 use crate::{Validating, Write};
@@ -28,7 +28,7 @@ impl Validating for RunAsNonRoot {
 
     /// Writes of the spec only: a status write or a delete asks for no user.
     fn validate(&self, write: &Write<'_>) -> Result<(), Refusal> {
-        if write.api != self.group || write.operation == Operation::Delete || write.part != Part::Main {
+        if write.api != self.group || write.operation == Operation::Delete || !write.part.writes_object() {
             return Ok(());
         }
         let specs: Vec<(String, &Value)> = match write.resource {

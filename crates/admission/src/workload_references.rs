@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kayra_api::validation::FieldError;
 use kayra_authz::Action;
-use kayra_registry::{Operation, Part, Refusal};
+use kayra_registry::{Operation, Refusal};
 use serde_json::Value;
 
 use crate::ports::Permissions;
@@ -40,7 +40,7 @@ impl Validating for WorkloadReferences {
         if write.api != self.group
             || !workload
             || write.operation == Operation::Delete
-            || write.part != Part::Main
+            || !write.part.writes_object()
         {
             return Ok(());
         }

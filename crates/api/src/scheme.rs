@@ -47,6 +47,12 @@ pub const LOG: Subresource = Subresource { name: "log", verbs: &["get"], respons
 pub const EVICTION: Subresource =
     Subresource { name: "eviction", verbs: &["create"], response: Some(("policy", "v1", "Eviction")) };
 
+/// The `binding` subresource of an Application, and of the Pod that views it: a `v1` Binding
+/// created there places it on a Node and marks it `Scheduled` in one write (what a scheduler
+/// does).
+pub const BINDING: Subresource =
+    Subresource { name: "binding", verbs: &["create"], response: Some(("", "v1", "Binding")) };
+
 /// The `scale` subresource of an ApplicationSet: an `autoscaling/v1` Scale read, replaced and
 /// patched there sets the replicas of the set's one replicated component (`kubectl scale`).
 pub const SCALE: Subresource = Subresource {
@@ -697,7 +703,7 @@ impl Scheme {
                 short_names: &["po"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &[LOG, EVICTION],
+                subresources: &[LOG, EVICTION, BINDING],
                 field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
                 columns: &[
                     Column {
@@ -774,7 +780,7 @@ impl Scheme {
                 short_names: &["app", "apps"],
                 categories: &["all"],
                 namespaced: true,
-                subresources: &[STATUS, LOG],
+                subresources: &[STATUS, LOG, BINDING],
                 field_labels: &["spec.placement.nodeName", "spec.serviceName", "status.phase"],
                 columns: &[
                     Column {

@@ -100,6 +100,9 @@ pub(crate) async fn serve(
     if path.subresource.as_deref() == Some("eviction") {
         return crate::eviction::serve(&state, &path, dry_run(query)?, headers, &body).await;
     }
+    if path.subresource.as_deref() == Some("binding") {
+        return crate::binding::serve(&state, identity, &path, dry_run(query)?, headers, &body).await;
+    }
     if path.subresource.as_deref() == Some("scale") {
         return crate::scale::serve(&state, identity, verb, &path, dry_run(query)?, headers, &body).await;
     }

@@ -9,6 +9,7 @@
 //! hyper and rustls.
 
 pub mod audit;
+mod binding;
 mod catalog;
 mod check;
 mod discovery;

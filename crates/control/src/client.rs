@@ -214,11 +214,22 @@ impl Client {
             Part::Main => None,
             Part::Status => Some("status"),
             Part::Approval => Some("approval"),
+            Part::Binding => Some("binding"),
         };
         self.authorize("update", resource, subresource, namespace, Some(name))?;
         let body = encode(object)?;
         let options = self.write_options(resource, part, Some(&body)).await;
         self.control.registry().update(resource, namespace, name, body, options).await
+    }
+
+    /// Binds an Application to a Node through its `binding` subresource (authorized as
+    /// `create` of `applications/binding`): `nodeName`, the Binding's annotations and
+    /// condition `Scheduled=True` in one write; answers the bound Application.
+    pub async fn bind(&self, namespace: &str, name: &str, binding: &Value) -> Result<Object, RegistryError> {
+        let applications =
+            self.resource(&format!("fleet.{}", self.control.scheme().domain()), "applications")?;
+        self.authorize("create", &applications, Some("binding"), Some(namespace), Some(name))?;
+        crate::binding::bind(&self.control, &self.identity, namespace, name, binding, false).await
     }
 
     /// Patches an object.

@@ -10,6 +10,7 @@
 //! This crate knows nothing of HTTP, gRPC or any storage engine: adapters translate their wire
 //! to it and back. Start reading at [`Control`], then [`client::Client`].
 
+pub mod binding;
 pub mod client;
 pub mod events;
 pub mod eviction;
@@ -153,7 +154,7 @@ impl Control {
         else {
             return;
         };
-        if placement::decided_by_placement(applications, resource, part == kayra_registry::Part::Main) {
+        if placement::decided_by_placement(applications, resource, part.writes_object()) {
             self.fleet.caught_up(&self.registry, nodes, applications).await;
         }
     }

@@ -9,6 +9,7 @@
 //! before its Service is deleted holds the Service.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -31,6 +32,8 @@ const REWATCH: Duration = Duration::from_millis(200);
 pub struct FleetIndex {
     state: Mutex<State>,
     reached: OnceLock<watch::Receiver<Revision>>,
+    /// The highest revision a write has waited for the index to reach.
+    wanted: Arc<AtomicU64>,
     wake: Arc<Notify>,
 }
 
@@ -149,6 +152,7 @@ impl FleetIndex {
                     nodes: nodes.clone(),
                     applications: applications.clone(),
                     reached: sender,
+                    wanted: self.wanted.clone(),
                     wake: self.wake.clone(),
                 };
                 tokio::spawn(follower.run());
@@ -156,18 +160,15 @@ impl FleetIndex {
             })
             .clone();
         let Ok(current) = registry.store().revision().await else { return };
-        let wait = async {
-            loop {
-                if *reached.borrow_and_update() >= current {
-                    return;
-                }
-                self.wake.notify_one();
-                // The follower reports progress that comes without events when woken; ask
-                // again shortly in case the store's progress arrives after it looked.
-                let _ = tokio::time::timeout(Duration::from_millis(5), reached.changed()).await;
-            }
-        };
-        if tokio::time::timeout(CATCH_UP, wait).await.is_err() {
+        if *reached.borrow_and_update() >= current {
+            return;
+        }
+        // The follower learns how far to go, and from then on follows the caches' progress
+        // (which moves with every write to the store) until it gets there.
+        self.wanted.fetch_max(current, Ordering::AcqRel);
+        self.wake.notify_one();
+        let wait = reached.wait_for(|reached| *reached >= current);
+        if !matches!(tokio::time::timeout(CATCH_UP, wait).await, Ok(Ok(_))) {
             tracing::warn!(revision = current, "the fleet index did not catch up; deciding on what it holds");
         }
     }
@@ -180,6 +181,8 @@ struct Follower {
     nodes: Resource,
     applications: Resource,
     reached: watch::Sender<Revision>,
+    /// The revision writes wait for the index to reach.
+    wanted: Arc<AtomicU64>,
     wake: Arc<Notify>,
 }
 
@@ -196,18 +199,29 @@ impl Follower {
         }
     }
 
-    /// Follows both resources from their current objects until a watch ends.
+    /// Follows both resources from their current objects until a watch ends. Every event
+    /// ready is applied under one lock, and the revision reached published once for them.
     async fn follow(&self) -> Result<(), kayra_registry::RegistryError> {
         let from_now = WatchOptions::default();
         let mut nodes = self.registry.watch(&self.nodes, &from_now).await?;
         let mut applications = self.registry.watch(&self.applications, &from_now).await?;
+        let (Some(mut nodes_progress), Some(mut applications_progress)) =
+            (nodes.cache_progress(), applications.cache_progress())
+        else {
+            return Ok(());
+        };
         let mut fresh = State::default();
         let mut primed = false;
         loop {
+            // Behind what a write waits for: the caches' progress, not only the events this
+            // index selects, tells when the index has reached it.
+            let behind = self.wanted.load(Ordering::Acquire) > *self.reached.borrow();
             let (event, of_applications) = tokio::select! {
                 event = nodes.next() => (Some(event?), false),
                 event = applications.next() => (Some(event?), true),
                 () = self.wake.notified() => (None, false),
+                Ok(()) = nodes_progress.changed(), if behind => (None, false),
+                Ok(()) = applications_progress.changed(), if behind => (None, false),
                 () = tokio::time::sleep(Duration::from_secs(1)) => (None, false),
             };
             let Some(index) = self.index.upgrade() else { return Ok(()) };
@@ -219,6 +233,12 @@ impl Follower {
             }
             if let Some(event) = event {
                 state.apply(&event, of_applications);
+            }
+            while let Some(event) = nodes.try_next() {
+                state.apply(&event?, false);
+            }
+            while let Some(event) = applications.try_next() {
+                state.apply(&event?, true);
             }
             drop(state);
             self.reached.send_replace(nodes.revision().min(applications.revision()));
@@ -306,5 +326,31 @@ mod tests {
         assert_eq!(index.members("b", "web"), Vec::<String>::new(), "another namespace");
         assert_eq!(index.members("a", "api"), Vec::<String>::new(), "z was deleted");
         assert_eq!(index.secret_users("a", "token"), ["y"], "x names it optionally");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_first_write_that_waits_sees_every_node_created_before_it() {
+        use kayra_api::scheme::Scheme;
+        use kayra_registry::SystemClock;
+        use kayra_store::mvcc::{MvccStore, Options};
+
+        let store = Arc::new(MvccStore::in_memory(Options::default()).expect("an in-memory store opens"));
+        let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
+        let control = Arc::new(crate::Control::new(Arc::new(Scheme::new("example.com")), registry));
+        let client = control.client(crate::controller_identity("test"));
+        let namespaces = client.resource("", "namespaces").expect("served");
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});
+        client.create(&namespaces, None, namespace).await.expect("created");
+        let nodes = client.resource("", "nodes").expect("served");
+        for i in 0..1000 {
+            let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("n{i}")}, "spec": {}});
+            client.create(&nodes, None, node).await.expect("created");
+        }
+        // The index starts following with this write, from the objects as they stand: it is
+        // caught up only once it holds all of them, not as soon as it holds the first.
+        let applications = client.resource("fleet.example.com", "applications").expect("served");
+        let pinned = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": "x"},
+                            "spec": {"command": ["/bin/true"], "placement": {"nodeName": "n999"}}});
+        client.create(&applications, Some("a"), pinned).await.expect("n999 is known");
     }
 }

@@ -96,6 +96,18 @@ pub enum Part {
     /// The `/approval` subresource of a certificate request: only `status.conditions` (what is
     /// decided there, and what may not be, is the Kind's and admission's to say).
     Approval,
+    /// The `/binding` subresource of an Application: the object and its status in one write,
+    /// as a placement sets the node and the `Scheduled` condition together. Admission decides
+    /// it as a write of the object.
+    Binding,
+}
+
+impl Part {
+    /// Whether a write of this part changes the object itself (not only its status): what
+    /// admission's rules about the object decide.
+    pub fn writes_object(self) -> bool {
+        matches!(self, Part::Main | Part::Binding)
+    }
 }
 
 /// Options of a write.
@@ -763,6 +775,30 @@ impl Registry {
         self.replace(resource, namespace, name, expected, options, |_| Ok(object.clone())).await
     }
 
+    /// Writes what `build` makes of the current object, at `resource_version` when given (else
+    /// on whatever is current, built again when another writer won a race): for a subresource
+    /// whose write is computed from the object as it stands, such as a binding.
+    pub async fn update_with(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        resource_version: Option<&str>,
+        options: WriteOptions,
+        build: impl Fn(&Object) -> Result<Object, RegistryError>,
+    ) -> Result<Object, RegistryError> {
+        let expected = resource_version.filter(|rv| !rv.is_empty()).map(parse_revision).transpose()?;
+        let build = |current: &Object| -> Result<Object, RegistryError> {
+            let built = build(current)?;
+            let built = self.body(resource, namespace, Value::Object(built))?;
+            if meta_str(&built, "name") != name {
+                return Err(RegistryError::BadRequest("a write may not change the object's name".to_owned()));
+            }
+            Ok(built)
+        };
+        self.replace(resource, namespace, name, expected, options, build).await
+    }
+
     /// Applies a patch to the current object (or its status) and writes the result. A patch
     /// that sets `metadata.resourceVersion` applies only at that version; otherwise a patch
     /// that loses a race to another writer is re-applied to the newer object.
@@ -1306,7 +1342,7 @@ fn apply_bounded(document: &mut Value, operations: &json_patch::Patch) -> Result
 
 /// Copies onto a written object what the writer may not change: identity and history always,
 /// and `status` (on the object), everything but `status` (on `/status`) or everything but
-/// `status.conditions` (on `/approval`).
+/// `status.conditions` (on `/approval`); a binding writes the object and its status.
 fn carry_over(resource: &Resource, old: &Object, object: &mut Object, part: Part) {
     if part == Part::Approval {
         let conditions = object.get("status").and_then(|status| status.get("conditions")).cloned();
@@ -1329,7 +1365,7 @@ fn carry_over(resource: &Resource, old: &Object, object: &mut Object, part: Part
         };
         return;
     }
-    if resource.status_subresource {
+    if resource.status_subresource && part == Part::Main {
         match old.get("status") {
             Some(status) => object.insert("status".into(), status.clone()),
             None => object.remove("status"),

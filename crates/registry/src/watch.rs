@@ -163,25 +163,53 @@ impl WatchStream {
         })
     }
 
+    /// The next event when one is queued already, without waiting: `None` when none is. A
+    /// client that drains what is ready this way handles a burst of changes in one go.
+    pub fn try_next(&mut self) -> Option<Result<WatchEvent, RegistryError>> {
+        if let Some(pending) = self.backlog.pop_front() {
+            self.last = self.last.max(pending.revision);
+            return Some(Ok(pending.event));
+        }
+        match self.receiver.try_recv() {
+            Ok(pending) => Some(Ok(self.taken(pending).event)),
+            Err(mpsc::error::TryRecvError::Empty) => None,
+            Err(mpsc::error::TryRecvError::Disconnected) => Some(Err(self.closed())),
+        }
+    }
+
+    /// The revision the stream's cache has reached, as it moves: every write to the store
+    /// moves it, whether or not this stream selects the change, so a client waiting for
+    /// [`WatchStream::revision`] to pass some revision learns when to look again. `None` once
+    /// the cache is gone.
+    pub fn cache_progress(&self) -> Option<watch::Receiver<Revision>> {
+        self.cache.upgrade().map(|cache| cache.progress.subscribe())
+    }
+
     async fn take(&mut self) -> Result<Pending, RegistryError> {
         if let Some(pending) = self.backlog.pop_front() {
             self.last = self.last.max(pending.revision);
             return Ok(pending);
         }
         match self.receiver.recv().await {
-            Some(pending) => {
-                self.queued.fetch_sub(pending.entry.size, Ordering::Relaxed);
-                self.last = pending.revision;
-                Ok(pending)
-            }
-            None => Err(RegistryError::Expired {
-                message: format!(
-                    "the watch was closed after revision {}: it fell behind, or the server restarted it; \
-                     watch again from there",
-                    self.last
-                ),
-                continue_from: None,
-            }),
+            Some(pending) => Ok(self.taken(pending)),
+            None => Err(self.closed()),
+        }
+    }
+
+    fn taken(&mut self, pending: Pending) -> Pending {
+        self.queued.fetch_sub(pending.entry.size, Ordering::Relaxed);
+        self.last = pending.revision;
+        pending
+    }
+
+    fn closed(&self) -> RegistryError {
+        RegistryError::Expired {
+            message: format!(
+                "the watch was closed after revision {}: it fell behind, or the server restarted it; \
+                 watch again from there",
+                self.last
+            ),
+            continue_from: None,
         }
     }
 

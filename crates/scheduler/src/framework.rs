@@ -13,8 +13,9 @@
 //! `0/3 nodes are available: 1 node(s) were unschedulable, 2 Insufficient memory.`
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::model::{AppInfo, NodeInfo};
 use crate::plugins;
@@ -23,34 +24,41 @@ use crate::snapshot::Snapshot;
 /// The highest score a plugin gives a node after normalisation.
 pub const MAX_SCORE: i64 = 100;
 
-/// What pre-filter plugins computed for one Application's cycle, by plugin name.
+/// Why a filter ruled a node out, in kube-scheduler's words: mostly fixed phrases, borrowed,
+/// so that ruling out most of a large fleet allocates no text.
+pub type Reasons = Vec<Cow<'static, str>>;
+
+/// What pre-filter plugins computed for one Application's cycle, by plugin name (a handful,
+/// looked up once per node and plugin: a list, searched in order).
 #[derive(Default)]
 pub struct CycleState {
-    values: HashMap<&'static str, Box<dyn Any + Send + Sync>>,
+    values: Vec<(&'static str, Box<dyn Any + Send + Sync>)>,
     /// The moment of the cycle (for heartbeat ages).
     pub now: Option<jiff::Timestamp>,
 }
 
 impl std::fmt::Debug for CycleState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CycleState").field("plugins", &self.values.keys().collect::<Vec<_>>()).finish()
+        let names: Vec<&str> = self.values.iter().map(|(name, _)| *name).collect();
+        f.debug_struct("CycleState").field("plugins", &names).finish()
     }
 }
 
 impl CycleState {
     /// A fresh state at `now`.
     pub fn at(now: Option<jiff::Timestamp>) -> CycleState {
-        CycleState { values: HashMap::new(), now }
+        CycleState { values: Vec::new(), now }
     }
 
     /// Keeps `value` for plugin `name`.
     pub fn write<T: Any + Send + Sync>(&mut self, name: &'static str, value: T) {
-        self.values.insert(name, Box::new(value));
+        self.values.retain(|(kept, _)| *kept != name);
+        self.values.push((name, Box::new(value)));
     }
 
     /// What plugin `name` kept.
     pub fn read<T: Any>(&self, name: &'static str) -> Option<&T> {
-        self.values.get(name).and_then(|value| value.downcast_ref())
+        self.values.iter().find(|(kept, _)| *kept == name).and_then(|(_, value)| value.downcast_ref())
     }
 }
 
@@ -77,7 +85,7 @@ pub trait Plugin: Send + Sync {
         _node: &NodeInfo,
         _snapshot: &Snapshot,
         _state: &CycleState,
-    ) -> Result<(), Vec<String>> {
+    ) -> Result<(), Reasons> {
         Ok(())
     }
 
@@ -242,6 +250,9 @@ impl Framework {
                 ));
             }
         }
+        // Few distinct reasons, most of them the same borrowed phrase: counted in a list, and
+        // made text of only when no node is left.
+        let mut failed: Vec<(Cow<'static, str>, usize)> = Vec::new();
         let mut feasible: Vec<&NodeInfo> = Vec::new();
         let wanted = feasible_to_find(nodes.len());
         let start = self.next_start.load(std::sync::atomic::Ordering::Relaxed) % nodes.len().max(1);
@@ -252,9 +263,12 @@ impl Framework {
             }
             examined += 1;
             for weighted in &self.plugins {
-                if let Err(failed) = weighted.plugin.filter(app, node, snapshot, &state) {
-                    for reason in failed {
-                        *reasons.entry(reason).or_insert(0) += 1;
+                if let Err(why) = weighted.plugin.filter(app, node, snapshot, &state) {
+                    for reason in why {
+                        match failed.iter_mut().find(|(known, _)| *known == reason) {
+                            Some((_, count)) => *count += 1,
+                            None => failed.push((reason, 1)),
+                        }
                     }
                     continue 'nodes;
                 }
@@ -266,7 +280,11 @@ impl Framework {
             [] => Err(self.post_filter(
                 app,
                 snapshot,
-                Unschedulable { nodes: nodes.len(), reasons, notes: vec![] },
+                Unschedulable {
+                    nodes: nodes.len(),
+                    reasons: failed.into_iter().map(|(reason, n)| (reason.into_owned(), n)).collect(),
+                    notes: vec![],
+                },
             )),
             [only] => Ok(only.name.clone()),
             _ => {

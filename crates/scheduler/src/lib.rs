@@ -3,14 +3,16 @@
 //! [`framework`] holds the extension points and [`plugins`] one module per plugin; the
 //! [`Scheduler`] runs them on the loop runtime over a [`snapshot::Snapshot`] of Nodes and placed
 //! Applications that list-and-watch feeds keep current (no list per placement), in the order of
-//! its [`queue`]. A decision is reserved in the snapshot and bound by one merge patch through
-//! the application layer (so admission sees it) that sets `spec.placement.nodeName` and the
-//! scheduled-by annotation together; binds run concurrently while the next decisions are made.
-//! An Application that fits nowhere gets `Scheduled=False` with kube-scheduler's message and a
-//! `FailedScheduling` Event when that message changes (written on the next 20 ms tick, together
-//! with the others decided in the same period, so they share flushes); a bound one `Scheduled=True` and a
-//! `Scheduled` Event. The [`taint_manager`] moves scheduler-placed Applications off nodes
-//! with `NoExecute` taints they do not tolerate.
+//! its [`queue`]. A decision is reserved in the snapshot and bound by one write of the
+//! Application's `binding` subresource through the application layer (so admission sees it),
+//! which sets `spec.placement.nodeName`, the scheduled-by annotation and `Scheduled=True`
+//! together, as kube-scheduler's `pods/binding` does; binds run concurrently while the next
+//! decisions are made. A bound Application gets a `Scheduled` Event; one that fits nowhere
+//! gets `Scheduled=False` with kube-scheduler's message and a `FailedScheduling` Event when
+//! that message changes. Events and explanations are written on the next 20 ms tick, together
+//! with the others due in the same period, so they share the store's flushes. The
+//! [`taint_manager`] moves scheduler-placed Applications off nodes with `NoExecute` taints
+//! they do not tolerate.
 //!
 //! Placement is decided once (Kubernetes' `IgnoredDuringExecution`): a bound Application stays
 //! where it is when labels or its own rules change later, and a pin its author wrote (a node
@@ -305,25 +307,28 @@ impl Scheduler {
         }
     }
 
-    /// Writes a decision: `nodeName` and the annotation in one patch, on the version decided on;
-    /// answers the bound object.
+    /// Writes a decision through the Application's `binding` subresource: `nodeName`, the
+    /// annotation and `Scheduled=True` in one write, on the version decided on; answers the
+    /// bound object.
     async fn bind(&self, entry: Entry, node: &str) -> Option<Arc<Object>> {
         let app = &entry.app;
-        let patch = json!({
-            "metadata": {"resourceVersion": app.resource_version, "annotations": {self.annotation(): SCHEDULER}},
-            "spec": {"placement": {"nodeName": node}},
-        });
-        let written = self
-            .inner
-            .client
-            .patch(&self.inner.applications, Some(&app.namespace), &app.name, PatchKind::Merge, &patch)
-            .await;
-        let bound = match written {
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(self.annotation(), json!(SCHEDULER));
+        let binding =
+            kayra_control::binding::binding_to(&app.name, node, Some(&app.resource_version), annotations);
+        let bound = match self.inner.client.bind(&app.namespace, &app.name, &binding).await {
             Ok(bound) => bound,
             Err(error) => {
                 let mut state = self.state();
                 state.assumed.remove(&app.id);
-                state.snapshot.remove_app(&app.id);
+                // Only the reservation is undone: a newer version seen meanwhile (a pin its
+                // author wrote) is where the Application really is.
+                let reserved = state.snapshot.placed(&app.id).is_some_and(|(at, placed)| {
+                    at == node && placed.resource_version == app.resource_version
+                });
+                if reserved {
+                    state.snapshot.remove_app(&app.id);
+                }
                 match error {
                     // A newer version is on its way through the watch, or the Application is gone.
                     RegistryError::Conflict { .. } | RegistryError::NotFound { .. } => {
@@ -353,17 +358,14 @@ impl Scheduler {
         Some(bound)
     }
 
-    /// Records a bind: condition `Scheduled=True` and Event `Scheduled`.
+    /// Records a bind (whose write set `Scheduled=True`): the Event `Scheduled`, written on the
+    /// next tick with the others bound in the same period, so they share flushes.
     async fn scheduled(&self, bound: &Arc<Object>, node: &str) {
+        tokio::time::sleep_until(self.next_tick()).await;
         let Ok(_permit) = self.inner.explanations.acquire().await else { return };
-        let id = id_of(bound);
-        let message = format!("Successfully assigned {id} to {node}");
-        let involved = self.involved(bound);
-        if let Err(error) = self.condition((**bound).clone(), "True", "Scheduled", &message).await {
-            tracing::debug!(application = %id, %error, "the Scheduled condition was not written");
-        }
+        let message = format!("Successfully assigned {} to {node}", id_of(bound));
         if let Err(error) =
-            self.inner.recorder.record(&involved, Severity::Normal, "Scheduled", &message).await
+            self.inner.recorder.record(&self.involved(bound), Severity::Normal, "Scheduled", &message).await
         {
             tracing::debug!(%error, "the Scheduled event was not recorded");
         }

@@ -37,6 +37,8 @@ pub enum Change {
 #[derive(Debug)]
 pub struct Watcher {
     ready: VecDeque<Event>,
+    /// Progress the backlog reported after its events, not yet told.
+    progress: Option<Revision>,
     receiver: mpsc::Receiver<Result<Arc<WatchBatch>, StoreError>>,
     cut_off: Arc<AtomicBool>,
     last_revision: Revision,
@@ -60,6 +62,9 @@ impl Watcher {
         loop {
             if let Some(event) = self.ready.pop_front() {
                 return Some(Ok(Change::Event(event)));
+            }
+            if let Some(reached) = self.progress.take() {
+                return Some(Ok(Change::Progress(reached)));
             }
             if self.finished {
                 return None;
@@ -145,7 +150,10 @@ pub fn watch_channel(capacity: usize, after: Revision, backlog: Vec<WatchBatch>)
     let (sender, receiver) = mpsc::channel(capacity.max(1));
     let cut_off = Arc::new(AtomicBool::new(false));
     let last_revision = backlog.last().map_or(after, |batch| batch.revision);
+    // A backlog that ends in a progress report (no events) reports it once its events are out.
+    let progress = backlog.last().filter(|batch| batch.events.is_empty()).map(|batch| batch.revision);
     let ready = backlog.into_iter().flat_map(|batch| batch.events).collect();
-    let watcher = Watcher { ready, receiver, cut_off: cut_off.clone(), last_revision, finished: false };
+    let watcher =
+        Watcher { ready, progress, receiver, cut_off: cut_off.clone(), last_revision, finished: false };
     (WatchSender { sender, cut_off }, watcher)
 }

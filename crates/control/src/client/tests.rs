@@ -62,31 +62,3 @@ async fn an_identity_without_a_grant_is_refused_and_nothing_is_written() {
     assert!(admin.list_all(&namespaces, None).await.unwrap().is_empty());
     assert!(matches!(nobody.get(&namespaces, None, "x").await, Err(RegistryError::Forbidden(_))));
 }
-
-/// The fleet index starts following the store at the first write it decides. Every Node that
-/// existed by then is known to that write: a pin to the last of many Nodes is admitted (on a
-/// runtime of several workers, where the index's follower and the write run side by side).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_first_pin_knows_every_node_created_before_it() {
-    let control = control();
-    let client = control.client(crate::controller_identity("test"));
-    let nodes = client.resource("", "nodes").unwrap();
-    let namespaces = client.resource("", "namespaces").unwrap();
-    let applications = client.resource("fleet.example.com", "applications").unwrap();
-    client
-        .create(
-            &namespaces,
-            None,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
-        )
-        .await
-        .unwrap();
-    for i in 0..2_000 {
-        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}")}});
-        client.create(&nodes, None, node).await.unwrap();
-    }
-    let pinned = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application",
-        "metadata": {"name": "pinned", "namespace": "default"},
-        "spec": {"command": ["/bin/true"], "placement": {"nodeName": "node-1999"}}});
-    client.create(&applications, Some("default"), pinned).await.unwrap();
-}

@@ -443,3 +443,32 @@ async fn every_watcher_gets_the_one_encoding_of_an_object_version() {
     assert_eq!(gone, serde_json::to_vec(deleted.object()).unwrap());
     assert_eq!(gone.as_ptr(), gone_too.as_ptr(), "the last state of a deleted object is one copy too");
 }
+
+#[tokio::test]
+async fn a_client_drains_what_is_queued_without_waiting_and_sees_the_cache_move_with_other_writes() {
+    let w = world().await;
+    let mut stream = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
+    assert!(stream.try_next().is_none(), "nothing is queued");
+    let mut progress = stream.cache_progress().expect("the cache lives");
+    for name in ["a", "b"] {
+        w.registry
+            .create(&w.widgets, Some("default"), widget(name, 1), WriteOptions::default())
+            .await
+            .unwrap();
+    }
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "a".into()));
+    let queued = stream.try_next().expect("b is queued").expect("the watch goes on");
+    assert_eq!(meta(queued.object(), "name"), "b");
+    assert!(stream.try_next().is_none());
+
+    // A write of another resource moves the cache on, and with it the stream's revision.
+    let before = stream.revision();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}});
+    w.registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), progress.wait_for(|reached| *reached > before))
+        .await
+        .expect("the cache moves in time")
+        .expect("the cache lives");
+    assert!(stream.revision() > before);
+    assert!(stream.try_next().is_none(), "no event for another resource's write");
+}

@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::core::v1::NodeSelectorTerm;
 
-use crate::framework::{CycleState, Plugin, default_normalize};
+use crate::framework::{CycleState, Plugin, Reasons, default_normalize};
 use crate::model::{AppInfo, NodeInfo};
 use crate::plugins::meets;
 use crate::snapshot::Snapshot;
@@ -44,14 +44,8 @@ impl Plugin for NodeAffinity {
         "NodeAffinity"
     }
 
-    fn filter(
-        &self,
-        app: &AppInfo,
-        node: &NodeInfo,
-        _: &Snapshot,
-        _: &CycleState,
-    ) -> Result<(), Vec<String>> {
-        if required_holds(app, node) { Ok(()) } else { Err(vec![MISMATCH.to_owned()]) }
+    fn filter(&self, app: &AppInfo, node: &NodeInfo, _: &Snapshot, _: &CycleState) -> Result<(), Reasons> {
+        if required_holds(app, node) { Ok(()) } else { Err(vec![MISMATCH.into()]) }
     }
 
     fn scores(&self) -> bool {
@@ -108,7 +102,7 @@ mod tests {
         assert_eq!(passing(&selector), ["ssd-a"]);
         assert_eq!(
             NodeAffinity.filter(&selector, &fleet.nodes()["bare"], &fleet, &state),
-            Err(vec![MISMATCH.to_owned()])
+            Err(vec![MISMATCH.into()])
         );
         let with = |affinity: serde_json::Value| {
             let mut a = app("x", &[]);

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::framework::{CycleState, Plugin};
+use crate::framework::{CycleState, Plugin, Reasons};
 use crate::model::{AppInfo, NodeInfo, Readiness};
 use crate::plugins::{taint, tolerated, untolerated};
 use crate::snapshot::Snapshot;
@@ -33,11 +33,11 @@ impl Plugin for NodeSchedulable {
         node: &NodeInfo,
         _: &Snapshot,
         state: &CycleState,
-    ) -> Result<(), Vec<String>> {
+    ) -> Result<(), Reasons> {
         if node.unschedulable
             && !tolerated(&app.tolerations, &taint("node.kubernetes.io/unschedulable", "", "NoSchedule"))
         {
-            return Err(vec![UNSCHEDULABLE.to_owned()]);
+            return Err(vec![UNSCHEDULABLE.into()]);
         }
         let stale = match (self.heartbeat_timeout, node.heartbeat, state.now) {
             (Some(timeout), Some(heartbeat), Some(now)) => {
@@ -51,7 +51,7 @@ impl Plugin for NodeSchedulable {
             _ => Some(taint("node.kubernetes.io/unreachable", "", "NoSchedule")),
         };
         match implicit {
-            Some(taint) if !tolerated(&app.tolerations, &taint) => Err(vec![untolerated(&taint)]),
+            Some(taint) if !tolerated(&app.tolerations, &taint) => Err(vec![untolerated(&taint).into()]),
             _ => Ok(()),
         }
     }
@@ -64,7 +64,7 @@ mod tests {
     use super::*;
     use crate::plugins::testing::{app, node, shape, snapshot};
 
-    type Verdict = Result<(), Vec<String>>;
+    type Verdict = Result<(), Reasons>;
 
     #[test]
     fn cordoned_not_ready_unreachable_and_silent_nodes_are_ruled_out_unless_tolerated() {

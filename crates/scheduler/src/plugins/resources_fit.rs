@@ -5,7 +5,7 @@
 //! (the fullest that fits wins), over CPU and memory with equal weights, counting unset
 //! requests as kube-scheduler's scoring defaults.
 
-use crate::framework::{CycleState, MAX_SCORE, Plugin, Policy};
+use crate::framework::{CycleState, MAX_SCORE, Plugin, Policy, Reasons};
 use crate::model::{AppInfo, NodeInfo};
 use crate::snapshot::Snapshot;
 
@@ -27,15 +27,15 @@ impl Plugin for ResourcesFit {
         node: &NodeInfo,
         snapshot: &Snapshot,
         _: &CycleState,
-    ) -> Result<(), Vec<String>> {
+    ) -> Result<(), Reasons> {
         let requested = snapshot.usage(&node.name).map(|usage| usage.requested).unwrap_or_default();
         let free = node.allocatable.minus(requested);
         let mut reasons = Vec::new();
         if app.requests.cpu > 0 && app.requests.cpu > free.cpu {
-            reasons.push("Insufficient cpu".to_owned());
+            reasons.push("Insufficient cpu".into());
         }
         if app.requests.memory > 0 && app.requests.memory > free.memory {
-            reasons.push("Insufficient memory".to_owned());
+            reasons.push("Insufficient memory".into());
         }
         if reasons.is_empty() { Ok(()) } else { Err(reasons) }
     }
@@ -86,9 +86,9 @@ mod tests {
         let cases = [
             ((1000, 2 << 30), Ok(())),
             ((0, 0), Ok(())),
-            ((1001, 0), Err(vec!["Insufficient cpu".to_owned()])),
-            ((0, (2 << 30) + 1), Err(vec!["Insufficient memory".to_owned()])),
-            ((2000, 4 << 30), Err(vec!["Insufficient cpu".to_owned(), "Insufficient memory".to_owned()])),
+            ((1001, 0), Err(vec!["Insufficient cpu".into()])),
+            ((0, (2 << 30) + 1), Err(vec!["Insufficient memory".into()])),
+            ((2000, 4 << 30), Err(vec!["Insufficient cpu".into(), "Insufficient memory".into()])),
         ];
         for ((cpu, memory), expected) in cases {
             assert_eq!(plugin.filter(&asking(cpu, memory), n1, &fleet, &state), expected, "{cpu} {memory}");

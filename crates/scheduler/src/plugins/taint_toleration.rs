@@ -2,7 +2,7 @@
 //! tolerate is ruled out (`node(s) had untolerated taint {key: value}`, naming the first); a
 //! `PreferNoSchedule` taint it does not tolerate lowers the node's score.
 
-use crate::framework::{CycleState, Plugin, default_normalize};
+use crate::framework::{CycleState, Plugin, Reasons, default_normalize};
 use crate::model::{AppInfo, NodeInfo};
 use crate::plugins::{tolerated, untolerated};
 use crate::snapshot::Snapshot;
@@ -16,20 +16,14 @@ impl Plugin for TaintToleration {
         "TaintToleration"
     }
 
-    fn filter(
-        &self,
-        app: &AppInfo,
-        node: &NodeInfo,
-        _: &Snapshot,
-        _: &CycleState,
-    ) -> Result<(), Vec<String>> {
+    fn filter(&self, app: &AppInfo, node: &NodeInfo, _: &Snapshot, _: &CycleState) -> Result<(), Reasons> {
         let blocking = node
             .taints
             .iter()
             .filter(|taint| matches!(taint.effect.as_str(), "NoSchedule" | "NoExecute"))
             .find(|taint| !tolerated(&app.tolerations, taint));
         match blocking {
-            Some(taint) => Err(vec![untolerated(taint)]),
+            Some(taint) => Err(vec![untolerated(taint).into()]),
             None => Ok(()),
         }
     }
@@ -78,14 +72,14 @@ mod tests {
         );
         let state = CycleState::default();
         let plain = app("plain", &[]);
-        let results: Vec<Result<(), Vec<String>>> =
+        let results: Vec<Result<(), Reasons>> =
             fleet.nodes().values().map(|n| TaintToleration.filter(&plain, n, &fleet, &state)).collect();
         assert_eq!(
             results,
             [
                 Ok(()),
-                Err(vec!["node(s) had untolerated taint {dedicated: db}".to_owned()]),
-                Err(vec!["node(s) had untolerated taint {maintenance: }".to_owned()]),
+                Err(vec!["node(s) had untolerated taint {dedicated: db}".into()]),
+                Err(vec!["node(s) had untolerated taint {maintenance: }".into()]),
                 Ok(()),
             ]
         );

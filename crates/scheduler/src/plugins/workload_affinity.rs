@@ -17,7 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 
-use crate::framework::{CycleState, MAX_SCORE, Plugin};
+use crate::framework::{CycleState, MAX_SCORE, Plugin, Reasons};
 use crate::model::{AppInfo, NodeInfo};
 use crate::plugins::selects;
 use crate::snapshot::Snapshot;
@@ -157,29 +157,23 @@ impl Plugin for WorkloadAffinity {
         Ok(())
     }
 
-    fn filter(
-        &self,
-        _: &AppInfo,
-        node: &NodeInfo,
-        _: &Snapshot,
-        state: &CycleState,
-    ) -> Result<(), Vec<String>> {
+    fn filter(&self, _: &AppInfo, node: &NodeInfo, _: &Snapshot, state: &CycleState) -> Result<(), Reasons> {
         let Some(prepared) = state.read::<Prepared>(NAME) else { return Ok(()) };
         let inside = |domains: &Domains| {
             domains.iter().any(|(key, values)| node.topology(key).is_some_and(|value| values.contains(value)))
         };
         if inside(&prepared.existing_anti) {
-            return Err(vec![EXISTING_ANTI.to_owned()]);
+            return Err(vec![EXISTING_ANTI.into()]);
         }
         let affinity_holds = prepared.affinity.iter().all(|term| match term {
             None => true,
             Some((key, values)) => node.topology(key).is_some_and(|value| values.contains(value)),
         });
         if !affinity_holds {
-            return Err(vec![AFFINITY.to_owned()]);
+            return Err(vec![AFFINITY.into()]);
         }
         if inside(&prepared.anti) {
-            return Err(vec![ANTI.to_owned()]);
+            return Err(vec![ANTI.into()]);
         }
         Ok(())
     }
@@ -242,7 +236,7 @@ mod tests {
         json!({"labelSelector": {"matchLabels": labels}, "topologyKey": key})
     }
 
-    fn passing(new: &AppInfo, fleet: &Snapshot) -> Vec<Result<(), Vec<String>>> {
+    fn passing(new: &AppInfo, fleet: &Snapshot) -> Vec<Result<(), Reasons>> {
         let mut state = CycleState::default();
         WorkloadAffinity.pre_filter(new, fleet, &mut state).unwrap();
         fleet.nodes().values().map(|n| WorkloadAffinity.filter(new, n, fleet, &state)).collect()
@@ -252,8 +246,8 @@ mod tests {
     fn required_rules_hold_over_topology_domains_and_anti_affinity_is_symmetric() {
         let nodes =
             || vec![node("a1", &[("zone", "a")]), node("a2", &[("zone", "a")]), node("b1", &[("zone", "b")])];
-        let ok = || Ok::<(), Vec<String>>(());
-        let err = |reason: &str| Err::<(), Vec<String>>(vec![reason.to_owned()]);
+        let ok = || Ok::<(), Reasons>(());
+        let err = |reason: &str| Err::<(), Reasons>(vec![reason.to_owned().into()]);
         let with = |name: &str, labels: &[(&str, &str)], affinity: serde_json::Value| {
             let mut a = app(name, labels);
             a.affinity = shape(affinity);

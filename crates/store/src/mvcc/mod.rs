@@ -387,6 +387,12 @@ impl Inner {
             }
             Ok(())
         })?;
+        // A watcher that starts behind learns that it has reached `upto` even when nothing
+        // under its prefix changed since `after`: a quiet prefix would otherwise report no
+        // progress until the next write anywhere.
+        if batches.last().is_none_or(|batch| batch.revision < upto) {
+            batches.push(WatchBatch { revision: upto, events: Vec::new() });
+        }
         Ok(batches)
     }
 

@@ -282,3 +282,30 @@ async fn compares_at_revision_zero_are_refused() {
     store.put("x", b"1".to_vec()).await.unwrap();
     assert_eq!(store.range(&all).await.unwrap().kvs.len(), 1, "a zero limit is no limit");
 }
+
+#[tokio::test]
+async fn a_watch_that_starts_behind_on_a_quiet_prefix_reports_progress_without_another_write() {
+    let store = MvccStore::in_memory(Options::default()).unwrap();
+    store.put("quiet/a", b"1".to_vec()).await.unwrap();
+    let after = store.revision().await.unwrap();
+    for i in 0..5u32 {
+        store.put(&format!("busy/{i}"), i.to_be_bytes().to_vec()).await.unwrap();
+    }
+    let current = store.revision().await.unwrap();
+    // As a watch cache resuming after it lagged: nothing under the prefix changed since, and
+    // no write follows, yet the watcher learns it is up to date.
+    let mut watcher = store.watch("quiet/", after).await.unwrap();
+    let change = tokio::time::timeout(Duration::from_secs(5), watcher.next_change())
+        .await
+        .expect("progress without another write");
+    assert_eq!(change.unwrap().unwrap(), crate::Change::Progress(current));
+    let mut busy = store.watch("busy/", after).await.unwrap();
+    for _ in 0..5 {
+        let change = busy.next_change().await.unwrap().unwrap();
+        assert!(matches!(change, crate::Change::Event(_)), "{change:?}");
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), busy.next_change()).await.is_err(),
+        "a backlog ending in events reports no extra progress"
+    );
+}

@@ -261,3 +261,66 @@ async fn an_eviction_moves_what_the_scheduler_placed_and_refuses_a_pin_as_a_disr
         admin(&server, Method::POST, &format!("{PODS}/pinned/eviction"), Some(eviction("other"))).await;
     assert_eq!(code, StatusCode::BAD_REQUEST, "the Eviction names the pod of the path");
 }
+
+#[tokio::test]
+async fn a_binding_places_an_application_and_marks_it_scheduled_through_applications_or_pods() {
+    let server = TestServer::start(Store::Memory).await;
+    node(&server, "n1").await;
+    // Cordoned, so that the scheduler leaves the Applications to the bindings below.
+    let (code, _) =
+        admin(&server, Method::PATCH, "/api/v1/nodes/n1", Some(json!({"spec": {"unschedulable": true}})))
+            .await;
+    assert_eq!(code, StatusCode::OK);
+    for name in ["web", "api"] {
+        let (code, created) = admin(
+            &server,
+            Method::POST,
+            &format!("{FLEET}/applications"),
+            Some(application(name, None, "1Mi")),
+        )
+        .await;
+        assert_eq!(code, StatusCode::CREATED, "{created}");
+    }
+    let binding = |name: &str, node: &str| json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}, "target": {"kind": "Node", "name": node}});
+
+    server.add_token("viewer-token", "viewer", "");
+    let (code, _) = send(
+        &server,
+        Some("viewer-token"),
+        Method::POST,
+        &format!("{FLEET}/applications/web/binding"),
+        Some(binding("web", "n1")),
+    )
+    .await;
+    assert_eq!(code, StatusCode::FORBIDDEN, "binding needs create on applications/binding");
+    let (code, refused) = admin(
+        &server,
+        Method::POST,
+        &format!("{FLEET}/applications/web/binding"),
+        Some(binding("web", "n9")),
+    )
+    .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "no Node n9: {refused}");
+
+    let (code, answer) = admin(
+        &server,
+        Method::POST,
+        &format!("{FLEET}/applications/web/binding"),
+        Some(binding("web", "n1")),
+    )
+    .await;
+    assert_eq!((code, answer["status"].as_str()), (StatusCode::CREATED, Some("Success")), "{answer}");
+    let (code, answer) =
+        admin(&server, Method::POST, &format!("{PODS}/api/binding"), Some(binding("api", "n1"))).await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    for name in ["web", "api"] {
+        let (_, bound) = admin(&server, Method::GET, &format!("{FLEET}/applications/{name}"), None).await;
+        assert_eq!(bound["spec"]["placement"]["nodeName"], "n1", "{bound}");
+        assert_eq!(bound["status"]["conditions"][0]["type"], "Scheduled", "{bound}");
+        assert_eq!(bound["status"]["conditions"][0]["status"], "True", "{bound}");
+        assert_eq!(bound["metadata"]["annotations"][SCHEDULED_BY], Value::Null, "the author's pin: {bound}");
+    }
+    let (code, again) =
+        admin(&server, Method::POST, &format!("{PODS}/api/binding"), Some(binding("api", "n1"))).await;
+    assert_eq!(code, StatusCode::CONFLICT, "already bound: {again}");
+}
