@@ -385,7 +385,7 @@ impl Scheduler {
         let involved = self.involved(&entry.object);
         let mut object = entry.object.clone();
         for _ in 0..EXPLAIN_ATTEMPTS {
-            match self.condition((*object).clone(), "False", "Unschedulable", message).await {
+            match self.unschedulable((*object).clone(), message).await {
                 Ok(()) => {
                     if let Err(error) = self
                         .inner
@@ -445,14 +445,11 @@ impl Scheduler {
         }
     }
 
-    /// Sets condition `Scheduled` (and phase `Pending` on an Application with none).
-    async fn condition(
-        &self,
-        mut application: Object,
-        status: &str,
-        reason: &str,
-        message: &str,
-    ) -> Result<(), RegistryError> {
+    /// Sets condition `Scheduled=False` with reason `Unschedulable`, the message as the status's
+    /// message, and phase `Pending` on an Application with none. (Its binding sets
+    /// `Scheduled=True`.)
+    async fn unschedulable(&self, mut application: Object, message: &str) -> Result<(), RegistryError> {
+        let (status, reason) = ("False", "Unschedulable");
         let (namespace, name) =
             (meta_str(&application, "namespace").to_owned(), meta_str(&application, "name").to_owned());
         let mut current = application.get("status").cloned().unwrap_or_else(|| json!({}));
@@ -473,11 +470,7 @@ impl Scheduler {
         if current.get("phase").is_none() {
             current["phase"] = json!("Pending");
         }
-        if status == "False" {
-            current["message"] = json!(message);
-        } else if current.get("phase").and_then(Value::as_str) == Some("Pending") {
-            current.as_object_mut().map(|status| status.remove("message"));
-        }
+        current["message"] = json!(message);
         application.insert("status".into(), current);
         self.inner
             .client
