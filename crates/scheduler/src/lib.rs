@@ -3,13 +3,14 @@
 //! [`framework`] holds the extension points and [`plugins`] one module per plugin; the
 //! [`Scheduler`] runs them on the loop runtime over a [`snapshot::Snapshot`] of Nodes and placed
 //! Applications that list-and-watch feeds keep current (no list per placement), in the order of
-//! its [`queue`]. A decision is reserved in the snapshot and bound by one write of the
-//! Application's `binding` subresource through the application layer (so admission sees it),
-//! which sets `spec.placement.nodeName`, the scheduled-by annotation and `Scheduled=True`
-//! together, as kube-scheduler's `pods/binding` does; binds run concurrently while the next
-//! decisions are made. A bound Application gets a `Scheduled` Event; one that fits nowhere
-//! gets `Scheduled=False` with kube-scheduler's message and a `FailedScheduling` Event when
-//! that message changes. Events and explanations are written on the next 20 ms tick, together
+//! its [`queue`]. A decision is reserved by the reserve plugins (by default in the snapshot)
+//! and bound by the bind plugins: by default one write of the Application's `binding`
+//! subresource through the application layer (so admission sees it), which sets
+//! `spec.placement.nodeName`, the scheduled-by annotation and `Scheduled=True` together, as
+//! kube-scheduler's `pods/binding` does; binds run concurrently while the next decisions are
+//! made. A bound Application gets a `Scheduled` Event; one that fits nowhere gets
+//! `Scheduled=False` with kube-scheduler's message and a `FailedScheduling` Event when that
+//! message changes. Events and explanations are written on the next 20 ms tick, together
 //! with the others due in the same period, so they share the store's flushes. The
 //! [`taint_manager`] moves scheduler-placed Applications off nodes with `NoExecute` taints
 //! they do not tolerate.
@@ -29,7 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use kayra_api::kinds::application::{SCHEDULER, scheduled_by_annotation};
+use kayra_api::kinds::application::scheduled_by_annotation;
 use kayra_control::client::Client;
 use kayra_control::events::{Involved, Recorder, Severity};
 use kayra_loop::runtime::Loop;
@@ -97,9 +98,6 @@ struct Inner {
 struct State {
     snapshot: Snapshot,
     queue: Queue,
-    /// Decided and not yet bound: node by Application id. A list that still shows them
-    /// unbound keeps their reservation.
-    assumed: HashMap<String, String>,
     /// Which collections were listed at least once (applications, nodes).
     synced: [bool; 2],
     /// The resourceVersion of every Application last recorded, so that a relist decodes only
@@ -108,6 +106,12 @@ struct State {
     /// When each scheduler-placed Application (`node`, `id`) was first found tolerating its
     /// node's `NoExecute` taints for a while only: its `tolerationSeconds` count from then.
     tolerating_since: HashMap<(String, String), Instant>,
+}
+
+impl AsMut<Snapshot> for State {
+    fn as_mut(&mut self) -> &mut Snapshot {
+        &mut self.snapshot
+    }
 }
 
 impl State {
@@ -134,8 +138,10 @@ impl Scheduler {
         Scheduler::with_framework(client, Framework::new(policy, None))
     }
 
-    /// The scheduler running `framework`.
+    /// The scheduler running `framework`, with `DefaultBinder` writing as `client` after the
+    /// framework's own bind plugins.
     pub fn with_framework(client: Client, framework: Framework) -> Result<Scheduler, RegistryError> {
+        let framework = framework.with_bind(plugins::default_binder::DefaultBinder::new(client.clone()));
         let domain = client.control().scheme().domain().to_owned();
         let applications = client.resource(&format!("fleet.{domain}"), "applications")?;
         let nodes = client.resource("", "nodes")?;
@@ -204,7 +210,7 @@ impl Scheduler {
         let mut state = self.state();
         state.versions.insert(id, app.resource_version.clone());
         let wants = app.wants_placement();
-        let freed = if app.node.is_none() && state.assumed.contains_key(&app.id) {
+        let freed = if app.node.is_none() && state.snapshot.is_reserved(&app.id) {
             false
         } else {
             state.snapshot.put_app(&app)
@@ -226,7 +232,7 @@ impl Scheduler {
         let mut state = self.state();
         state.queue.remove(&id);
         state.versions.remove(&id);
-        let freed = !state.assumed.contains_key(&id) && state.snapshot.remove_app(&id);
+        let freed = !state.snapshot.is_reserved(&id) && state.snapshot.remove_app(&id);
         if freed {
             state.queue.move_unschedulable();
             vec![Key::new(SCHEDULE)]
@@ -271,17 +277,15 @@ impl Scheduler {
                 let now = jiff::Timestamp::now();
                 let mut decisions = Vec::with_capacity(batch.len());
                 for entry in batch {
-                    match framework.schedule(&entry.app, &state.snapshot, Some(now)) {
-                        Ok(node) => {
-                            state.snapshot.assume(&entry.app, &node);
-                            state.assumed.insert(entry.app.id.clone(), node.clone());
-                            decisions.push((entry, Ok(node)));
-                        }
-                        Err(unschedulable) => {
-                            state.queue.failed(&entry.app.id, Instant::now());
-                            decisions.push((entry, Err(unschedulable.message())));
-                        }
+                    // A reserve plugin's refusal explains itself in its own words.
+                    let decision = match framework.schedule(&entry.app, &state.snapshot, Some(now)) {
+                        Ok(node) => framework.reserve(&entry.app, &node, &mut state.snapshot).map(|()| node),
+                        Err(unschedulable) => Err(unschedulable.message()),
+                    };
+                    if decision.is_err() {
+                        state.queue.failed(&entry.app.id, Instant::now());
                     }
+                    decisions.push((entry, decision));
                 }
                 decisions
             };
@@ -307,28 +311,14 @@ impl Scheduler {
         }
     }
 
-    /// Writes a decision through the Application's `binding` subresource: `nodeName`, the
-    /// annotation and `Scheduled=True` in one write, on the version decided on; answers the
-    /// bound object.
+    /// Binds a reserved decision through the framework's bind plugins; answers the bound
+    /// object. A failed bind has undone the reservation; the Application is tried again.
     async fn bind(&self, entry: Entry, node: &str) -> Option<Arc<Object>> {
         let app = &entry.app;
-        let mut annotations = serde_json::Map::new();
-        annotations.insert(self.annotation(), json!(SCHEDULER));
-        let binding =
-            kayra_control::binding::binding_to(&app.name, node, Some(&app.resource_version), annotations);
-        let bound = match self.inner.client.bind(&app.namespace, &app.name, &binding).await {
+        let bound = match self.inner.framework.bind(app, node, &self.inner.state).await {
             Ok(bound) => bound,
             Err(error) => {
                 let mut state = self.state();
-                state.assumed.remove(&app.id);
-                // Only the reservation is undone: a newer version seen meanwhile (a pin its
-                // author wrote) is where the Application really is.
-                let reserved = state.snapshot.placed(&app.id).is_some_and(|(at, placed)| {
-                    at == node && placed.resource_version == app.resource_version
-                });
-                if reserved {
-                    state.snapshot.remove_app(&app.id);
-                }
                 match error {
                     // A newer version is on its way through the watch, or the Application is gone.
                     RegistryError::Conflict { .. } | RegistryError::NotFound { .. } => {
@@ -347,7 +337,7 @@ impl Scheduler {
         let bound = Arc::new(bound);
         {
             let mut state = self.state();
-            state.assumed.remove(&app.id);
+            state.snapshot.finish_binding(&app.id);
             if let Some(info) = AppInfo::from_object(&bound, &self.inner.domain) {
                 let info = Arc::new(info);
                 state.versions.insert(info.id.clone(), info.resource_version.clone());
@@ -609,11 +599,11 @@ impl SchedulerFeed {
                 {
                     let mut state = scheduler.state();
                     let listed: std::collections::HashSet<String> = objects.iter().map(id_of).collect();
-                    let State { snapshot, queue, assumed, versions, .. } = &mut *state;
+                    let State { snapshot, queue, versions, .. } = &mut *state;
                     versions.retain(|id, _| listed.contains(id));
                     let gone: Vec<String> = snapshot
                         .usage_ids()
-                        .filter(|id| !listed.contains(*id) && !assumed.contains_key(*id))
+                        .filter(|id| !listed.contains(*id) && !snapshot.is_reserved(id))
                         .cloned()
                         .collect();
                     for id in gone {

@@ -1,7 +1,8 @@
 //! The scheduler's view of the fleet: every Node, and every Application bound to one with what
 //! it holds there, indexed for the questions plugins ask (what is requested on a node, which
 //! placed Applications a label selector picks). Kept current change by change from the
-//! store's watch, and by the scheduler's own reservations between a decision and its bind.
+//! store's watch, and by the scheduler's own reservations between a decision and its bind
+//! (made and undone by the `SnapshotReservation` reserve plugin).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -38,6 +39,15 @@ pub struct Snapshot {
     anti_index: HashMap<(String, String, String), BTreeSet<String>>,
     /// Those with a term that has no `matchLabels` (checked against every newcomer).
     anti_unindexed: BTreeSet<String>,
+    /// Decided and not yet bound: node by Application id. A watch or list that still shows
+    /// them unbound keeps their reservation.
+    reserved: HashMap<String, String>,
+}
+
+impl AsMut<Snapshot> for Snapshot {
+    fn as_mut(&mut self) -> &mut Snapshot {
+        self
+    }
 }
 
 impl Snapshot {
@@ -162,6 +172,36 @@ impl Snapshot {
             }
         }
         self.placed.insert(app.id.clone(), (node.to_owned(), app.clone()));
+    }
+
+    /// Reserves `node` for `app` between the decision and its bind: counted there, and kept
+    /// while the store still shows it unbound.
+    pub fn reserve(&mut self, app: &App, node: &str) {
+        self.assume(app, node);
+        self.reserved.insert(app.id.clone(), node.to_owned());
+    }
+
+    /// Undoes the reservation of `node` for `app`. Only the reservation is undone: a newer
+    /// version seen meanwhile (a pin its author wrote) is where the Application really is.
+    pub fn unreserve(&mut self, app: &App, node: &str) {
+        self.reserved.remove(&app.id);
+        let reserved = self
+            .placed
+            .get(&app.id)
+            .is_some_and(|(at, placed)| at == node && placed.resource_version == app.resource_version);
+        if reserved {
+            self.remove_app(&app.id);
+        }
+    }
+
+    /// Whether a decision for `id` waits for its bind.
+    pub fn is_reserved(&self, id: &str) -> bool {
+        self.reserved.contains_key(id)
+    }
+
+    /// Ends the reservation of a bound Application: from now on the store says where it is.
+    pub fn finish_binding(&mut self, id: &str) {
+        self.reserved.remove(id);
     }
 
     /// Forgets a placed Application (a reservation undone, or an Application gone, finished

@@ -177,6 +177,7 @@ mod binds {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use kayra_api::kinds::application::SCHEDULER;
     use kayra_api::scheme::Scheme;
     use kayra_control::Control;
     use kayra_control::client::Client;
@@ -292,8 +293,7 @@ mod binds {
             let mut state = scheduler.state();
             let (mut batch, _) = state.queue.pop(Instant::now(), 1, |_, _| std::cmp::Ordering::Equal);
             let entry = batch.pop().expect("x waits");
-            state.snapshot.assume(&entry.app, "n1");
-            state.assumed.insert(entry.app.id.clone(), "n1".to_owned());
+            scheduler.inner.framework.reserve(&entry.app, "n1", &mut state.snapshot).expect("reserved");
             entry
         };
         // Before its bind is written, the author pins x to n2, and the watch brings that version.

@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Taint, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
+pub mod default_binder;
 pub mod node_affinity;
 pub mod node_schedulable;
 pub mod priority;
 pub mod resources_fit;
+pub mod snapshot_reservation;
 pub mod taint_toleration;
 pub mod workload_affinity;
 
