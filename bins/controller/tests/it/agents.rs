@@ -353,11 +353,11 @@ fn restart_policies_jobs_limits_and_probes_behave_as_kubelet_does_on_etcd() {
 
 fn lifecycles(controller: &mut Controller) {
     let controller = &*controller;
-    let (a, b) = two_nodes(&controller);
+    let (a, b) = two_nodes(controller);
     let marker = unique("life");
     let sh = |script: &str| json!(["/bin/sh", "-c", format!("{script} # {marker}")]);
     apply(
-        &controller,
+        controller,
         &application(
             "flaky",
             &a.name,
@@ -365,7 +365,7 @@ fn lifecycles(controller: &mut Controller) {
         ),
     );
     apply(
-        &controller,
+        controller,
         &application(
             "job",
             &a.name,
@@ -373,7 +373,7 @@ fn lifecycles(controller: &mut Controller) {
         ),
     );
     apply(
-        &controller,
+        controller,
         &application(
             "hog",
             &a.name,
@@ -382,7 +382,7 @@ fn lifecycles(controller: &mut Controller) {
         ),
     );
     apply(
-        &controller,
+        controller,
         &application(
             "unhealthy",
             &b.name,
@@ -392,34 +392,34 @@ fn lifecycles(controller: &mut Controller) {
     );
     // A job reports Failed with its exit code.
     let job = wait_for("the job to fail", Duration::from_secs(30), || {
-        let status = app_status(&controller, "job");
+        let status = app_status(controller, "job");
         (status["phase"] == "Failed").then_some(status)
     });
     assert_eq!(job["exitCode"], 7, "{job}");
     // A process that exceeds its memory limit is killed, and reported as OOMKilled.
     let hog = wait_for("the hog to be killed", Duration::from_secs(60), || {
-        let status = app_status(&controller, "hog");
+        let status = app_status(controller, "hog");
         (status["phase"] == "Failed").then_some(status)
     });
     assert_eq!(hog["exitCode"], 137, "{hog}");
     assert!(hog["message"].as_str().unwrap_or_default().contains("OOMKilled"), "{hog}");
-    let described = kubectl_ok(&controller, &["describe", "pod", "hog"]);
+    let described = kubectl_ok(controller, &["describe", "pod", "hog"]);
     assert!(described.contains("OOMKilled"), "{described}");
     // `kubectl get pods` says how a job's process ended, as kubectl prints a container's end.
     for (name, reason) in [("job", "Error"), ("hog", "OOMKilled")] {
-        let listed = kubectl_ok(&controller, &["get", "pod", name, "--no-headers"]);
+        let listed = kubectl_ok(controller, &["get", "pod", name, "--no-headers"]);
         assert_eq!(listed.split_whitespace().nth(2), Some(reason), "{listed}");
     }
     // OnFailure restarts with back-off (kubelet's: 10 s first).
     let flaky = wait_for("flaky to be restarted", Duration::from_secs(45), || {
-        let status = app_status(&controller, "flaky");
+        let status = app_status(controller, "flaky");
         (status["restarts"].as_i64().unwrap_or(0) >= 1).then_some(status)
     });
     assert_ne!(flaky["phase"], "Succeeded", "{flaky}");
     // The restart waited out kubelet's first back-off: its two starts are 10 s apart.
     let starts = wait_for("flaky's two Started events", Duration::from_secs(15), || {
         let selector = "involvedObject.name=flaky,reason=Started";
-        let events = get_json(&controller, &["get", "events", "--field-selector", selector])?;
+        let events = get_json(controller, &["get", "events", "--field-selector", selector])?;
         let mut starts: Vec<jiff::Timestamp> = events["items"]
             .as_array()?
             .iter()
@@ -432,30 +432,30 @@ fn lifecycles(controller: &mut Controller) {
     assert!(waited >= jiff::SignedDuration::from_secs(9), "restarted after {waited:?}: {starts:?}");
     // Waiting out its back-off, it is a crash-looping pod to kubectl.
     let listed = wait_for("flaky to show CrashLoopBackOff", Duration::from_secs(45), || {
-        let listed = kubectl_ok(&controller, &["get", "pod", "flaky", "--no-headers"]);
+        let listed = kubectl_ok(controller, &["get", "pod", "flaky", "--no-headers"]);
         (listed.split_whitespace().nth(2) == Some("CrashLoopBackOff")).then_some(listed)
     });
     assert!(listed.starts_with("flaky"), "{listed}");
-    let described = kubectl_ok(&controller, &["describe", "pod", "flaky"]);
+    let described = kubectl_ok(controller, &["describe", "pod", "flaky"]);
     assert!(described.contains("Waiting") && described.contains("CrashLoopBackOff"), "{described}");
     // A failing liveness probe restarts the process, with Events saying so.
     wait_for("unhealthy to be restarted", Duration::from_secs(45), || {
-        (app_status(&controller, "unhealthy")["restarts"].as_i64().unwrap_or(0) >= 1).then_some(())
+        (app_status(controller, "unhealthy")["restarts"].as_i64().unwrap_or(0) >= 1).then_some(())
     });
     let events =
-        kubectl_ok(&controller, &["get", "events", "--field-selector", "involvedObject.name=unhealthy"]);
+        kubectl_ok(controller, &["get", "events", "--field-selector", "involvedObject.name=unhealthy"]);
     assert!(events.contains("Unhealthy") && events.contains("Killing"), "{events}");
-    let events = kubectl_ok(&controller, &["get", "events", "--field-selector", "involvedObject.name=flaky"]);
+    let events = kubectl_ok(controller, &["get", "events", "--field-selector", "involvedObject.name=flaky"]);
     assert!(events.contains("BackOff"), "{events}");
     // `kubectl describe` shows them, of the pod (found by the pod's uid) as of the Application.
-    let described = kubectl_ok(&controller, &["describe", "pod", "flaky"]);
+    let described = kubectl_ok(controller, &["describe", "pod", "flaky"]);
     assert!(described.contains("BackOff"), "{described}");
     for what in ["pod", "app"] {
-        let described = kubectl_ok(&controller, &["describe", what, "unhealthy"]);
+        let described = kubectl_ok(controller, &["describe", what, "unhealthy"]);
         assert!(described.contains("Unhealthy") && described.contains("Killing"), "{described}");
     }
     for name in ["flaky", "job", "hog", "unhealthy"] {
-        kubectl_ok(&controller, &["delete", "app", name]);
+        kubectl_ok(controller, &["delete", "app", name]);
     }
     kill_all_with(&marker);
 }
@@ -501,16 +501,16 @@ fn a_node_certificate_reaches_nothing_beyond_its_node_on_etcd() {
 
 fn confinement(controller: &mut Controller) {
     let controller = &*controller;
-    let (a, b) = two_nodes(&controller);
+    let (a, b) = two_nodes(controller);
     let marker = unique("confined");
     let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"}, "stringData": {"password": "x"}});
-    apply(&controller, &secret);
+    apply(controller, &secret);
     let on_b = json!({"command": ["/bin/sh", "-c", format!("sleep 600 # {marker}")]});
-    apply(&controller, &application("theirs", &b.name, on_b.clone()));
-    apply(&controller, &application("ours", &a.name, on_b));
+    apply(controller, &application("theirs", &b.name, on_b.clone()));
+    apply(controller, &application("ours", &a.name, on_b));
     wait_for("both to run", Duration::from_secs(30), || {
-        (app_status(&controller, "theirs")["phase"] == "Running"
-            && app_status(&controller, "ours")["phase"] == "Running")
+        (app_status(controller, "theirs")["phase"] == "Running"
+            && app_status(controller, "ours")["phase"] == "Running")
             .then_some(())
     });
     let apps = "/apis/fleet.example.com/v1/namespaces/default/applications";
@@ -555,7 +555,7 @@ fn confinement(controller: &mut Controller) {
         ),
     ];
     for (method, path, body, what) in cases {
-        let code = curl_as_node(&controller, &a, method, &path, body.as_ref());
+        let code = curl_as_node(controller, &a, method, &path, body.as_ref());
         assert_eq!(code, 403, "a node's certificate may not {what} ({method} {path})");
     }
     // What it may do: read its own Node and status, alone.
@@ -564,10 +564,10 @@ fn confinement(controller: &mut Controller) {
         format!("/api/v1/nodes/{}/status", a.name),
         format!("/api/v1/nodes?fieldSelector=metadata.name%3D{}", a.name),
     ] {
-        assert_eq!(curl_as_node(&controller, &a, "GET", &path, None), 200, "GET {path}");
+        assert_eq!(curl_as_node(controller, &a, "GET", &path, None), 200, "GET {path}");
     }
     for name in ["theirs", "ours"] {
-        kubectl_ok(&controller, &["delete", "app", name]);
+        kubectl_ok(controller, &["delete", "app", name]);
     }
     kill_all_with(&marker);
 }

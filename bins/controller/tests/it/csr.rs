@@ -212,14 +212,14 @@ fn held_requests(controller: &mut Controller) {
     for (name, cn) in [("jane", "jane"), ("joe", "joe")] {
         let path = controller.scratch().join(format!("{name}.yaml"));
         std::fs::write(&path, client_request(name, cn, "devs")).unwrap();
-        ok(&controller, &["create", "-f", path.to_str().unwrap()]);
+        ok(controller, &["create", "-f", path.to_str().unwrap()]);
     }
     // Held: a node's request made afterwards is signed while these still wait.
-    let printed = join_command(&controller);
+    let printed = join_command(controller);
     let words: Vec<String> = text(&printed.stdout).split_whitespace().map(str::to_owned).collect();
     let (server, token, pin) = (&words[3], &words[5], &words[7]);
     runtime().block_on(join::join(server, pin, token, "n2", Duration::from_secs(60))).unwrap();
-    let listed = ok(&controller, &["get", "csr", "jane", "joe", "--no-headers"]);
+    let listed = ok(controller, &["get", "csr", "jane", "joe", "--no-headers"]);
     for row in listed.lines() {
         let cells: Vec<&str> = row.split_whitespace().collect();
         // Who asked is the writer, whatever the manifest claimed.
@@ -230,17 +230,17 @@ fn held_requests(controller: &mut Controller) {
         );
     }
     let certificate =
-        |name: &str| ok(&controller, &["get", "csr", name, "-o", "jsonpath={.status.certificate}"]);
+        |name: &str| ok(controller, &["get", "csr", name, "-o", "jsonpath={.status.certificate}"]);
     assert_eq!(certificate("jane"), "");
 
-    ok(&controller, &["certificate", "approve", "jane"]);
+    ok(controller, &["certificate", "approve", "jane"]);
     wait_for("jane's certificate", || !certificate("jane").is_empty());
     use base64::Engine;
     let pem = base64::engine::general_purpose::STANDARD.decode(certificate("jane")).unwrap();
     assert_eq!(subject(&text(&pem)), ("jane".to_owned(), vec!["devs".to_owned()]));
-    let row = ok(&controller, &["get", "csr", "jane", "--no-headers"]);
+    let row = ok(controller, &["get", "csr", "jane", "--no-headers"]);
     assert!(row.trim_end().ends_with("Approved,Issued"), "{row}");
-    let described = ok(&controller, &["describe", "csr", "jane"]);
+    let described = ok(controller, &["describe", "csr", "jane"]);
     for expected in [
         "Name:",
         "jane",
@@ -256,20 +256,20 @@ fn held_requests(controller: &mut Controller) {
         assert!(described.contains(expected), "describe lacks {expected:?}:\n{described}");
     }
 
-    ok(&controller, &["certificate", "deny", "joe"]);
-    let row = ok(&controller, &["get", "csr", "joe", "--no-headers"]);
+    ok(controller, &["certificate", "deny", "joe"]);
+    let row = ok(controller, &["get", "csr", "joe", "--no-headers"]);
     assert!(row.trim_end().ends_with("Denied"), "{row}");
     // A decision does not flip: kubectl refuses to try, and the server refuses it when asked.
     let flipped = controller.kubectl(&["certificate", "approve", "joe", "--force"]);
     assert!(text(&flipped.stderr).contains("already Denied"), "{}", text(&flipped.stderr));
     let approved = r#"{"apiVersion":"certificates.k8s.io/v1","kind":"CertificateSigningRequest","metadata":{"name":"joe"},"status":{"conditions":[{"type":"Approved","status":"True","reason":"Forced"}]}}"#;
-    assert_eq!(put_approval(&controller, &controller.token(), "joe", approved), "422");
+    assert_eq!(put_approval(controller, &controller.token(), "joe", approved), "422");
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(certificate("joe"), "", "a denied request is never signed");
 
     // Approving takes update on certificatesigningrequests/approval: the bootstrap token has
     // none, and no one writes a decision through status.
-    assert_eq!(put_approval(&controller, token, "joe", approved), "403");
+    assert_eq!(put_approval(controller, token, "joe", approved), "403");
     let through_status = controller.kubectl(&[
         "patch",
         "csr",
