@@ -75,6 +75,20 @@ fn moved_to_b(controller: &Controller, b: &Agent, roamer: &str, old: u32) {
     });
 }
 
+/// `kubectl drain` of `node` as an operator runs it: whether it succeeded, and what it said.
+fn drain(controller: &Controller, node: &str) -> (std::process::Output, String) {
+    let drained = controller.kubectl(&[
+        "drain",
+        node,
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=20s",
+    ]);
+    let said =
+        format!("{}{}", String::from_utf8_lossy(&drained.stdout), String::from_utf8_lossy(&drained.stderr));
+    (drained, said)
+}
+
 #[test]
 fn kubectl_drain_moves_what_the_scheduler_placed_and_reports_what_is_pinned() {
     if !have_kubectl() {
@@ -85,15 +99,7 @@ fn kubectl_drain_moves_what_the_scheduler_placed_and_reports_what_is_pinned() {
     let (roamer, anchor) = (unique("roamer"), unique("anchor"));
     let (roamer_pid, anchor_pid) = placed_on_a(&controller, &a, &b, &roamer, &anchor);
 
-    let drained = controller.kubectl(&[
-        "drain",
-        &a.name,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--timeout=20s",
-    ]);
-    let said =
-        format!("{}{}", String::from_utf8_lossy(&drained.stdout), String::from_utf8_lossy(&drained.stderr));
+    let (drained, said) = drain(&controller, &a.name);
     assert!(!drained.status.success(), "a pinned pod keeps the node from draining: {said}");
     assert!(said.contains("cordoned"), "{said}");
     assert!(said.contains("pod/roamer evicted"), "{said}");
@@ -115,15 +121,7 @@ fn kubectl_drain_moves_what_the_scheduler_placed_and_reports_what_is_pinned() {
 
     // Without the pin, a drain empties the node.
     kubectl_ok(&controller, &["delete", "app", "anchor"]);
-    let drained = controller.kubectl(&[
-        "drain",
-        &a.name,
-        "--ignore-daemonsets",
-        "--delete-emptydir-data",
-        "--timeout=20s",
-    ]);
-    let said =
-        format!("{}{}", String::from_utf8_lossy(&drained.stdout), String::from_utf8_lossy(&drained.stderr));
+    let (drained, said) = drain(&controller, &a.name);
     assert!(drained.status.success(), "nothing pinned is left: {said}");
     assert!(said.contains("drained"), "{said}");
     let apps = get_json(&controller, &["get", "apps"]).unwrap_or_default();
