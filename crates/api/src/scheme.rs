@@ -102,6 +102,16 @@ pub trait Behaviour: Send + Sync {
         None
     }
 
+    /// Adjusts the `status` a write of the object carries over from `old` (see
+    /// [`Kind::carried_status`]).
+    fn carried_status(
+        &self,
+        old: &serde_json::Map<String, Value>,
+        object: &mut serde_json::Map<String, Value>,
+    ) {
+        let _ = (old, object);
+    }
+
     /// Whether [`expires_at`](Self::expires_at) can answer a time for some object of the Kind.
     fn may_expire(&self) -> bool {
         false
@@ -190,6 +200,14 @@ impl<T: Kind> Behaviour for Typed<T> {
 
     fn may_expire(&self) -> bool {
         T::MAY_EXPIRE
+    }
+
+    fn carried_status(
+        &self,
+        old: &serde_json::Map<String, Value>,
+        object: &mut serde_json::Map<String, Value>,
+    ) {
+        T::carried_status(old, object);
     }
 
     fn owns_dependents(&self) -> bool {

@@ -77,6 +77,10 @@ impl Strategy for KindStrategy {
         self.behaviour.owns_dependents()
     }
 
+    fn carried_status(&self, old: &Object, object: &mut Object) {
+        self.behaviour.carried_status(old, object);
+    }
+
     fn mark_deleting(&self, object: &mut Object) {
         let mut value = Value::Object(std::mem::take(object));
         self.behaviour.mark_deleting(&mut value);

@@ -1370,6 +1370,7 @@ fn carry_over(resource: &Resource, old: &Object, object: &mut Object, part: Part
             Some(status) => object.insert("status".into(), status.clone()),
             None => object.remove("status"),
         };
+        resource.strategy.carried_status(old, object);
     }
     let old_metadata = old.get("metadata").and_then(Value::as_object).cloned().unwrap_or_default();
     let metadata = object::metadata_mut(object);

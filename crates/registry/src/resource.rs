@@ -89,6 +89,12 @@ pub trait Strategy: Send + Sync {
         false
     }
 
+    /// Adjusts the `status` a write of the object (not of its status) carries over from `old`:
+    /// what the write made untrue goes. By default it is carried as it is.
+    fn carried_status(&self, old: &Object, object: &mut Object) {
+        let _ = (old, object);
+    }
+
     /// Whether a create may set `status` although it is a subresource (a node registers with
     /// its status). By default a create starts without one.
     fn create_keeps_status(&self) -> bool {

@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::{Condition, Kind, duplicates, validate_conditions};
 use crate::quantity::Quantity;
@@ -365,6 +366,30 @@ const RESTART_POLICIES: &[&str] = &["Always", "OnFailure", "Never"];
 const PHASES: &[&str] = &["Pending", "Running", "Succeeded", "Failed", "Terminating"];
 
 impl Kind for Application {
+    /// A write that moves the Application off its node (unbound to be placed again, or pinned
+    /// elsewhere) ends what its status said of the run there: until a node reports the new
+    /// placement it is `Pending` and not Ready, as a Pod placed anew starts. Only `Scheduled`
+    /// (what placement says) and the counts that span placements stay.
+    fn carried_status(old: &Map<String, Value>, object: &mut Map<String, Value>) {
+        let node = |object: &Map<String, Value>| {
+            object
+                .get("spec")
+                .and_then(|spec| spec.pointer("/placement/nodeName"))
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let (before, after) = (node(old), node(object));
+        if before.is_none() || before == after {
+            return;
+        }
+        let Some(status) = object.get_mut("status").and_then(Value::as_object_mut) else { return };
+        status.retain(|field, _| matches!(field.as_str(), "conditions" | "observedGeneration" | "attempts"));
+        status.insert("phase".into(), Value::String("Pending".into()));
+        if let Some(Value::Array(conditions)) = status.get_mut("conditions") {
+            conditions.retain(|condition| condition.get("type").and_then(Value::as_str) == Some("Scheduled"));
+        }
+    }
+
     fn default_fields(&mut self) {
         let lifecycle = &mut self.spec.lifecycle;
         lifecycle.restart_policy.get_or_insert_with(|| "Always".to_owned());
@@ -984,5 +1009,32 @@ mod tests {
             ]
         );
         assert_eq!(scheduled_by_annotation("example.com"), "fleet.example.com/scheduled-by");
+    }
+
+    #[test]
+    fn moving_off_its_node_ends_what_the_status_said_of_the_run_there() {
+        let with = |node: Option<&str>| {
+            let object = serde_json::json!({
+                "spec": {"placement": node.map_or(serde_json::json!({}), |n| serde_json::json!({"nodeName": n}))},
+                "status": {"phase": "Running", "restarts": 3, "attempts": 1, "observedGeneration": 2, "startedAt": "t",
+                           "address": "10.0.0.1", "conditions": [{"type": "Ready", "status": "True"}, {"type": "Scheduled", "status": "True"}]},
+            });
+            object.as_object().unwrap().clone()
+        };
+        let reset = serde_json::json!({"phase": "Pending", "attempts": 1, "observedGeneration": 2,
+                                       "conditions": [{"type": "Scheduled", "status": "True"}]});
+        for (before, after, moved) in [
+            (Some("a"), None, true),
+            (Some("a"), Some("b"), true),
+            (Some("a"), Some("a"), false),
+            (None, Some("a"), false),
+            (None, None, false),
+        ] {
+            let old = with(before);
+            let mut object = with(after);
+            Application::carried_status(&old, &mut object);
+            let expected = if moved { reset.clone() } else { with(after)["status"].clone() };
+            assert_eq!(object["status"], expected, "{before:?} -> {after:?}");
+        }
     }
 }

@@ -33,6 +33,15 @@ pub trait Kind: Serialize + DeserializeOwned + schemars::JsonSchema + Send + Syn
         None
     }
 
+    /// Adjusts the `status` a write of the object (not of its status) carries over from `old`,
+    /// on the JSON forms: what the write made untrue goes.
+    fn carried_status(
+        old: &serde_json::Map<String, serde_json::Value>,
+        object: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        let _ = (old, object);
+    }
+
     /// Whether objects of this Kind may expire ([`Kind::expires_at`] can answer a time): when
     /// not, a write does not decode the object to ask.
     const MAY_EXPIRE: bool = false;

@@ -41,6 +41,20 @@ async fn send(
     (code, response.json().await.unwrap_or(Value::Null))
 }
 
+/// A merge patch of `path` as the admin.
+async fn send_patch(server: &TestServer, path: &str, patch: Value) -> (StatusCode, Value) {
+    let response = server
+        .admin()
+        .patch(format!("{}{path}", server.url()))
+        .header("Content-Type", "application/merge-patch+json")
+        .body(patch.to_string())
+        .send()
+        .await
+        .expect("the server answers");
+    let code = response.status();
+    (code, response.json().await.unwrap_or(Value::Null))
+}
+
 async fn admin(server: &TestServer, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
     send(server, None, method, path, body).await
 }
@@ -197,6 +211,13 @@ async fn an_eviction_moves_what_the_scheduler_placed_and_refuses_a_pin_as_a_disr
             .await;
     assert_eq!(code, StatusCode::OK);
 
+    // What the node reported of its run there.
+    let running = json!({"status": {"phase": "Running", "startedAt": "2026-12-01T00:00:00Z", "restarts": 2,
+        "conditions": [{"type": "Ready", "status": "True", "reason": "ProcessRunning"},
+                       {"type": "Scheduled", "status": "True", "reason": "Scheduled"}]}});
+    let (code, answer) = send_patch(&server, &format!("{FLEET}/applications/moved/status"), running).await;
+    assert_eq!(code, StatusCode::OK, "{answer}");
+
     server.add_token("viewer-token", "viewer", "");
     let (code, _) = send(
         &server,
@@ -230,6 +251,16 @@ async fn an_eviction_moves_what_the_scheduler_placed_and_refuses_a_pin_as_a_disr
     let (_, unbound) = admin(&server, Method::GET, &format!("{FLEET}/applications/moved"), None).await;
     assert_eq!(unbound["spec"]["placement"]["nodeName"], Value::Null, "{unbound}");
     assert_eq!(unbound["metadata"]["annotations"][SCHEDULED_BY], Value::Null, "{unbound}");
+    // Nothing runs it any more: it is Pending and not Ready, not Running as on its old node.
+    let status = &unbound["status"];
+    assert_eq!(
+        (status["phase"].as_str(), status["startedAt"].as_str()),
+        (Some("Pending"), None),
+        "{unbound}"
+    );
+    let conditions: Vec<&str> =
+        status["conditions"].as_array().into_iter().flatten().filter_map(|c| c["type"].as_str()).collect();
+    assert!(!conditions.contains(&"Ready"), "{unbound}");
     let (_, after) = admin(&server, Method::GET, &format!("{PODS}/moved"), None).await;
     assert_ne!(after["metadata"]["uid"], before["metadata"]["uid"], "drain sees the evicted pod gone");
     let events = eventually("the Evicted event", async || {
