@@ -13,12 +13,11 @@ use std::time::Duration;
 
 use kayra_api::kinds::applicationset::{ApplicationSet, OWNER_KIND, component_label, set_label};
 use kayra_control::client::Client;
+use kayra_control::feed::{FollowFeed, Follower};
 use kayra_loop::runtime::Loop;
-use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed};
+use kayra_loop::source::Item;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{
-    DeleteOptions, Deleted, Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
-};
+use kayra_registry::{DeleteOptions, Deleted, Object, RegistryError, Resource, WatchEvent, meta_str};
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -241,7 +240,8 @@ impl SetLoop {
     /// The loop over every set, fed by the four caches.
     pub fn into_loop(self) -> Loop {
         let feed = |collection: Collection, resource: &Resource| {
-            ListWatch::new(CacheFeed { set_loop: self.clone(), resource: resource.clone(), collection })
+            let follower = CacheFollower { set_loop: self.clone(), collection };
+            FollowFeed::source(self.inner.client.clone(), resource.clone(), Arc::new(follower))
         };
         let inner = &self.inner;
         let sources = [
@@ -533,22 +533,14 @@ impl Reconciler for SetLoop {
     }
 }
 
-/// A collection listed and watched into the loop's cache.
-struct CacheFeed {
+/// A collection as the loop follows it, into its cache.
+struct CacheFollower {
     set_loop: SetLoop,
-    resource: Resource,
     collection: Collection,
 }
 
-fn feed_error(error: RegistryError) -> FeedError {
-    match error {
-        RegistryError::Expired { .. } => FeedError::Expired,
-        other => FeedError::Failed(other.to_string()),
-    }
-}
-
-impl CacheFeed {
-    fn replace(&self, objects: Vec<Object>) -> Vec<Item> {
+impl Follower for CacheFollower {
+    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
         let set_loop = &self.set_loop;
         {
             let mut cache = set_loop.cache();
@@ -571,58 +563,22 @@ impl CacheFeed {
             .map(|object| Item { id: id_of(object), keys: set_loop.keys(self.collection, object, true) })
             .collect()
     }
-}
 
-#[async_trait::async_trait]
-impl Feed for CacheFeed {
-    async fn list(&self) -> Result<Listed, FeedError> {
-        let (revision, objects) = self
-            .set_loop
-            .inner
-            .client
-            .list_all_with_revision(&self.resource, None)
-            .await
-            .map_err(feed_error)?;
-        Ok(Listed { revision, items: self.replace(objects) })
-    }
-
-    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
-        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
-        let stream = self.set_loop.inner.client.watch(&self.resource, &options).await.map_err(feed_error)?;
-        Ok(Box::new(CacheChanges { stream, set_loop: self.set_loop.clone(), collection: self.collection }))
-    }
-}
-
-struct CacheChanges {
-    stream: WatchStream,
-    set_loop: SetLoop,
-    collection: Collection,
-}
-
-#[async_trait::async_trait]
-impl Changes for CacheChanges {
-    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
-        // A watch cut off resumes from its last revision; only one that cannot start from
-        // there lists again.
-        let event = match self.stream.next().await {
-            Ok(event) => event,
-            Err(error) => return Some(Err(FeedError::Failed(error.to_string()))),
-        };
-        let revision = self.stream.revision();
+    fn changed(&self, event: &WatchEvent) -> Option<Item> {
         let object = event.object();
         let id = id_of(object);
-        Some(Ok(match event {
+        Some(match event {
             WatchEvent::Deleted(_) => {
                 let keys = self.set_loop.keys(self.collection, object, true);
                 self.set_loop.cache().remove(self.collection, object);
-                Change::Delete { item: Item { id, keys }, revision }
+                Item { id, keys }
             }
             WatchEvent::Added(_) | WatchEvent::Modified(_) => {
                 let changed = self.set_loop.cache().put(self.collection, Arc::new(object.clone()));
                 let keys = self.set_loop.keys(self.collection, object, changed);
-                Change::Put { item: Item { id, keys }, revision }
+                Item { id, keys }
             }
-        }))
+        })
     }
 }
 

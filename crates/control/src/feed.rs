@@ -58,10 +58,90 @@ fn field<'a>(object: &'a Object, pointer: &str) -> Option<&'a serde_json::Value>
     segments.try_fold(first, |value, segment| value.get(segment))
 }
 
-/// One resource, listed and watched as `client`.
-pub struct ResourceFeed {
+/// What a loop does with a resource it follows: with a list, and with each change after it.
+/// A loop that keeps its own copy of the resource (the scheduler's snapshot, the set loop's
+/// caches) takes both into the copy here.
+pub trait Follower: Send + Sync + 'static {
+    /// A list: from now on the resource is exactly `objects`. Answers each one's item.
+    fn listed(&self, objects: Vec<Object>) -> Vec<Item>;
+    /// One change after it. Answers its item, or `None` when it changed nothing the loop
+    /// cares about (it is passed on as progress).
+    fn changed(&self, event: &WatchEvent) -> Option<Item>;
+}
+
+/// One resource, listed and watched as `client`, each list and change handed to a [`Follower`].
+pub struct FollowFeed<F> {
     client: Client,
     resource: Resource,
+    follower: Arc<F>,
+}
+
+impl<F> std::fmt::Debug for FollowFeed<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FollowFeed").field("resource", &self.resource.plural).finish_non_exhaustive()
+    }
+}
+
+impl<F: Follower> FollowFeed<F> {
+    /// `resource` as `client` sees it, followed by `follower`.
+    pub fn new(client: Client, resource: Resource, follower: Arc<F>) -> FollowFeed<F> {
+        FollowFeed { client, resource, follower }
+    }
+
+    /// The feed as a loop source.
+    pub fn source(client: Client, resource: Resource, follower: Arc<F>) -> ListWatch {
+        ListWatch::new(FollowFeed::new(client, resource, follower))
+    }
+}
+
+/// A registry error as a feed's: a revision too old to watch from means listing again.
+pub fn feed_error(error: RegistryError) -> FeedError {
+    match error {
+        RegistryError::Expired { .. } => FeedError::Expired,
+        other => FeedError::Failed(other.to_string()),
+    }
+}
+
+#[async_trait::async_trait]
+impl<F: Follower> Feed for FollowFeed<F> {
+    async fn list(&self) -> Result<Listed, FeedError> {
+        let (revision, objects) =
+            self.client.list_all_with_revision(&self.resource, None).await.map_err(feed_error)?;
+        Ok(Listed { revision, items: self.follower.listed(objects) })
+    }
+
+    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
+        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
+        let stream = self.client.watch(&self.resource, &options).await.map_err(feed_error)?;
+        Ok(Box::new(FollowChanges { stream, follower: self.follower.clone() }))
+    }
+}
+
+struct FollowChanges<F> {
+    stream: WatchStream,
+    follower: Arc<F>,
+}
+
+#[async_trait::async_trait]
+impl<F: Follower> Changes for FollowChanges<F> {
+    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
+        // A stream cut off mid-way (the registry closes one that falls behind) resumes from its
+        // last revision; only a watch that cannot start from there lists again.
+        let event = match self.stream.next().await {
+            Ok(event) => event,
+            Err(error) => return Some(Err(FeedError::Failed(error.to_string()))),
+        };
+        let revision = self.stream.revision();
+        Some(Ok(match (self.follower.changed(&event), &event) {
+            (None, _) => Change::Progress(revision),
+            (Some(item), WatchEvent::Deleted(_)) => Change::Delete { item, revision },
+            (Some(item), _) => Change::Put { item, revision },
+        }))
+    }
+}
+
+/// A resource followed with no copy of it: each object mapped to the loop keys it concerns.
+pub struct ResourceFeed {
     map: Mapper,
     relevant: Option<Relevant>,
 }
@@ -87,53 +167,40 @@ impl Relevant {
     }
 }
 
-impl std::fmt::Debug for ResourceFeed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResourceFeed").field("resource", &self.resource.plural).finish_non_exhaustive()
-    }
-}
-
 impl ResourceFeed {
-    /// `resource` as `client` sees it, mapped by `map`.
-    pub fn new(client: Client, resource: Resource, map: Mapper) -> ResourceFeed {
-        ResourceFeed { client, resource, map, relevant: None }
+    /// A loop source over `resource` as `client` sees it, each object mapped by `map`.
+    pub fn mapped(client: Client, resource: Resource, map: Mapper) -> ListWatch {
+        FollowFeed::source(client, resource, Arc::new(ResourceFeed { map, relevant: None }))
     }
 
     /// A loop source over `resource`, mapping each object to its own key.
     pub fn objects(client: Client, resource: Resource) -> ListWatch {
-        ListWatch::new(ResourceFeed::new(client, resource, Arc::new(own_key)))
+        ResourceFeed::mapped(client, resource, Arc::new(own_key))
     }
 
     /// A loop source over `resource` mapping every change to `key`.
     pub fn all_to(client: Client, resource: Resource, key: Key) -> ListWatch {
-        ListWatch::new(ResourceFeed::new(client, resource, Arc::new(move |_: &Object| vec![key.clone()])))
+        ResourceFeed::mapped(client, resource, Arc::new(move |_: &Object| vec![key.clone()]))
     }
 
     /// A loop source over `resource` mapping to `key` every object that appears, goes, or
     /// changes what `project` shows of it (a Node's addresses, not its heartbeats).
     pub fn all_to_when(client: Client, resource: Resource, key: Key, project: Projection) -> ListWatch {
-        let mut feed = ResourceFeed::new(client, resource, Arc::new(move |_: &Object| vec![key.clone()]));
-        feed.relevant = Some(Relevant { project, last: Arc::default() });
-        ListWatch::new(feed)
+        let feed = ResourceFeed {
+            map: Arc::new(move |_: &Object| vec![key.clone()]),
+            relevant: Some(Relevant { project, last: Arc::default() }),
+        };
+        FollowFeed::source(client, resource, Arc::new(feed))
     }
 }
 
+/// An object's item in a loop's feed: its `namespace/name` and the keys `map` gives it.
 fn item(map: &Mapper, object: &Object) -> Item {
     Item { id: format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name")), keys: map(object) }
 }
 
-fn feed_error(error: RegistryError) -> FeedError {
-    match error {
-        RegistryError::Expired { .. } => FeedError::Expired,
-        other => FeedError::Failed(other.to_string()),
-    }
-}
-
-#[async_trait::async_trait]
-impl Feed for ResourceFeed {
-    async fn list(&self) -> Result<Listed, FeedError> {
-        let (revision, objects) =
-            self.client.list_all_with_revision(&self.resource, None).await.map_err(feed_error)?;
+impl Follower for ResourceFeed {
+    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
         let items: Vec<Item> = objects.iter().map(|object| item(&self.map, object)).collect();
         if let Some(relevant) = &self.relevant {
             let listed = items
@@ -142,42 +209,20 @@ impl Feed for ResourceFeed {
                 .map(|(item, object)| (item.id.clone(), (relevant.project)(object)));
             *relevant.last.lock().expect("the feed's lock is never held across a panic") = listed.collect();
         }
-        Ok(Listed { revision, items })
+        items
     }
 
-    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
-        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
-        let stream = self.client.watch(&self.resource, &options).await.map_err(feed_error)?;
-        Ok(Box::new(ResourceChanges { stream, map: self.map.clone(), relevant: self.relevant.clone() }))
-    }
-}
-
-struct ResourceChanges {
-    stream: WatchStream,
-    map: Mapper,
-    relevant: Option<Relevant>,
-}
-
-#[async_trait::async_trait]
-impl Changes for ResourceChanges {
-    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
-        // A stream cut off mid-way resumes from its last revision; only a watch that cannot
-        // start from there lists again.
-        let event = match self.stream.next().await {
-            Ok(event) => event,
-            Err(error) => return Some(Err(FeedError::Failed(error.to_string()))),
-        };
-        let revision = self.stream.revision();
+    fn changed(&self, event: &WatchEvent) -> Option<Item> {
         let object = event.object();
         let item = item(&self.map, object);
-        Some(Ok(match (&event, &self.relevant) {
+        match (event, &self.relevant) {
             (WatchEvent::Deleted(_), relevant) => {
                 relevant.iter().for_each(|relevant| relevant.forget(&item.id));
-                Change::Delete { item, revision }
+                Some(item)
             }
-            (_, Some(relevant)) if !relevant.changed(&item.id, object) => Change::Progress(revision),
-            _ => Change::Put { item, revision },
-        }))
+            (_, Some(relevant)) if !relevant.changed(&item.id, object) => None,
+            _ => Some(item),
+        }
     }
 }
 

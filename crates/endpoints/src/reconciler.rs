@@ -12,7 +12,6 @@ use kayra_api::kinds::service::{Service, ServiceStatus};
 use kayra_control::client::Client;
 use kayra_control::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
-use kayra_loop::source::ListWatch;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{Object, RegistryError, Resource, meta_str};
 
@@ -55,7 +54,7 @@ impl EndpointsReconciler {
     pub fn into_loop(self) -> Loop {
         let namespace_of = |object: &Object| vec![Key::new(meta_str(object, "namespace"))];
         let by_namespace = |resource: &Resource| {
-            ListWatch::new(ResourceFeed::new(self.client.clone(), resource.clone(), Arc::new(namespace_of)))
+            ResourceFeed::mapped(self.client.clone(), resource.clone(), Arc::new(namespace_of))
         };
         let (services, applications) = (by_namespace(&self.services), by_namespace(&self.applications));
         // A Node's heartbeat changes no endpoint; its addresses, or its coming and going, may.

@@ -63,11 +63,7 @@ impl GarbageCollector {
     pub fn into_loop(self) -> Loop {
         let sets = ResourceFeed::objects(self.client.clone(), self.sets.clone());
         let dependents = |resource: &Resource| {
-            kayra_loop::source::ListWatch::new(ResourceFeed::new(
-                self.client.clone(),
-                resource.clone(),
-                controller_owner(OWNER_KIND),
-            ))
+            ResourceFeed::mapped(self.client.clone(), resource.clone(), controller_owner(OWNER_KIND))
         };
         let (applications, services) = (dependents(&self.applications), dependents(&self.services));
         Loop::new("garbage-collector", self).source(sets).source(applications).source(services).resync(RESYNC)

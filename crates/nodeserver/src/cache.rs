@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kayra_api::session::{DesiredState, Document};
-use kayra_control::client::Client;
+use kayra_control::feed::Follower;
 use kayra_loop::Key;
-use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, Listed};
-use kayra_registry::{Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str};
+use kayra_loop::source::Item;
+use kayra_registry::{Object, WatchEvent, meta_str};
 use serde_json::Value;
 
 /// The collections the cache holds.
@@ -267,57 +267,20 @@ pub(crate) fn signature(applications: &[Document], secrets: &[Document]) -> Stri
     digest.finish().as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// One collection, listed and watched as `client`, feeding the cache and mapping each change to
+/// One collection as the push loop follows it: feeding the cache and mapping each change to
 /// the nodes it concerns.
-pub(crate) struct CacheFeed {
-    pub(crate) client: Client,
-    pub(crate) resource: Resource,
+pub(crate) struct CacheFollower {
     pub(crate) collection: Collection,
     pub(crate) cache: Arc<Cache>,
 }
 
-fn feed_error(error: RegistryError) -> FeedError {
-    match error {
-        RegistryError::Expired { .. } => FeedError::Expired,
-        other => FeedError::Failed(other.to_string()),
-    }
-}
-
-#[async_trait::async_trait]
-impl Feed for CacheFeed {
-    async fn list(&self) -> Result<Listed, FeedError> {
-        let (revision, objects) =
-            self.client.list_all_with_revision(&self.resource, None).await.map_err(feed_error)?;
-        let objects = objects.into_iter().map(Arc::new).collect();
-        Ok(Listed { revision, items: self.cache.replace(self.collection, objects) })
+impl Follower for CacheFollower {
+    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
+        self.cache.replace(self.collection, objects.into_iter().map(Arc::new).collect())
     }
 
-    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
-        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
-        let stream = self.client.watch(&self.resource, &options).await.map_err(feed_error)?;
-        Ok(Box::new(CacheChanges { stream, collection: self.collection, cache: self.cache.clone() }))
-    }
-}
-
-struct CacheChanges {
-    stream: WatchStream,
-    collection: Collection,
-    cache: Arc<Cache>,
-}
-
-#[async_trait::async_trait]
-impl Changes for CacheChanges {
-    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
-        let event = match self.stream.next().await {
-            Ok(event) => event,
-            Err(error) => return Some(Err(feed_error(error))),
-        };
-        let revision = self.stream.revision();
-        let item = self.cache.apply(self.collection, &event);
-        Some(Ok(match event {
-            WatchEvent::Added(_) | WatchEvent::Modified(_) => Change::Put { item, revision },
-            WatchEvent::Deleted(_) => Change::Delete { item, revision },
-        }))
+    fn changed(&self, event: &WatchEvent) -> Option<Item> {
+        Some(self.cache.apply(self.collection, event))
     }
 }
 

@@ -6,12 +6,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kayra_control::feed::FollowFeed;
 use kayra_loop::runtime::Loop;
-use kayra_loop::source::{ListWatch, Sink, Source};
+use kayra_loop::source::{Sink, Source};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{CacheFeed, Collection};
+use crate::cache::{CacheFollower, Collection};
 use crate::{Inner, NodeServer};
 
 /// How soon a node is looked at again while the cache is still listing.
@@ -90,12 +91,8 @@ impl NodeServer {
     pub fn push_loop(&self) -> Loop {
         let inner = &self.inner;
         let feed = |resource: &kayra_registry::Resource, collection| {
-            ListWatch::new(CacheFeed {
-                client: inner.reader.clone(),
-                resource: resource.clone(),
-                collection,
-                cache: inner.cache.clone(),
-            })
+            let follower = CacheFollower { collection, cache: inner.cache.clone() };
+            FollowFeed::source(inner.reader.clone(), resource.clone(), Arc::new(follower))
         };
         Loop::new("node-push", Pusher(inner.clone()))
             .source(Triggered(inner.clone()))

@@ -33,12 +33,11 @@ use std::time::{Duration, Instant};
 use kayra_api::kinds::application::scheduled_by_annotation;
 use kayra_control::client::Client;
 use kayra_control::events::{Involved, Recorder, Severity};
+use kayra_control::feed::{FollowFeed, Follower};
 use kayra_loop::runtime::Loop;
-use kayra_loop::source::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed, Sink, Source};
+use kayra_loop::source::{Item, Sink, Source};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{
-    Object, PatchKind, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream, meta_str,
-};
+use kayra_registry::{Object, PatchKind, RegistryError, Resource, WatchEvent, meta_str};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -166,16 +165,12 @@ impl Scheduler {
     /// The loop: the queue's key, and one key per node for the taint manager.
     pub fn into_loop(self) -> Loop {
         let inner = &self.inner;
-        let applications = ListWatch::new(SchedulerFeed {
-            scheduler: self.clone(),
-            resource: inner.applications.clone(),
-            collection: Collection::Applications,
-        });
-        let nodes = ListWatch::new(SchedulerFeed {
-            scheduler: self.clone(),
-            resource: inner.nodes.clone(),
-            collection: Collection::Nodes,
-        });
+        let follow = |resource: &Resource, collection| {
+            let follower = SchedulerFollower { scheduler: self.clone(), collection };
+            FollowFeed::source(inner.client.clone(), resource.clone(), Arc::new(follower))
+        };
+        let applications = follow(&inner.applications, Collection::Applications);
+        let nodes = follow(&inner.nodes, Collection::Nodes);
         let wake = Wake(self.clone());
         Loop::new("scheduler", self)
             .source(applications)
@@ -554,27 +549,18 @@ enum Collection {
     Nodes,
 }
 
-/// A collection listed and watched into the scheduler's snapshot and queue.
-struct SchedulerFeed {
+/// A collection as the scheduler follows it, into its snapshot and queue.
+struct SchedulerFollower {
     scheduler: Scheduler,
-    resource: Resource,
     collection: Collection,
-}
-
-fn feed_error(error: RegistryError) -> FeedError {
-    match error {
-        RegistryError::Expired { .. } => FeedError::Expired,
-        other => FeedError::Failed(other.to_string()),
-    }
 }
 
 fn id_of(object: &Object) -> String {
     format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name"))
 }
 
-impl SchedulerFeed {
-    /// Replaces the collection with a fresh list.
-    fn replace(&self, objects: Vec<Object>) -> Vec<Item> {
+impl Follower for SchedulerFollower {
+    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
         let scheduler = &self.scheduler;
         match self.collection {
             Collection::Nodes => {
@@ -625,7 +611,7 @@ impl SchedulerFeed {
         }
     }
 
-    fn apply(&self, event: &WatchEvent) -> Item {
+    fn changed(&self, event: &WatchEvent) -> Option<Item> {
         let object = event.object();
         let id = id_of(object);
         let keys = match (self.collection, event) {
@@ -638,57 +624,7 @@ impl SchedulerFeed {
             }
             (Collection::Nodes, _) => self.scheduler.put_node(object),
         };
-        Item { id, keys }
-    }
-}
-
-#[async_trait::async_trait]
-impl Feed for SchedulerFeed {
-    async fn list(&self) -> Result<Listed, FeedError> {
-        let (revision, objects) = self
-            .scheduler
-            .inner
-            .client
-            .list_all_with_revision(&self.resource, None)
-            .await
-            .map_err(feed_error)?;
-        Ok(Listed { revision, items: self.replace(objects) })
-    }
-
-    async fn watch(&self, after: u64) -> Result<Box<dyn Changes>, FeedError> {
-        let options = WatchOptions { resource_version: Some(after.to_string()), ..WatchOptions::default() };
-        let stream = self.scheduler.inner.client.watch(&self.resource, &options).await.map_err(feed_error)?;
-        Ok(Box::new(SchedulerChanges {
-            stream,
-            feed: SchedulerFeed {
-                scheduler: self.scheduler.clone(),
-                resource: self.resource.clone(),
-                collection: self.collection,
-            },
-        }))
-    }
-}
-
-struct SchedulerChanges {
-    stream: WatchStream,
-    feed: SchedulerFeed,
-}
-
-#[async_trait::async_trait]
-impl Changes for SchedulerChanges {
-    async fn next(&mut self) -> Option<Result<Change, FeedError>> {
-        // A watch cut off (the registry closes one that falls behind) resumes from its last
-        // revision; only one that cannot start from there lists again.
-        let event = match self.stream.next().await {
-            Ok(event) => event,
-            Err(error) => return Some(Err(FeedError::Failed(error.to_string()))),
-        };
-        let revision = self.stream.revision();
-        let item = self.feed.apply(&event);
-        Some(Ok(match event {
-            WatchEvent::Added(_) | WatchEvent::Modified(_) => Change::Put { item, revision },
-            WatchEvent::Deleted(_) => Change::Delete { item, revision },
-        }))
+        Some(Item { id, keys })
     }
 }
 
