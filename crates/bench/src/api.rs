@@ -337,6 +337,24 @@ async fn raw_sled() -> Result<(f64, f64), String> {
 }
 
 /// Opens 1 000 watches, then writes and times each watcher's receipt of every write.
+/// One watcher: watches `url`, adds a permit to `ready` once the watch is answered, then sends
+/// how many lines (events) it has seen so far, and when, on every chunk that arrives.
+pub(crate) async fn count_watch_lines(
+    client: Client,
+    url: String,
+    sender: tokio::sync::mpsc::UnboundedSender<(usize, Instant)>,
+    ready: Arc<tokio::sync::Semaphore>,
+) {
+    let Ok(mut response) = client.get(&url).send().await else { return };
+    ready.add_permits(1);
+    let mut seen = 0;
+    while let Ok(Some(chunk)) = response.chunk().await {
+        let now = Instant::now();
+        seen += chunk.iter().filter(|b| **b == b'\n').count();
+        let _ = sender.send((seen, now));
+    }
+}
+
 async fn watch_fan_out(server: &TestServer) -> Result<Vec<Duration>, String> {
     let base = server.url();
     // A few connections: HTTP/2 caps streams per connection.
@@ -356,17 +374,7 @@ async fn watch_fan_out(server: &TestServer) -> Result<Vec<Duration>, String> {
         let client = pools[w % pools.len()].clone();
         let url =
             format!("{base}{APPS}?watch=true&resourceVersion={rv}&fieldSelector=metadata.name%3Dwatched");
-        let (sender, ready) = (sender.clone(), ready.clone());
-        tokio::spawn(async move {
-            let Ok(mut response) = client.get(&url).send().await else { return };
-            ready.add_permits(1);
-            let mut seen = 0;
-            while let Ok(Some(chunk)) = response.chunk().await {
-                let now = Instant::now();
-                seen += chunk.iter().filter(|b| **b == b'\n').count();
-                let _ = sender.send((seen, now));
-            }
-        });
+        tokio::spawn(count_watch_lines(client, url, sender.clone(), ready.clone()));
     }
     let _ = ready.acquire_many(WATCHERS as u32).await.map_err(|e| e.to_string())?;
     let mut latencies = Vec::with_capacity(WATCHERS * WATCH_WRITES);

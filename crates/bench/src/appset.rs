@@ -14,16 +14,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kayra_api::scheme::Scheme;
-use kayra_control::Control;
 use kayra_control::client::Client;
-use kayra_registry::{
-    Object, Registry, RegistryError, Resource, SystemClock, WatchEvent, WatchOptions, meta_str,
-};
-use kayra_store::mvcc::{MvccStore, Options};
+use kayra_registry::{Object, RegistryError, Resource, WatchEvent, WatchOptions, meta_str};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+use crate::scheduler::{concurrently, control, store_option};
 
 const NODES: usize = 100;
 const SETS: usize = 100;
@@ -31,15 +28,6 @@ const REPLICAS: usize = 100;
 const CHILDREN: usize = SETS * REPLICAS;
 const WRITERS: usize = 32;
 const NAMESPACE: &str = "bench";
-
-fn control(sled: Option<&std::path::Path>) -> Result<Arc<Control>, String> {
-    let store = Arc::new(match sled {
-        Some(path) => kayra_store_sled::open(path, Options::default()).map_err(|e| e.to_string())?,
-        None => MvccStore::in_memory(Options::default()).map_err(|e| e.to_string())?,
-    });
-    let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    Ok(Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry)))
-}
 
 fn text(error: impl std::fmt::Display) -> String {
     error.to_string()
@@ -160,32 +148,6 @@ fn converged(set: &Object) -> bool {
             .is_some_and(|c| c.iter().any(|c| c["type"] == "Converged" && c["status"] == "True"))
 }
 
-/// Runs `count` jobs on `WRITERS` tasks.
-async fn concurrently<F>(count: usize, job: impl Fn(usize) -> F + Send + Sync + 'static) -> Result<(), String>
-where
-    F: std::future::Future<Output = Result<(), String>> + Send + 'static,
-{
-    let job = Arc::new(job);
-    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..WRITERS {
-        let (job, next) = (job.clone(), next.clone());
-        tasks.spawn(async move {
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= count {
-                    return Ok::<_, String>(());
-                }
-                job(i).await?;
-            }
-        });
-    }
-    while let Some(joined) = tasks.join_next().await {
-        joined.map_err(text)??;
-    }
-    Ok(())
-}
-
 /// The same child writes made directly: each child's spec replaced, then its status written.
 /// Answers writes per second of each.
 async fn direct_writes(client: &Client, applications: &Resource) -> Result<(f64, f64), String> {
@@ -228,11 +190,7 @@ async fn direct_writes(client: &Client, applications: &Resource) -> Result<(f64,
 /// The benchmark.
 pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(text)?;
-    let store = match args {
-        [] => "memory",
-        [flag, store] if flag == "--store" && (store == "memory" || store == "sled") => store.as_str(),
-        _ => return Err("usage: kayra-bench appset [--store memory|sled]".into()),
-    };
+    let store = store_option(args, "appset")?;
     let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
     println!("store: {store}");
     let client = control.client(kayra_control::controller_identity("bench"));

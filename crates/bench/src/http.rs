@@ -123,17 +123,8 @@ async fn start_controller(dir: &Path) -> Result<Controller, String> {
     let deadline = Instant::now() + Duration::from_secs(60);
     let token = crate::nodes::admin_token(&data, &log, deadline).await?;
     let client = reqwest::Client::new();
-    loop {
-        if let Ok(response) = client.get(format!("{url}/api/v1/namespaces")).bearer_auth(&token).send().await
-            && response.status().is_success()
-        {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the controller never answered; see {}", log.display()));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let namespaces = client.get(format!("{url}/api/v1/namespaces")).bearer_auth(&token);
+    crate::nodes::answering(namespaces, &log, deadline).await?;
     Ok(Controller { process, url, token })
 }
 

@@ -186,17 +186,7 @@ async fn start_controller(dir: &Path, options: &Options) -> Result<Controller, S
         .pool_max_idle_per_host(CREATORS)
         .build()
         .map_err(|e| e.to_string())?;
-    loop {
-        if let Ok(response) = admin.get(format!("{url}{FLEET}/secrets")).send().await
-            && response.status().is_success()
-        {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the controller never answered; see {}", log.display()));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    answering(admin.get(format!("{url}{FLEET}/secrets")), &log, deadline).await?;
     Ok(Controller { process, url, admin, pki, log })
 }
 
@@ -211,6 +201,27 @@ pub(crate) async fn admin_token(data: &Path, log: &Path, deadline: Instant) -> R
         }
         if Instant::now() > deadline {
             return Err(format!("the controller wrote no admin token; see {}", log.display()));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until `request` (a read a started controller answers once it serves) succeeds, up to
+/// `deadline`; the error points at the controller's `log`.
+pub(crate) async fn answering(
+    request: reqwest::RequestBuilder,
+    log: &Path,
+    deadline: Instant,
+) -> Result<(), String> {
+    loop {
+        let attempt = request.try_clone().ok_or("the readiness request cannot be repeated")?;
+        if let Ok(response) = attempt.send().await
+            && response.status().is_success()
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the controller never answered; see {}", log.display()));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -38,7 +38,8 @@ const NODES: usize = 1_000;
 const APPLICATIONS: usize = 10_000;
 const WRITERS: usize = 32;
 
-fn control(sled: Option<&std::path::Path>) -> Result<Arc<Control>, String> {
+/// The application layer over an in-memory store, or sled under `sled`.
+pub(crate) fn control(sled: Option<&std::path::Path>) -> Result<Arc<Control>, String> {
     let store = Arc::new(match sled {
         Some(path) => kayra_store_sled::open(path, Options::default()).map_err(|e| e.to_string())?,
         None => MvccStore::in_memory(Options::default()).map_err(|e| e.to_string())?,
@@ -94,7 +95,7 @@ fn application(namespace: &str, i: usize) -> Value {
 }
 
 /// Runs `count` jobs on `WRITERS` tasks; answers each job's result in order.
-async fn concurrently<T: Send + 'static, F>(
+pub(crate) async fn concurrently<T: Send + 'static, F>(
     count: usize,
     job: impl Fn(usize) -> F + Send + Sync + 'static,
 ) -> Result<Vec<T>, String>
@@ -339,14 +340,19 @@ async fn check(client: &Client, applications: &Resource, namespace: &str) -> Res
     Ok(())
 }
 
+/// The store an in-process benchmark `which` runs on: `--store memory` (the default) or `sled`.
+pub(crate) fn store_option<'a>(args: &'a [String], which: &str) -> Result<&'a str, String> {
+    match args {
+        [] => Ok("memory"),
+        [flag, store] if flag == "--store" && (store == "memory" || store == "sled") => Ok(store.as_str()),
+        _ => Err(format!("usage: kayra-bench {which} [--store memory|sled]")),
+    }
+}
+
 /// The benchmark.
 pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let store = match args {
-        [] => "memory",
-        [flag, store] if flag == "--store" && (store == "memory" || store == "sled") => store.as_str(),
-        _ => return Err("usage: kayra-bench scheduler [--store memory|sled]".into()),
-    };
+    let store = store_option(args, "scheduler")?;
     let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
     println!("store: {store}");
     let client = control.client(kayra_control::controller_identity("bench"));

@@ -95,17 +95,7 @@ async fn start(dir: &Path) -> Result<Controller, String> {
     let admin = client(&token, CREATORS)?;
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], http_port));
     let url = format!("http://{address}");
-    loop {
-        if let Ok(response) = admin.get(format!("{url}{SECRETS}")).send().await
-            && response.status().is_success()
-        {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(format!("the controller never answered; see {}", log.display()));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    crate::nodes::answering(admin.get(format!("{url}{SECRETS}")), &log, deadline).await?;
     Ok(Controller { process, url, address, token, admin })
 }
 
@@ -291,18 +281,8 @@ async fn fan_out(controller: &Controller, watchers: usize) -> Result<(), String>
     let ready = Arc::new(tokio::sync::Semaphore::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..watchers {
-        let (client, sender, ready) = (watch_client.clone(), sender.clone(), ready.clone());
         let url = format!("{url}?watch=true&fieldSelector=metadata.name%3Dwatched");
-        tasks.spawn(async move {
-            let Ok(mut response) = client.get(&url).send().await else { return };
-            ready.add_permits(1);
-            let mut seen = 0;
-            while let Ok(Some(chunk)) = response.chunk().await {
-                let now = Instant::now();
-                seen += chunk.iter().filter(|b| **b == b'\n').count();
-                let _ = sender.send((seen, now));
-            }
-        });
+        tasks.spawn(crate::api::count_watch_lines(watch_client.clone(), url, sender.clone(), ready.clone()));
     }
     let _ = ready.acquire_many(watchers as u32).await.map_err(|e| e.to_string())?;
     // Each watcher's first line is the ADDED of the current object.
