@@ -80,12 +80,33 @@ impl Controller {
 
     fn launch(extra: &[&str]) -> Controller {
         let dir = tempfile::tempdir().unwrap();
-        let (https, http) = (free_port(), free_port());
         let args: Vec<String> = extra.iter().map(|arg| (*arg).to_owned()).collect();
-        let child = Controller::spawn(dir.path(), https, http, &args);
-        let controller = Controller { child, dir, https, http, args };
-        controller.wait_listening();
-        controller
+        let log = |dir: &Path| std::fs::read_to_string(dir.join("controller.log")).unwrap_or_default();
+        // A free port may be taken by another test between its choice and the controller's
+        // bind: the controller then exits at once, and is started again on other ports.
+        for _ in 0..5 {
+            let (https, http) = (free_port(), free_port());
+            let logged = log(dir.path()).len();
+            let mut child = Controller::spawn(dir.path(), https, http, &args);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Ok(Some(_)) = child.try_wait() {
+                    let said = log(dir.path()).split_off(logged);
+                    assert!(said.contains("Address already in use"), "the controller exited:\n{said}");
+                    break;
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", https)).is_ok() {
+                    return Controller { child, dir, https, http, args };
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "the controller did not listen within 30 s:\n{}",
+                    log(dir.path())
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        panic!("the controller found no free ports in five tries:\n{}", log(dir.path()));
     }
 
     fn spawn(dir: &Path, https: u16, http: u16, args: &[String]) -> Child {
