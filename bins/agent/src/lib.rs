@@ -1,7 +1,7 @@
 //! The node agent: `join` makes the node a member of the fleet (the controller's CA pinned by
 //! hash, a bootstrap token, a key and certificate request made locally); `run` holds the node's
 //! session with the controller and runs the node's Applications through the process runtime
-//! (`kayra-node`), renewing the node's certificate before it expires. The binary (`main.rs`)
+//! (`kayra-runtime`), renewing the node's certificate before it expires. The binary (`main.rs`)
 //! and the controller's in-process local node both start the agent through here.
 
 mod node;
@@ -51,7 +51,7 @@ fn is_root() -> bool {
 
 /// The node's name by default: the host's name, lower-cased.
 pub fn default_node_name() -> String {
-    kayra_node::facts::node_facts().hostname.to_lowercase()
+    kayra_runtime::facts::node_facts().hostname.to_lowercase()
 }
 
 fn pki(data_dir: &Path) -> PathBuf {
@@ -146,12 +146,12 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> anyhow::Result
             joined_as.trim()
         );
     }
-    let runtime_config = kayra_node::runtime::RuntimeConfig::new(
+    let runtime_config = kayra_runtime::runtime::RuntimeConfig::new(
         config.node_name.clone(),
         data_dir.clone(),
         config.supervisor.clone(),
     );
-    let runtime = kayra_node::runtime::Runtime::open(runtime_config).await?;
+    let runtime = kayra_runtime::runtime::Runtime::open(runtime_config).await?;
     let workloads = Arc::new(node::Node::new(runtime));
     let renewal = tokio::spawn(renew(pki(data_dir), server.clone(), config.node_name.clone(), stop.clone()));
     let credentials = Arc::new(Stored { dir: pki(data_dir), server });

@@ -80,7 +80,7 @@ fn config(node: &Node) -> Result<AgentConfig, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Supervise { args } = cli.command {
-        let code = kayra_node::supervise_main(args);
+        let code = kayra_runtime::supervise_main(args);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     tracing_subscriber::fmt()

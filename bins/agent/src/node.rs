@@ -1,4 +1,4 @@
-//! The process runtime (`kayra-node`) as the session's [`Workloads`]: decodes the desired
+//! The process runtime (`kayra-runtime`) as the session's [`Workloads`]: decodes the desired
 //! state's documents, translates statuses, events, usage and logs into the session's messages,
 //! and describes the host as the node's status.
 
@@ -11,8 +11,8 @@ use kayra_api::kinds::secret::Secret;
 use kayra_api::session::{
     ApplicationReport, DesiredState, Document, LogRequest, NodeEvent, NodeInfo, NodeReport, UsageSample,
 };
-use kayra_node::facts::NodeFacts;
-use kayra_node::runtime::{self, AppReport, Desired, EventType, Runtime};
+use kayra_runtime::facts::NodeFacts;
+use kayra_runtime::runtime::{self, AppReport, Desired, EventType, Runtime};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
@@ -151,7 +151,7 @@ impl Workloads for Node {
     }
 
     fn usage(&self) -> Vec<UsageSample> {
-        let host = kayra_node::facts::host_usage();
+        let host = kayra_runtime::facts::host_usage();
         let node = UsageSample {
             cpu_usage_usec: host.cpu_usec,
             memory_bytes: host.memory_bytes,

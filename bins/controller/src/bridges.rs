@@ -5,12 +5,12 @@
 
 use std::sync::Arc;
 
+use kayra_application::client::Client;
+use kayra_application::events::{Involved, Recorder, Severity};
+use kayra_application::loops::namespaces::NamespaceContent;
 use kayra_catalog::ports::{NamespaceState, Namespaces};
 use kayra_catalog::reconciler::{Events, SubscriptionEvent};
 use kayra_catalog::{Catalog, CatalogError};
-use kayra_control::client::Client;
-use kayra_control::events::{Involved, Recorder, Severity};
-use kayra_control::loops::namespaces::NamespaceContent;
 use kayra_loop::ReconcileError;
 use kayra_registry::{RegistryError, Resource, meta_str};
 use kayra_store::StoreError;

@@ -16,13 +16,13 @@ use std::time::Duration;
 use anyhow::Context;
 use kayra_api::scheme::Scheme;
 use kayra_apiserver::{ApiState, ServeOptions};
+use kayra_application::ApplicationLayer;
+use kayra_application::events::Recorder;
+use kayra_application::loops::bootstrap::BootstrapReconciler;
+use kayra_application::loops::namespaces::{FinalizerReconciler, NamespaceContent};
+use kayra_application::loops::rbac::IndexReconciler;
 use kayra_authn::TokenFile;
 use kayra_client::kubeconfig::Kubeconfig;
-use kayra_control::Control;
-use kayra_control::events::Recorder;
-use kayra_control::loops::bootstrap::BootstrapReconciler;
-use kayra_control::loops::namespaces::{FinalizerReconciler, NamespaceContent};
-use kayra_control::loops::rbac::IndexReconciler;
 use kayra_loop::election::Election;
 use kayra_loop::runtime::Loop;
 use kayra_nodecsr::reconciler::NodeCsrReconciler;
@@ -180,8 +180,8 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
     let scheme = Arc::new(Scheme::new(&config.domain));
     let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/")
         .with_watch_window_bytes(config.watch_window_bytes);
-    let control = Arc::new(Control::new(scheme.clone(), registry));
-    let client = control.client(kayra_control::controller_identity("controller"));
+    let control = Arc::new(ApplicationLayer::new(scheme.clone(), registry));
+    let client = control.client(kayra_application::controller_identity("controller"));
     let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
         if config.token_file.is_none() && !config.token_file().exists() {
             Ok(TokenFile::none())
@@ -285,7 +285,7 @@ const LOOP_DRAIN: Duration = Duration::from_secs(10);
 /// replica leads their election, the RBAC index on every replica (each decides its own requests).
 fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> {
     let control = controller.state.control();
-    let client = |component: &str| control.client(kayra_control::controller_identity(component));
+    let client = |component: &str| control.client(kayra_application::controller_identity(component));
     let candidate = format!("{}-{}", std::process::id(), uuid::Uuid::new_v4());
     let election = |name: &str| {
         Election::new(

@@ -129,7 +129,7 @@ fn config(cli: &Cli) -> Result<Config, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Supervise { args }) = cli.command {
-        let code = kayra_node::supervise_main(args);
+        let code = kayra_runtime::supervise_main(args);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     tracing_subscriber::fmt()

@@ -16,4 +16,5 @@ pub mod scheme;
 pub mod session;
 pub mod table;
 pub mod validation;
+pub mod verb;
 pub mod view;

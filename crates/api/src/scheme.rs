@@ -15,13 +15,14 @@ use crate::kinds::secret::Secret;
 use crate::kinds::service::Service;
 use crate::table::{AGE, Column, NAME, field_of_typed_entry, text, text_or_none};
 use crate::validation::{FieldError, is_dns_label, is_dns_subdomain};
+use crate::verb::Verb;
 
 /// Every verb a fully served resource answers.
-pub const ALL_VERBS: &[&str] =
-    &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+pub const ALL_VERBS: &[Verb] = &Verb::ALL;
 
 /// What may be done with namespaces: everything but deleting them all at once.
-pub const NAMESPACE_VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+pub const NAMESPACE_VERBS: &[Verb] =
+    &[Verb::Create, Verb::Delete, Verb::Get, Verb::List, Verb::Patch, Verb::Update, Verb::Watch];
 
 /// A subresource of a Kind and the verbs it serves, as discovery advertises them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub struct Subresource {
     /// Its name, after the object's (`status`).
     pub name: &'static str,
     /// The verbs served; any other is refused with 405.
-    pub verbs: &'static [&'static str],
+    pub verbs: &'static [Verb],
     /// The group, version and Kind it takes and answers, when not the object's own
     /// (`pods/eviction` takes a `policy/v1` Eviction).
     pub response: Option<(&'static str, &'static str, &'static str)>,
@@ -37,33 +38,33 @@ pub struct Subresource {
 
 /// The status subresource: read, replaced and patched.
 pub const STATUS: Subresource =
-    Subresource { name: "status", verbs: &["get", "patch", "update"], response: None };
+    Subresource { name: "status", verbs: &[Verb::Get, Verb::Patch, Verb::Update], response: None };
 
 /// The `log` subresource: the output of an Application's process, streamed from its node.
-pub const LOG: Subresource = Subresource { name: "log", verbs: &["get"], response: None };
+pub const LOG: Subresource = Subresource { name: "log", verbs: &[Verb::Get], response: None };
 
 /// The `eviction` subresource of a Pod: a `policy/v1` Eviction created there asks for the
 /// Application to be placed elsewhere (what `kubectl drain` does to each pod).
 pub const EVICTION: Subresource =
-    Subresource { name: "eviction", verbs: &["create"], response: Some(("policy", "v1", "Eviction")) };
+    Subresource { name: "eviction", verbs: &[Verb::Create], response: Some(("policy", "v1", "Eviction")) };
 
 /// The `binding` subresource of an Application, and of the Pod that views it: a `v1` Binding
 /// created there places it on a Node and marks it `Scheduled` in one write (what a scheduler
 /// does).
 pub const BINDING: Subresource =
-    Subresource { name: "binding", verbs: &["create"], response: Some(("", "v1", "Binding")) };
+    Subresource { name: "binding", verbs: &[Verb::Create], response: Some(("", "v1", "Binding")) };
 
 /// The `scale` subresource of an ApplicationSet: an `autoscaling/v1` Scale read, replaced and
 /// patched there sets the replicas of the set's one replicated component (`kubectl scale`).
 pub const SCALE: Subresource = Subresource {
     name: "scale",
-    verbs: &["get", "patch", "update"],
+    verbs: &[Verb::Get, Verb::Patch, Verb::Update],
     response: Some(("autoscaling", "v1", "Scale")),
 };
 
 /// A certificate request's approval subresource: read, replaced and patched.
 pub const APPROVAL: Subresource =
-    Subresource { name: "approval", verbs: &["get", "patch", "update"], response: None };
+    Subresource { name: "approval", verbs: &[Verb::Get, Verb::Patch, Verb::Update], response: None };
 
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
@@ -285,7 +286,7 @@ pub struct KindInfo {
     /// Table columns after `Name`; `Age` is appended unless the Kind shows its own time.
     pub columns: &'static [Column],
     /// The verbs served.
-    pub verbs: &'static [&'static str],
+    pub verbs: &'static [Verb],
     /// Whether the Kind has kubectl's builtin shape, so strategic merge patch applies.
     pub builtin: bool,
     /// Which names the Kind accepts.
@@ -334,7 +335,7 @@ fn catalog_kinds(domain: &str) -> [KindInfo; 2] {
         field_labels: &[],
         columns,
         // What the catalog's routes serve: no patch, no deletecollection.
-        verbs: &["create", "delete", "get", "list", "update", "watch"],
+        verbs: &[Verb::Create, Verb::Delete, Verb::Get, Verb::List, Verb::Update, Verb::Watch],
         builtin: false,
         view_of: None,
         create_keeps_status: false,
@@ -351,9 +352,9 @@ fn catalog_kinds(domain: &str) -> [KindInfo; 2] {
             false,
             &[
                 // A sync is asked for with a PUT; status and the stored document are read.
-                Subresource { name: "sync", verbs: &["update"], response: None },
-                Subresource { name: "status", verbs: &["get"], response: None },
-                Subresource { name: "openapi.json", verbs: &["get"], response: None },
+                Subresource { name: "sync", verbs: &[Verb::Update], response: None },
+                Subresource { name: "status", verbs: &[Verb::Get], response: None },
+                Subresource { name: "openapi.json", verbs: &[Verb::Get], response: None },
             ],
             &[
                 Column {
@@ -448,7 +449,7 @@ fn review(
         subresources: &[],
         field_labels: &[],
         columns: &[],
-        verbs: &["create"],
+        verbs: &[Verb::Create],
         builtin: true,
         view_of: None,
         create_keeps_status: false,
@@ -780,7 +781,7 @@ impl Scheme {
                         cell: |o, _| text_or_none(o, "spec.nodeName"),
                     },
                 ],
-                verbs: &["get", "list", "watch"],
+                verbs: &[Verb::Get, Verb::List, Verb::Watch],
                 builtin: true,
                 view_of: Some(("applications", crate::view::pod_from_application)),
                 create_keeps_status: false,

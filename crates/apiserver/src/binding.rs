@@ -1,6 +1,6 @@
 //! `POST .../applications/<name>/binding` and `POST /api/v1/namespaces/<ns>/pods/<name>/binding`:
 //! a `v1` Binding that places an Application on a Node and marks it `Scheduled` in one write,
-//! what a scheduler sends. The rules are `kayra_control::binding`'s; this adapter only parses
+//! what a scheduler sends. The rules are `kayra_application::binding`'s; this adapter only parses
 //! and answers, with a success Status and `201` as Kubernetes does.
 
 use axum::http::{HeaderMap, StatusCode};
@@ -32,7 +32,7 @@ pub(crate) async fn serve(
         crate::media::Body::Protobuf => return Err(not_a_binding("send it as JSON".to_owned())),
         _ => serde_json::from_slice(body).map_err(|error| not_a_binding(error.to_string()))?,
     };
-    kayra_control::binding::bind(state.control(), identity, namespace, name, &binding, dry_run)
+    kayra_application::binding::bind(state.control(), identity, namespace, name, &binding, dry_run)
         .await
         .map_err(|error| match error {
             kayra_registry::RegistryError::NotFound { .. } => {

@@ -331,7 +331,7 @@ fn verb(
         None => kind.verbs,
         Some(sub) => kind.subresource(sub).map_or(&[][..], |sub| sub.verbs),
     };
-    if served.contains(&verb) { Ok(verb) } else { Err(ApiError::MethodNotAllowed) }
+    if served.contains(&verb) { Ok(verb.as_str()) } else { Err(ApiError::MethodNotAllowed) }
 }
 
 fn authorize(state: &ApiState, identity: &Identity, verb: &str, path: &CatalogPath) -> Result<(), ApiError> {

@@ -12,7 +12,7 @@
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use bytes::Bytes;
-use kayra_control::eviction::Eviction;
+use kayra_application::eviction::Eviction;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -54,14 +54,13 @@ pub(crate) async fn serve(
             .pointer("/deleteOptions/dryRun")
             .and_then(Value::as_array)
             .is_some_and(|modes| modes.iter().any(|mode| mode == "All"));
-    let decided =
-        kayra_control::eviction::evict(state.control(), namespace, name, dry_run).await.map_err(|error| {
-            match error {
-                kayra_registry::RegistryError::NotFound { .. } => {
-                    ApiError::NotFound(format!("pods \"{name}\" not found"))
-                }
-                other => ApiError::Registry(other),
+    let decided = kayra_application::eviction::evict(state.control(), namespace, name, dry_run)
+        .await
+        .map_err(|error| match error {
+            kayra_registry::RegistryError::NotFound { .. } => {
+                ApiError::NotFound(format!("pods \"{name}\" not found"))
             }
+            other => ApiError::Registry(other),
         })?;
     match decided {
         Eviction::Evicted { .. } => {

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use kayra_api::scheme::KindInfo;
+use kayra_api::verb::Verb;
 use kayra_registry::{
     DeleteOptions, Deleted, ListOptions, Object, Part, PatchKind, RegistryError, WatchEvent, WatchOptions,
     WriteOptions,
@@ -75,7 +76,7 @@ pub(crate) async fn serve(
     // A named object takes a POST only at a subresource that creates something there (an
     // Eviction), as in Kubernetes.
     let verb = match (method, &path.name, &path.subresource) {
-        (&Method::POST, Some(_), Some(_)) => "create",
+        (&Method::POST, Some(_), Some(_)) => Verb::Create,
         _ => verb(method, path.name.is_some(), query)?,
     };
     // A Kind and each of its subresources serve the verbs discovery advertises for them
@@ -84,6 +85,7 @@ pub(crate) async fn serve(
     if !served.contains(&verb) {
         return Err(ApiError::MethodNotAllowed);
     }
+    let verb = verb.as_str();
     // Namespaces a caller may not read are still listed to it when it holds a binding in
     // them, and all of them when it may read some namespaced resource everywhere.
     let visible = match authorize(&state, identity, verb, kind, &path, query) {
@@ -477,16 +479,16 @@ pub(crate) fn watching(query: &Query) -> Result<bool, ApiError> {
 }
 
 /// The Kubernetes verb of a request on a collection, or on one object when `named`.
-pub(crate) fn verb(method: &Method, named: bool, query: &Query) -> Result<&'static str, ApiError> {
+pub(crate) fn verb(method: &Method, named: bool, query: &Query) -> Result<Verb, ApiError> {
     Ok(match (method, named) {
-        (&Method::GET, false) if watching(query)? => "watch",
-        (&Method::GET, false) => "list",
-        (&Method::GET, true) => "get",
-        (&Method::POST, false) => "create",
-        (&Method::PUT, true) => "update",
-        (&Method::PATCH, true) => "patch",
-        (&Method::DELETE, true) => "delete",
-        (&Method::DELETE, false) => "deletecollection",
+        (&Method::GET, false) if watching(query)? => Verb::Watch,
+        (&Method::GET, false) => Verb::List,
+        (&Method::GET, true) => Verb::Get,
+        (&Method::POST, false) => Verb::Create,
+        (&Method::PUT, true) => Verb::Update,
+        (&Method::PATCH, true) => Verb::Patch,
+        (&Method::DELETE, true) => Verb::Delete,
+        (&Method::DELETE, false) => Verb::DeleteCollection,
         _ => return Err(ApiError::MethodNotAllowed),
     })
 }

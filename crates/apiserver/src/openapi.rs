@@ -241,7 +241,7 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
             "items": {"type": "array", "items": reference.clone()},
         },
     });
-    let serves = |verb: &str| kind.verbs.contains(&verb);
+    let serves = |verb: &str| kind.verbs.iter().any(|served| served.as_str() == verb);
     let operation = |action: &str,
                      id: &str,
                      sub: &str,
@@ -389,7 +389,7 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
         // A status (or a certificate request's approval) is the object again; the catalog's
         // subresources answer shapes of their own.
         let shape = if !kind.catalog && sub.response.is_none() { &reference } else { &free_form };
-        let has = |verb: &str| sub.verbs.contains(&verb);
+        let has = |verb: &str| sub.verbs.iter().any(|served| served.as_str() == verb);
         let mut operations = Map::new();
         if has("get") {
             operations

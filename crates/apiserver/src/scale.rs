@@ -1,6 +1,6 @@
 //! `GET|PUT|PATCH /apis/fleet.<domain>/v1/namespaces/<ns>/applicationsets/<name>/scale`: the
 //! set as an `autoscaling/v1` Scale, what `kubectl scale appset/<name> --replicas=N` reads and
-//! patches. The rules are `kayra_control::scale`'s; this adapter only parses and answers.
+//! patches. The rules are `kayra_application::scale`'s; this adapter only parses and answers.
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
@@ -36,17 +36,18 @@ pub(crate) async fn serve(
         other => ApiError::Registry(other),
     };
     let scale = match verb {
-        "get" => kayra_control::scale::read(control, namespace, name).await.map_err(not_found)?,
+        "get" => kayra_application::scale::read(control, namespace, name).await.map_err(not_found)?,
         "update" => {
             let scale: Value = serde_json::from_slice(body)
                 .map_err(|error| ApiError::BadRequest(format!("the body is not a Scale: {error}")))?;
-            kayra_control::scale::write(control, identity, namespace, name, &scale, dry_run)
+            kayra_application::scale::write(control, identity, namespace, name, &scale, dry_run)
                 .await
                 .map_err(not_found)?
         }
         "patch" => {
             let (patch_kind, patch) = crate::handlers::patch_body(path.kind, headers, body)?;
-            let mut scale = kayra_control::scale::read(control, namespace, name).await.map_err(not_found)?;
+            let mut scale =
+                kayra_application::scale::read(control, namespace, name).await.map_err(not_found)?;
             let bad = |error: String| {
                 ApiError::BadRequest(format!("the patch does not apply to the Scale: {error}"))
             };
@@ -61,7 +62,7 @@ pub(crate) async fn serve(
                     json_patch::patch(&mut scale, &patch).map_err(|e| bad(e.to_string()))?;
                 }
             }
-            kayra_control::scale::write(control, identity, namespace, name, &scale, dry_run)
+            kayra_application::scale::write(control, identity, namespace, name, &scale, dry_run)
                 .await
                 .map_err(not_found)?
         }

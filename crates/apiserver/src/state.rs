@@ -1,11 +1,11 @@
-//! What every request handler shares: the application layer ([`Control`]: the scheme, the
+//! What every request handler shares: the application layer ([`ApplicationLayer`]: the scheme, the
 //! registry, admission and the authorizer), and what only HTTP needs — the OpenAPI documents,
 //! the token file, the audit log, the metrics registry, and the catalog's REST surface.
 
 use std::sync::Arc;
 
 use kayra_api::scheme::{KindInfo, Scheme};
-use kayra_control::Control;
+use kayra_application::ApplicationLayer;
 use kayra_registry::{Admission, Registry, Resource};
 
 use crate::openapi::Documents;
@@ -13,7 +13,7 @@ use kayra_authn::TokenFile;
 
 /// The shared state of the API.
 pub struct ApiState {
-    control: Arc<Control>,
+    control: Arc<ApplicationLayer>,
     pub(crate) scheme: Arc<Scheme>,
     pub(crate) registry: Registry,
     pub(crate) openapi: Documents,
@@ -33,7 +33,7 @@ pub const DEFAULT_WATCH_STALL: std::time::Duration = std::time::Duration::from_s
 impl ApiState {
     /// State serving `control`'s layer over HTTP, authenticating bearer tokens against
     /// `tokens`; `server_address` is what legacy discovery advertises.
-    pub fn new(control: Arc<Control>, tokens: Arc<TokenFile>, server_address: String) -> ApiState {
+    pub fn new(control: Arc<ApplicationLayer>, tokens: Arc<TokenFile>, server_address: String) -> ApiState {
         let openapi = Documents::build(control.scheme());
         ApiState {
             scheme: control.shared_scheme(),
@@ -58,7 +58,7 @@ impl ApiState {
     }
 
     /// The application layer this state serves.
-    pub fn control(&self) -> &Arc<Control> {
+    pub fn control(&self) -> &Arc<ApplicationLayer> {
         &self.control
     }
 
@@ -127,5 +127,5 @@ impl ApiState {
 }
 
 pub(crate) fn caller(identity: &kayra_authn::Identity) -> kayra_authz::Caller {
-    kayra_control::caller(identity)
+    kayra_application::caller(identity)
 }

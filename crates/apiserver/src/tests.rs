@@ -31,7 +31,7 @@ fn router(dir: &std::path::Path) -> axum::Router {
     let scheme = Arc::new(kayra_api::scheme::Scheme::new("example.com"));
     let registry = kayra_registry::Registry::new(store, Arc::new(kayra_registry::SystemClock), "/registry/");
     let audit = crate::audit::AuditLog::open(&dir.join("audit.log")).expect("the audit log opens");
-    let control = Arc::new(kayra_control::Control::new(scheme, registry));
+    let control = Arc::new(kayra_application::ApplicationLayer::new(scheme, registry));
     let state = ApiState::new(control, Arc::new(kayra_authn::TokenFile::none()), "here".to_owned())
         .with_audit_log(audit);
     crate::router(Arc::new(state))

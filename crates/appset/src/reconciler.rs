@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use kayra_api::kinds::applicationset::{ApplicationSet, OWNER_KIND, component_label, set_label};
-use kayra_control::client::Client;
-use kayra_control::feed::{FollowFeed, Follower};
+use kayra_application::client::Client;
+use kayra_application::feed::{FollowFeed, Follower};
 use kayra_loop::runtime::Loop;
 use kayra_loop::source::Item;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};

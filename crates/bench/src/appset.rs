@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kayra_control::client::Client;
+use kayra_application::client::Client;
 use kayra_registry::{Object, RegistryError, Resource, WatchEvent, WatchOptions, meta_str};
 use serde_json::{Value, json};
 use tokio::sync::Semaphore;
@@ -193,7 +193,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let store = store_option(args, "appset")?;
     let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
     println!("store: {store}");
-    let client = control.client(kayra_control::controller_identity("bench"));
+    let client = control.client(kayra_application::controller_identity("bench"));
     let nodes = client.resource("", "nodes").map_err(text)?;
     let namespaces = client.resource("", "namespaces").map_err(text)?;
     let applications = client.resource("fleet.example.com", "applications").map_err(text)?;
@@ -213,7 +213,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = kayra_loop::metrics::Metrics::register(&mut registry);
     let stop = CancellationToken::new();
-    let as_loop = |name: &str| control.client(kayra_control::controller_identity(name));
+    let as_loop = |name: &str| control.client(kayra_application::controller_identity(name));
     let set_loop = kayra_appset::reconciler::SetLoop::new(as_loop("appset")).map_err(text)?;
     let scheduler = kayra_scheduler::Scheduler::new(as_loop("scheduler"), kayra_scheduler::Policy::Spread)
         .map_err(text)?;

@@ -27,8 +27,8 @@ use std::time::{Duration, Instant};
 
 use kayra_api::kinds::application::{SCHEDULER, scheduled_by_annotation};
 use kayra_api::scheme::Scheme;
-use kayra_control::Control;
-use kayra_control::client::Client;
+use kayra_application::ApplicationLayer;
+use kayra_application::client::Client;
 use kayra_registry::{Registry, Resource, SystemClock, WatchEvent, WatchOptions, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
@@ -39,13 +39,13 @@ const APPLICATIONS: usize = 10_000;
 const WRITERS: usize = 32;
 
 /// The application layer over an in-memory store, or sled under `sled`.
-pub(crate) fn control(sled: Option<&std::path::Path>) -> Result<Arc<Control>, String> {
+pub(crate) fn control(sled: Option<&std::path::Path>) -> Result<Arc<ApplicationLayer>, String> {
     let store = Arc::new(match sled {
         Some(path) => kayra_store_sled::open(path, Options::default()).map_err(|e| e.to_string())?,
         None => MvccStore::in_memory(Options::default()).map_err(|e| e.to_string())?,
     });
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    Ok(Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry)))
+    Ok(Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry)))
 }
 
 fn node(i: usize) -> Value {
@@ -176,7 +176,8 @@ async fn direct_bindings(client: &Client, applications: &Resource) -> Result<f64
             annotations.insert(annotation, json!(SCHEDULER));
             let name = format!("app-{i:05}");
             let node = format!("node-{:04}", i % NODES);
-            let binding = kayra_control::binding::binding_to(&name, &node, Some(&versions[i]), annotations);
+            let binding =
+                kayra_application::binding::binding_to(&name, &node, Some(&versions[i]), annotations);
             client.bind("direct", &name, &binding).await.map(|_| ()).map_err(|e| e.to_string())
         }
     })
@@ -235,7 +236,7 @@ async fn placements(
     let watching = WatchOptions { namespace: Some(namespace.into()), ..WatchOptions::default() };
     let mut watch = client.watch(applications, &watching).await.map_err(|e| e.to_string())?;
     let scheduler = kayra_scheduler::Scheduler::new(
-        kayra_control::controller_identity("scheduler").pipe(|id| client.control().client(id)),
+        kayra_application::controller_identity("scheduler").pipe(|id| client.control().client(id)),
         kayra_scheduler::Policy::Spread,
     )
     .map_err(|e| e.to_string())?;
@@ -355,7 +356,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let store = store_option(args, "scheduler")?;
     let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
     println!("store: {store}");
-    let client = control.client(kayra_control::controller_identity("bench"));
+    let client = control.client(kayra_application::controller_identity("bench"));
     let applications = client.resource("fleet.example.com", "applications").map_err(|e| e.to_string())?;
     let started = Instant::now();
     create_nodes(&client).await?;

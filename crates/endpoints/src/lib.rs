@@ -9,7 +9,7 @@
 //!
 //! Start at [`compute`] (pure, table-tested), then [`reconciler`] (the loop: one key per
 //! namespace, and one for every namespace when Nodes change; writes only what changed). It acts
-//! through `kayra_control::Client` as `system:kayra:endpoints` and knows no HTTP or store.
+//! through `kayra_application::Client` as `system:kayra:endpoints` and knows no HTTP or store.
 
 pub mod compute;
 pub mod reconciler;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Node;
 use kayra_api::kinds::application::Application;
 use kayra_api::kinds::service::{Service, ServiceStatus};
-use kayra_control::client::Client;
-use kayra_control::feed::ResourceFeed;
+use kayra_application::client::Client;
+use kayra_application::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{Object, RegistryError, Resource, meta_str};
@@ -58,7 +58,7 @@ impl EndpointsReconciler {
         };
         let (services, applications) = (by_namespace(&self.services), by_namespace(&self.applications));
         // A Node's heartbeat changes no endpoint; its addresses, or its coming and going, may.
-        let addresses: kayra_control::feed::Projection = Arc::new(|node: &Object| {
+        let addresses: kayra_application::feed::Projection = Arc::new(|node: &Object| {
             node.get("status").and_then(|status| status.get("addresses")).cloned().unwrap_or_default()
         });
         let nodes = ResourceFeed::all_to_when(

@@ -16,7 +16,7 @@
 //!
 //! Start at [`decision`] (what to do for one set: pure, table-tested), then [`reconciler`] (the
 //! loop, one key per set, fed by sets, Applications and Services). It acts through
-//! `kayra_control::Client` as `system:kayra:garbage-collector` and knows no HTTP or store.
+//! `kayra_application::Client` as `system:kayra:garbage-collector` and knows no HTTP or store.
 
 pub mod decision;
 pub mod reconciler;

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use kayra_api::kinds::applicationset::{OWNER_KIND, component_label, set_label, spec_hash_annotation};
-use kayra_control::client::Client;
-use kayra_control::feed::{ResourceFeed, controller_owner};
+use kayra_application::client::Client;
+use kayra_application::feed::{ResourceFeed, controller_owner};
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{DeleteOptions, Object, PatchKind, RegistryError, Resource, finalizers, meta_str};

@@ -10,9 +10,9 @@ use k8s_openapi::api::certificates::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kayra_api::kinds::csr::{certificate, has_condition};
-use kayra_control::client::Client;
-use kayra_control::events::{Involved, Recorder, Severity};
-use kayra_control::feed::ResourceFeed;
+use kayra_application::client::Client;
+use kayra_application::events::{Involved, Recorder, Severity};
+use kayra_application::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{DeleteOptions, RegistryError, Resource};
@@ -43,7 +43,7 @@ impl NodeCsrReconciler {
     /// requests and write Events), signing through `signer`.
     pub fn new(client: Client, signer: Arc<dyn Signer>) -> Result<NodeCsrReconciler, RegistryError> {
         let requests = client.resource("certificates.k8s.io", "certificatesigningrequests")?;
-        let events = Recorder::new(client.clone(), "kayra-node-csr-signer");
+        let events = Recorder::new(client.clone(), "kayra-runtime-csr-signer");
         Ok(NodeCsrReconciler { client, requests, signer, clock: Arc::new(SystemClock), events })
     }
 

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kayra_api::session::{DesiredState, Document};
-use kayra_control::feed::Follower;
+use kayra_application::feed::Follower;
 use kayra_loop::Key;
 use kayra_loop::source::Item;
 use kayra_registry::{Object, WatchEvent, meta_str};

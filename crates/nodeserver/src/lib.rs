@@ -26,10 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use kayra_application::client::Client;
+use kayra_application::events::Recorder;
+use kayra_application::{ApplicationLayer, controller_identity};
 use kayra_authn::Identity;
-use kayra_control::client::Client;
-use kayra_control::events::Recorder;
-use kayra_control::{Control, controller_identity};
 use kayra_registry::{RegistryError, Resource};
 
 pub use logs::{LogError, LogStream};
@@ -119,7 +119,7 @@ impl std::fmt::Debug for NodeServer {
 }
 
 pub(crate) struct Inner {
-    control: Arc<Control>,
+    control: Arc<ApplicationLayer>,
     config: Config,
     cache: Arc<Cache>,
     sessions: Mutex<HashMap<String, Arc<Live>>>,
@@ -153,7 +153,7 @@ impl Inner {
 
 impl NodeServer {
     /// A node server over the application layer.
-    pub fn new(control: Arc<Control>, config: Config) -> Result<NodeServer, RegistryError> {
+    pub fn new(control: Arc<ApplicationLayer>, config: Config) -> Result<NodeServer, RegistryError> {
         let reader = control.client(controller_identity("nodeserver"));
         let nodes = reader.resource("", "nodes")?;
         let applications = application_resource(&control)?;
@@ -183,7 +183,7 @@ impl NodeServer {
     /// identity, and while the node holds another session that is not silent; a silent one is
     /// ended and replaced.
     pub fn open(&self, identity: &Identity) -> Result<Session, Refused> {
-        let caller = kayra_control::caller(identity);
+        let caller = kayra_application::caller(identity);
         let Some(node) = caller.node_name() else { return Err(Refused::NotANode(identity.user.clone())) };
         if !kayra_api::validation::is_dns_subdomain(node) {
             return Err(Refused::BadName(node.to_owned()));
@@ -252,8 +252,8 @@ pub struct LogOptions {
 }
 
 /// A Node, as the object of an Event.
-pub(crate) fn node_involved(name: &str, uid: &str) -> kayra_control::events::Involved {
-    kayra_control::events::Involved {
+pub(crate) fn node_involved(name: &str, uid: &str) -> kayra_application::events::Involved {
+    kayra_application::events::Involved {
         api_version: "v1".into(),
         kind: "Node".into(),
         namespace: String::new(),
@@ -262,7 +262,7 @@ pub(crate) fn node_involved(name: &str, uid: &str) -> kayra_control::events::Inv
     }
 }
 
-fn application_resource(control: &Control) -> Result<Resource, RegistryError> {
+fn application_resource(control: &ApplicationLayer) -> Result<Resource, RegistryError> {
     control
         .scheme()
         .kinds()

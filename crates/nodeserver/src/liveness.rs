@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kayra_control::events::Severity;
-use kayra_control::feed::ResourceFeed;
+use kayra_application::events::Severity;
+use kayra_application::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{RegistryError, meta_str};

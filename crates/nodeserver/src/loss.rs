@@ -13,11 +13,11 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kayra_control::client::Client;
-use kayra_control::controller_identity;
-use kayra_control::events::{Recorder, Severity};
-use kayra_control::eviction::{Unbinding, involved, unbind};
-use kayra_control::feed::ResourceFeed;
+use kayra_application::client::Client;
+use kayra_application::controller_identity;
+use kayra_application::events::{Recorder, Severity};
+use kayra_application::eviction::{Unbinding, involved, unbind};
+use kayra_application::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{ListOptions, Object, RegistryError, meta_str};
@@ -197,7 +197,7 @@ impl NodeServer {
     pub fn loss_loop(&self) -> Loop {
         let inner = &self.inner;
         let client = inner.control.client(controller_identity("node-lifecycle"));
-        let recorder = Recorder::new(client.clone(), "kayra-node-lifecycle");
+        let recorder = Recorder::new(client.clone(), "kayra-runtime-lifecycle");
         let source = ResourceFeed::objects(client.clone(), inner.nodes.clone());
         let loss = Loss { inner: inner.clone(), client, recorder, lost: Mutex::default() };
         Loop::new("node-loss", loss).source(source).concurrency(2)

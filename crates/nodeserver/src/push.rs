@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kayra_control::feed::FollowFeed;
+use kayra_application::feed::FollowFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::source::{Sink, Source};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};

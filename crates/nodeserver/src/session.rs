@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use kayra_api::session::{ControllerMessage, DesiredState, NodeEvent, NodeMessage, UsageSample};
+use kayra_application::events::{Involved, Recorder, Severity};
 use kayra_authn::Identity;
-use kayra_control::events::{Involved, Recorder, Severity};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 

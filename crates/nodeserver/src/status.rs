@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use kayra_api::kinds::Condition;
 use kayra_api::session::{ApplicationReport, NodeReport};
-use kayra_control::events::Severity;
+use kayra_application::events::Severity;
 use kayra_registry::{Object, RegistryError, meta_str};
 use serde_json::{Value, json};
 

@@ -4,8 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kayra_api::scheme::Scheme;
+use kayra_application::ApplicationLayer;
 use kayra_authn::Identity;
-use kayra_control::Control;
 use kayra_registry::{Registry, SystemClock};
 use kayra_store::mvcc::{MvccStore, Options};
 
@@ -14,7 +14,7 @@ use crate::{Config, NodeServer, Refused};
 fn server(ready_timeout: Duration) -> NodeServer {
     let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
     NodeServer::new(control, Config { ready_timeout, ..Config::default() }).expect("a node server")
 }
 

@@ -31,9 +31,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use kayra_api::kinds::application::scheduled_by_annotation;
-use kayra_control::client::Client;
-use kayra_control::events::{Involved, Recorder, Severity};
-use kayra_control::feed::{FollowFeed, Follower};
+use kayra_application::client::Client;
+use kayra_application::events::{Involved, Recorder, Severity};
+use kayra_application::feed::{FollowFeed, Follower};
 use kayra_loop::runtime::Loop;
 use kayra_loop::source::{Item, Sink, Source};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use kayra_api::scheme::Scheme;
-use kayra_control::Control;
+use kayra_application::ApplicationLayer;
 use kayra_registry::{Object, Registry, SystemClock, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
@@ -20,8 +20,8 @@ async fn scheduler() -> Scheduler {
 async fn scheduler_with(framework: Framework) -> Scheduler {
     let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
-    let client = control.client(kayra_control::controller_identity("scheduler"));
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
+    let client = control.client(kayra_application::controller_identity("scheduler"));
     let namespaces = client.resource("", "namespaces").expect("namespaces");
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}});
     client.create(&namespaces, None, namespace).await.expect("the namespace");
@@ -179,8 +179,8 @@ mod binds {
 
     use kayra_api::kinds::application::SCHEDULER;
     use kayra_api::scheme::Scheme;
-    use kayra_control::Control;
-    use kayra_control::client::Client;
+    use kayra_application::ApplicationLayer;
+    use kayra_application::client::Client;
     use kayra_registry::{Object, PatchKind, Registry, SystemClock, WatchEvent, WatchOptions, meta_str};
     use kayra_store::mvcc::{MvccStore, Options};
     use serde_json::{Value, json};
@@ -189,11 +189,11 @@ mod binds {
     use super::super::*;
 
     /// A layer with namespace `a` and Ready Nodes of 2 cores and 1Gi each.
-    async fn fleet(nodes: &[&str]) -> (Arc<Control>, Client) {
+    async fn fleet(nodes: &[&str]) -> (Arc<ApplicationLayer>, Client) {
         let store = Arc::new(MvccStore::in_memory(Options::default()).expect("an in-memory store opens"));
         let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-        let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
-        let client = control.client(kayra_control::controller_identity("test"));
+        let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
+        let client = control.client(kayra_application::controller_identity("test"));
         let namespaces = client.resource("", "namespaces").expect("served");
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});
         client.create(&namespaces, None, namespace).await.expect("created");
@@ -226,9 +226,11 @@ mod binds {
     async fn every_version_a_bind_writes_is_already_scheduled_and_gets_one_scheduled_event() {
         let (control, client) = fleet(&["n1"]).await;
         let applications = client.resource("fleet.example.com", "applications").expect("served");
-        let scheduler =
-            Scheduler::new(control.client(kayra_control::controller_identity("scheduler")), Policy::Spread)
-                .expect("the scheduler starts");
+        let scheduler = Scheduler::new(
+            control.client(kayra_application::controller_identity("scheduler")),
+            Policy::Spread,
+        )
+        .expect("the scheduler starts");
         let stop = CancellationToken::new();
         let running = tokio::spawn(scheduler.into_loop().run(stop.clone()));
         let watching = WatchOptions { namespace: Some("a".into()), ..WatchOptions::default() };
@@ -282,9 +284,11 @@ mod binds {
     async fn a_failed_bind_keeps_a_pin_seen_meanwhile_in_the_snapshot() {
         let (control, client) = fleet(&["n1", "n2"]).await;
         let applications = client.resource("fleet.example.com", "applications").expect("served");
-        let scheduler =
-            Scheduler::new(control.client(kayra_control::controller_identity("scheduler")), Policy::Spread)
-                .expect("the scheduler starts");
+        let scheduler = Scheduler::new(
+            control.client(kayra_application::controller_identity("scheduler")),
+            Policy::Spread,
+        )
+        .expect("the scheduler starts");
         let created = client.create(&applications, Some("a"), application("x")).await.expect("created");
         scheduler.put_app(Arc::new(created));
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use kayra_api::scheme::Scheme;
-use kayra_control::Control;
-use kayra_control::client::Client;
+use kayra_application::ApplicationLayer;
+use kayra_application::client::Client;
 use kayra_loop::{Key, Reconciler};
 use kayra_registry::{Registry, Resource, SystemClock};
 use kayra_store::mvcc::{MvccStore, Options};
@@ -23,8 +23,8 @@ struct World {
 async fn world() -> World {
     let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
-    let admin = control.client(kayra_control::controller_identity("test"));
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
+    let admin = control.client(kayra_application::controller_identity("test"));
     let namespaces = admin.resource("", "namespaces").unwrap();
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}});
     admin.create(&namespaces, None, namespace).await.unwrap();
@@ -32,8 +32,8 @@ async fn world() -> World {
     let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
                       "status": {"addresses": [{"type": "Hostname", "address": "n1"}, {"type": "InternalIP", "address": "10.0.0.1"}]}});
     admin.create(&nodes, None, node).await.unwrap();
-    let loop_ =
-        EndpointsReconciler::new(control.client(kayra_control::controller_identity("endpoints"))).unwrap();
+    let loop_ = EndpointsReconciler::new(control.client(kayra_application::controller_identity("endpoints")))
+        .unwrap();
     let services = admin.resource("fleet.example.com", "services").unwrap();
     let applications = admin.resource("fleet.example.com", "applications").unwrap();
     World { admin, loop_, services, applications }

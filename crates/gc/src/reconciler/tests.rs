@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use kayra_api::scheme::Scheme;
-use kayra_control::Control;
-use kayra_control::client::Client;
+use kayra_application::ApplicationLayer;
+use kayra_application::client::Client;
 use kayra_loop::{Key, Reconciler};
 use kayra_registry::{DeleteOptions, Deleted, Registry, RegistryError, SystemClock, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
@@ -22,13 +22,13 @@ struct World {
 async fn world() -> World {
     let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
-    let appset = control.client(kayra_control::controller_identity("appset"));
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
+    let appset = control.client(kayra_application::controller_identity("appset"));
     let namespaces = appset.resource("", "namespaces").unwrap();
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}});
     appset.create(&namespaces, None, namespace).await.unwrap();
     let collector =
-        GarbageCollector::new(control.client(kayra_control::controller_identity("garbage-collector")))
+        GarbageCollector::new(control.client(kayra_application::controller_identity("garbage-collector")))
             .unwrap();
     World { appset, collector }
 }

@@ -6,11 +6,11 @@ use std::time::Duration;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use kayra_api::kinds::csr::{certificate, has_condition};
 use kayra_api::scheme::Scheme;
+use kayra_application::ApplicationLayer;
+use kayra_application::client::Client;
+use kayra_application::loops::bootstrap::BootstrapReconciler;
+use kayra_application::loops::rbac::IndexReconciler;
 use kayra_authn::Identity;
-use kayra_control::Control;
-use kayra_control::client::Client;
-use kayra_control::loops::bootstrap::BootstrapReconciler;
-use kayra_control::loops::rbac::IndexReconciler;
 use kayra_loop::{Action, Key, Reconciler};
 use kayra_registry::{Registry, SystemClock};
 use kayra_store::mvcc::{MvccStore, Options};
@@ -62,7 +62,7 @@ impl TestClock {
 }
 
 struct World {
-    control: Arc<Control>,
+    control: Arc<ApplicationLayer>,
     admin: Client,
     signer: NodeCsrReconciler,
     clock: Arc<TestClock>,
@@ -71,8 +71,8 @@ struct World {
 async fn world() -> World {
     let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
-    let admin = control.client(kayra_control::controller_identity("test"));
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
+    let admin = control.client(kayra_application::controller_identity("test"));
     let namespaces = admin.resource("", "namespaces").unwrap();
     admin
         .create(
@@ -86,7 +86,7 @@ async fn world() -> World {
     control.set_rbac(IndexReconciler::new(admin.clone()).unwrap().rebuild().await.unwrap());
     let clock = Arc::new(TestClock(Mutex::new(jiff::Timestamp::now())));
     let signer = NodeCsrReconciler::new(
-        control.client(kayra_control::controller_identity("node-csr-signer")),
+        control.client(kayra_application::controller_identity("node-csr-signer")),
         Arc::new(CaSigner(kayra_pki::Ca::generate("test-ca").unwrap())),
     )
     .unwrap()

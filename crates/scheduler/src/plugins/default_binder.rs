@@ -4,7 +4,7 @@
 //! kube-scheduler's `DefaultBinder` posts `pods/binding`.
 
 use kayra_api::kinds::application::{SCHEDULER, scheduled_by_annotation};
-use kayra_control::client::Client;
+use kayra_application::client::Client;
 use kayra_registry::{Object, RegistryError};
 use serde_json::json;
 
@@ -42,7 +42,7 @@ impl Bind for DefaultBinder {
         let mut annotations = serde_json::Map::new();
         annotations.insert(self.annotation.clone(), json!(SCHEDULER));
         let binding =
-            kayra_control::binding::binding_to(&app.name, node, Some(&app.resource_version), annotations);
+            kayra_application::binding::binding_to(&app.name, node, Some(&app.resource_version), annotations);
         Some(self.client.bind(&app.namespace, &app.name, &binding).await)
     }
 }

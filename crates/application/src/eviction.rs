@@ -12,7 +12,7 @@ use std::sync::Arc;
 use kayra_registry::{Object, PatchKind, RegistryError, Resource, meta_str};
 use serde_json::{Value, json};
 
-use crate::Control;
+use crate::ApplicationLayer;
 use crate::client::Client;
 use crate::events::{Involved, Recorder, Severity};
 
@@ -126,7 +126,7 @@ pub enum Eviction {
 /// control plane's `eviction` component (the caller was authorized for `create
 /// pods/eviction`). A moved Application gets an Event `Evicted`.
 pub async fn evict(
-    control: &Arc<Control>,
+    control: &Arc<ApplicationLayer>,
     namespace: &str,
     name: &str,
     dry_run: bool,

@@ -11,13 +11,13 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{BootstrapReconciler, DEFAULTS_DIGEST, grant_digest};
-use crate::Control;
+use crate::ApplicationLayer;
 
 #[tokio::test]
 async fn missing_roles_are_created_unedited_ones_updated_and_edited_ones_left_alone() {
     let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
     let client = control.client(crate::controller_identity("test"));
     let roles = client.resource("authorization.example.com", "clusterroles").unwrap();
     let role = |name: &str| {

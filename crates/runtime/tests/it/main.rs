@@ -2,7 +2,7 @@
 //! run as root): each workload's argv carries a marker naming its test, and each test works
 //! in its own data directory and cgroup parent, removed at the end.
 //!
-//! The supervisor program is this crate's `kayra-node-supervisor` binary, which cargo builds
+//! The supervisor program is this crate's `kayra-runtime-supervisor` binary, which cargo builds
 //! for integration tests (`CARGO_BIN_EXE_…`). A test that needs an agent process to SIGKILL
 //! starts this test binary again, running only [`helper_process_hosting_a_runtime`].
 

@@ -336,7 +336,7 @@ mod tests {
 
         let store = Arc::new(MvccStore::in_memory(Options::default()).expect("an in-memory store opens"));
         let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-        let control = Arc::new(crate::Control::new(Arc::new(Scheme::new("example.com")), registry));
+        let control = Arc::new(crate::ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
         let client = control.client(crate::controller_identity("test"));
         let namespaces = client.resource("", "namespaces").expect("served");
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use kayra_node::runtime::{Desired, LogRequest, Runtime};
+use kayra_runtime::runtime::{Desired, LogRequest, Runtime};
 
 use crate::*;
 
@@ -83,7 +83,7 @@ async fn tail_timestamps_and_since_select_lines() {
     assert_eq!(read(&runtime, LogRequest { limit_bytes: Some(9), ..request("talker") }).await, "line 1\nli");
     assert!(matches!(
         runtime.logs(LogRequest { previous: true, ..request("talker") }).await.err(),
-        Some(kayra_node::runtime::RuntimeError::NoPreviousRun { .. })
+        Some(kayra_runtime::runtime::RuntimeError::NoPreviousRun { .. })
     ));
     assert!(runtime.logs(request("nobody")).await.is_err());
     runtime.apply(Desired::default());

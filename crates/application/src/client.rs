@@ -13,17 +13,17 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::Control;
+use crate::ApplicationLayer;
 
 /// A client of the application layer acting as one identity. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Client {
-    control: Arc<Control>,
+    control: Arc<ApplicationLayer>,
     identity: Identity,
 }
 
 impl Client {
-    pub(crate) fn new(control: Arc<Control>, identity: Identity) -> Client {
+    pub(crate) fn new(control: Arc<ApplicationLayer>, identity: Identity) -> Client {
         Client { control, identity }
     }
 
@@ -33,7 +33,7 @@ impl Client {
     }
 
     /// The layer this client acts on.
-    pub fn control(&self) -> &Arc<Control> {
+    pub fn control(&self) -> &Arc<ApplicationLayer> {
         &self.control
     }
 

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
 use kayra_api::kinds::application::Application;
-use kayra_node::runtime::{Desired, Runtime};
+use kayra_runtime::runtime::{Desired, Runtime};
 
 use crate::*;
 
@@ -15,7 +15,7 @@ fn running(status: &kayra_api::kinds::application::ApplicationStatus) -> bool {
 }
 
 /// Asserts that no `Started` event comes for a moment: nothing was started twice.
-async fn assert_no_start(events: &mut tokio::sync::broadcast::Receiver<kayra_node::runtime::NodeEvent>) {
+async fn assert_no_start(events: &mut tokio::sync::broadcast::Receiver<kayra_runtime::runtime::NodeEvent>) {
     let started = tokio::time::timeout(Duration::from_millis(1500), async {
         loop {
             if let Ok(event) = events.recv().await
@@ -118,7 +118,7 @@ async fn an_exit_while_no_runtime_was_open_is_reported_on_reopen() {
     )
     .unwrap();
     let supervisor = state["supervisor"]["pid"].as_u64().unwrap() as u32;
-    wait_process_gone(supervisor, "kayra-node-supervisor").await;
+    wait_process_gone(supervisor, "kayra-runtime-supervisor").await;
 
     let runtime = node.open().await;
     let status =

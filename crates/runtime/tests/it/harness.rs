@@ -9,8 +9,8 @@ use base64::Engine;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kayra_api::kinds::application::{Application, ApplicationSpec, ApplicationStatus};
 use kayra_api::kinds::secret::Secret;
-use kayra_node::backoff::Backoff;
-use kayra_node::runtime::{AppReport, NodeEvent, Runtime, RuntimeConfig};
+use kayra_runtime::backoff::Backoff;
+use kayra_runtime::runtime::{AppReport, NodeEvent, Runtime, RuntimeConfig};
 use tokio::sync::broadcast;
 
 /// How long a test waits for something it expects.
@@ -116,7 +116,7 @@ pub(crate) async fn current_status(
 
 /// The supervisor program cargo built for these tests.
 pub(crate) fn supervisor() -> String {
-    env!("CARGO_BIN_EXE_kayra-node-supervisor").to_owned()
+    env!("CARGO_BIN_EXE_kayra-runtime-supervisor").to_owned()
 }
 
 /// An Application named `name` in `default`, generation 1, running `command`.

@@ -9,12 +9,12 @@ use kayra_registry::{Registry, RegistryError, SystemClock};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::json;
 
-use crate::Control;
+use crate::ApplicationLayer;
 
-fn control() -> Arc<Control> {
+fn control() -> Arc<ApplicationLayer> {
     let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry))
+    Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry))
 }
 
 #[tokio::test]

@@ -12,10 +12,10 @@ use kayra_authn::Identity;
 use kayra_registry::{ListOptions, Object, Part, RegistryError, Resource, WriteOptions, meta_str};
 use serde_json::{Value, json};
 
-use crate::Control;
+use crate::ApplicationLayer;
 
 /// The set `name` as a Scale.
-pub async fn read(control: &Control, namespace: &str, name: &str) -> Result<Value, RegistryError> {
+pub async fn read(control: &ApplicationLayer, namespace: &str, name: &str) -> Result<Value, RegistryError> {
     let sets = sets(control)?;
     let object = control.registry().get(&sets, Some(namespace), name).await?;
     scale_of(control, &object).await
@@ -25,7 +25,7 @@ pub async fn read(control: &Control, namespace: &str, name: &str) -> Result<Valu
 /// `identity` (admitted as an update of the set); answers the Scale after the write.
 /// `metadata.resourceVersion`, when the Scale carries one, must be the set's.
 pub async fn write(
-    control: &Control,
+    control: &ApplicationLayer,
     identity: &Identity,
     namespace: &str,
     name: &str,
@@ -73,7 +73,7 @@ pub async fn write(
     scale_of(control, &written).await
 }
 
-fn sets(control: &Control) -> Result<Resource, RegistryError> {
+fn sets(control: &ApplicationLayer) -> Result<Resource, RegistryError> {
     control
         .resource_named(&format!("fleet.{}", control.scheme().domain()), "applicationsets")
         .cloned()
@@ -87,7 +87,7 @@ fn decode(object: &Object) -> Result<ApplicationSet, RegistryError> {
 }
 
 /// The Scale of a stored set.
-async fn scale_of(control: &Control, object: &Object) -> Result<Value, RegistryError> {
+async fn scale_of(control: &ApplicationLayer, object: &Object) -> Result<Value, RegistryError> {
     let set = decode(object)?;
     let at = set.scaled_component().map_err(|why| RegistryError::Invalid {
         kind: "Scale".to_owned(),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use kayra_api::kinds::application::{
     EnvVar, ExecAction, Probe, Probes, ResourceList, Resources, SecretKeyRef,
 };
-use kayra_node::runtime::Desired;
+use kayra_runtime::runtime::Desired;
 
 use crate::*;
 
@@ -215,7 +215,7 @@ async fn a_process_over_its_memory_limit_is_oom_killed() {
     .await;
     let condition = running.conditions.iter().find(|c| c.type_ == "LimitsEnforced").unwrap();
     assert_eq!(condition.reason.as_deref(), Some(runtime.enforcement().reason()));
-    assert_ne!(runtime.enforcement(), kayra_node::cgroup::Enforcement::Rlimit, "this host has cgroups");
+    assert_ne!(runtime.enforcement(), kayra_runtime::cgroup::Enforcement::Rlimit, "this host has cgroups");
     let status =
         wait_status(&mut reports, "hungry", "phase Failed", |s| s.phase.as_deref() == Some("Failed")).await;
     assert_eq!(status.exit_code, Some(137));
@@ -349,8 +349,8 @@ async fn without_cgroups_limits_fall_back_to_rlimits() {
     let node = Node::new("rlimit");
     let mut config = node.config();
     config.cgroup_mount = Some(node.dir.path().join("no-cgroup-filesystem-here"));
-    let runtime = kayra_node::runtime::Runtime::open(config).await.unwrap();
-    assert_eq!(runtime.enforcement(), kayra_node::cgroup::Enforcement::Rlimit);
+    let runtime = kayra_runtime::runtime::Runtime::open(config).await.unwrap();
+    assert_eq!(runtime.enforcement(), kayra_runtime::cgroup::Enforcement::Rlimit);
     let (_, mut reports) = runtime.subscribe();
     let mut app = application("capped", node.shell("ulimit -v; ulimit -p")).with_policy("Never");
     app.spec.resources = Some(Resources {

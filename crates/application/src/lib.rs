@@ -1,14 +1,14 @@
 //! The application layer: the scheme, the registry, the admission chain and the authorizer,
 //! which every caller goes through — the REST adapter, the node session, and the loops.
 //!
-//! [`Control`] holds them; [`client::Client`] is how a loop or the node session acts: a typed
+//! [`ApplicationLayer`] holds them; [`client::Client`] is how a loop or the node session acts: a typed
 //! in-process client (get, list, watch, create, update, status, patch, delete) under an explicit
 //! identity, authorized and admitted exactly as an HTTP request of that identity would be, with
 //! no HTTP in between. The loops that keep the layer itself current live here too
 //! ([`loops`]): the RBAC index, the bootstrap roles, and the namespace finalizer.
 //!
 //! This crate knows nothing of HTTP, gRPC or any storage engine: adapters translate their wire
-//! to it and back. Start reading at [`Control`], then [`client::Client`].
+//! to it and back. Start reading at [`ApplicationLayer`], then [`client::Client`].
 
 pub mod binding;
 pub mod client;
@@ -37,7 +37,7 @@ pub fn controller_identity(component: &str) -> Identity {
 }
 
 /// The scheme, the registry with one resource per Kind, and the current RBAC index.
-pub struct Control {
+pub struct ApplicationLayer {
     scheme: Arc<Scheme>,
     registry: Registry,
     resources: HashMap<(String, &'static str, &'static str), Resource>,
@@ -45,22 +45,22 @@ pub struct Control {
     fleet: Arc<placement::FleetIndex>,
 }
 
-impl std::fmt::Debug for Control {
+impl std::fmt::Debug for ApplicationLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Control").field("domain", &self.scheme.domain()).finish_non_exhaustive()
+        f.debug_struct("ApplicationLayer").field("domain", &self.scheme.domain()).finish_non_exhaustive()
     }
 }
 
-impl Control {
+impl ApplicationLayer {
     /// The layer for `scheme` over `registry`. Until the first RBAC index is set only
     /// `system:masters` may do anything.
-    pub fn new(scheme: Arc<Scheme>, registry: Registry) -> Control {
+    pub fn new(scheme: Arc<Scheme>, registry: Registry) -> ApplicationLayer {
         let resources = scheme
             .kinds()
             .iter()
             .map(|kind| ((kind.group.clone(), kind.version, kind.plural), strategy::resource(kind)))
             .collect();
-        Control {
+        ApplicationLayer {
             scheme,
             registry,
             resources,
@@ -70,7 +70,7 @@ impl Control {
     }
 
     /// A client acting as `identity`.
-    pub fn client(self: &Arc<Control>, identity: Identity) -> client::Client {
+    pub fn client(self: &Arc<ApplicationLayer>, identity: Identity) -> client::Client {
         client::Client::new(self.clone(), identity)
     }
 

@@ -2,5 +2,5 @@
 //! The agent and controller binaries call the same entry point from a `supervise` subcommand.
 
 fn main() {
-    std::process::exit(kayra_node::supervise_main(std::env::args().skip(1).collect()));
+    std::process::exit(kayra_runtime::supervise_main(std::env::args().skip(1).collect()));
 }

@@ -8,15 +8,15 @@ use kayra_registry::{Registry, RegistryError, SystemClock, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Map, Value, json};
 
-use crate::Control;
+use crate::ApplicationLayer;
 use crate::client::Client;
 
 const MARK: &str = "fleet.example.com/scheduled-by";
 
-async fn fleet() -> (Arc<Control>, Client) {
+async fn fleet() -> (Arc<ApplicationLayer>, Client) {
     let store = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
-    let control = Arc::new(Control::new(Arc::new(Scheme::new("example.com")), registry));
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
     let client = control.client(crate::controller_identity("scheduler"));
     let namespaces = client.resource("", "namespaces").unwrap();
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a"}});

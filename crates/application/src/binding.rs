@@ -17,7 +17,7 @@ use kayra_authn::Identity;
 use kayra_registry::{Object, Part, RegistryError, Resource, WriteOptions, meta_str};
 use serde_json::{Map, Value, json};
 
-use crate::Control;
+use crate::ApplicationLayer;
 
 /// The reason of the `Scheduled=True` condition a binding sets.
 pub const SCHEDULED: &str = "Scheduled";
@@ -26,7 +26,7 @@ pub const SCHEDULED: &str = "Scheduled";
 /// been authorized for `create` on `applications/binding` or `pods/binding`); answers the
 /// bound Application. A dry run writes nothing.
 pub async fn bind(
-    control: &Control,
+    control: &ApplicationLayer,
     identity: &Identity,
     namespace: &str,
     name: &str,
@@ -157,7 +157,7 @@ fn set_scheduled(application: &mut Object, message: &str, now: &str) {
     }
 }
 
-fn applications(control: &Control) -> Result<Resource, RegistryError> {
+fn applications(control: &ApplicationLayer) -> Result<Resource, RegistryError> {
     control
         .resource_named(&format!("fleet.{}", control.scheme().domain()), "applications")
         .cloned()
