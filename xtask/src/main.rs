@@ -1,11 +1,14 @@
 //! `cargo xtask <task>`: the project's tasks, in Rust so they run wherever cargo does.
 //!
 //! - `ci`: formatting, clippy with warnings denied, every test, cargo-deny (bans, licences,
-//!   sources), tidy (every `.rs` file opens with a `//!` comment) and the boundary check (no
-//!   domain crate depends on an adapter). Green here means green in CI.
+//!   sources), tidy (every `.rs` file opens with a `//!` comment; no library source file over
+//!   800 lines; each binary's `src` within 300 lines; the HTTP adapter names no registry or
+//!   store of its own) and the boundary check (no domain crate depends on an adapter, no crate on
+//!   a binary). Green here means green in CI.
 //!   Tests run under cargo-nextest when it is installed, else under `cargo test`. A test that
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
+//! - `tidy`: the tidy and boundary checks alone.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
 //! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench appset`,
 //!   `bench nodes [--nodes N]`, `bench http`, `bench watch`: the
@@ -42,6 +45,7 @@ fn main() -> ExitCode {
     let result =
         match args.as_slice() {
             ["ci"] => ci(),
+            ["tidy"] => tidy().and_then(|()| boundaries()),
             // The controller's end-to-end tests run the agent binary beside it: build it first,
             // so they never find it missing or run a stale one.
             ["e2e"] => cargo(&["build", "--package", "kayra-agent"])
@@ -66,7 +70,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]"
+                "usage: cargo xtask ci | cargo xtask tidy | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]"
                     .to_owned(),
             ),
         };
@@ -189,24 +193,118 @@ fn deny(skipped: &mut Vec<String>) -> Result<(), String> {
     cargo(&["deny", "--all-features", "check", "bans", "licenses", "sources"])
 }
 
-/// Every Rust file opens with a `//!` comment saying what it owns.
+/// The tidy rules: every Rust file opens with a `//!` comment saying what it owns; no source
+/// file in `crates/` grows past [`MAX_FILE_LINES`] (tests excepted); each binary's `src` stays
+/// within [`MAX_BINARY_LINES`], its assembly living in a library; and the HTTP adapter reaches
+/// the registry only through the application layer's client.
 fn tidy() -> Result<(), String> {
-    let mut missing = Vec::new();
+    let mut problems = Vec::new();
     for dir in ["crates", "bins", "examples", "xtask"] {
         visit(&root().join(dir), &mut |path| {
             if path.extension().is_some_and(|ext| ext == "rs") {
                 let text = std::fs::read_to_string(path).unwrap_or_default();
                 if !text.starts_with("//!") {
-                    missing.push(path.display().to_string());
+                    problems.push(format!("{} has no //! header", relative(path)));
                 }
             }
         });
     }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("files without a //! header:\n  {}", missing.join("\n  ")))
+    problems.extend(long_files());
+    problems.extend(fat_binaries());
+    problems.extend(second_doors());
+    if problems.is_empty() { Ok(()) } else { Err(problems.join("\n  ")) }
+}
+
+/// The most lines a source file of a library crate may have: one a reader holds in one
+/// sitting. Tests (`tests.rs`, `tests/`) are not counted.
+const MAX_FILE_LINES: usize = 800;
+
+/// The most lines a binary's `src` may have in all: `main.rs`, its arguments and configuration,
+/// and nothing else; the assembly lives in `kayra-controlplane` and `kayra-nodeagent`.
+const MAX_BINARY_LINES: usize = 300;
+
+fn is_test(path: &Path) -> bool {
+    path.file_name().is_some_and(|name| name == "tests.rs")
+        || path.components().any(|part| part.as_os_str() == "tests")
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root()).unwrap_or(path).display().to_string()
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+}
+
+fn long_files() -> Vec<String> {
+    let mut long = Vec::new();
+    visit(&root().join("crates"), &mut |path| {
+        if path.extension().is_some_and(|ext| ext == "rs") && !is_test(path) {
+            let count = lines(path);
+            if count > MAX_FILE_LINES {
+                long.push(format!(
+                    "{} has {count} lines, more than {MAX_FILE_LINES}: split it by what it holds",
+                    relative(path)
+                ));
+            }
+        }
+    });
+    long
+}
+
+fn fat_binaries() -> Vec<String> {
+    let mut fat = Vec::new();
+    let Ok(binaries) = std::fs::read_dir(root().join("bins")) else { return fat };
+    for binary in binaries.flatten() {
+        let mut count = 0;
+        visit(&binary.path().join("src"), &mut |path| {
+            if path.extension().is_some_and(|ext| ext == "rs") {
+                count += lines(path);
+            }
+        });
+        if count > MAX_BINARY_LINES {
+            fat.push(format!(
+                "{}/src has {count} lines, more than {MAX_BINARY_LINES}: a binary parses its arguments and calls its library",
+                relative(&binary.path())
+            ));
+        }
     }
+    fat
+}
+
+/// What the HTTP adapter must never name: the registry itself, or a store under it. Its
+/// requests reach the registry only through `kayra_application`'s client, which authorizes and
+/// admits them (the application layer keeps `registry()` to itself; this catches a registry
+/// built beside it).
+const SECOND_DOORS: &[&str] =
+    &["kayra_registry::Registry", "Registry::new", ".registry()", "dyn Store", "kayra_store::mvcc"];
+
+/// Whether `line` names `word` whole: not as the start of a longer identifier
+/// (`kayra_registry::Registry` is not named by `kayra_registry::RegistryError`).
+fn names(line: &str, word: &str) -> bool {
+    line.match_indices(word).any(|(at, _)| {
+        line[at + word.len()..].chars().next().is_none_or(|next| !(next.is_alphanumeric() || next == '_'))
+    })
+}
+
+fn second_doors() -> Vec<String> {
+    let mut doors = Vec::new();
+    visit(&root().join("crates/apiserver/src"), &mut |path| {
+        if path.extension().is_none_or(|ext| ext != "rs") || is_test(path) {
+            return;
+        }
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        for (at, line) in text.lines().enumerate() {
+            if let Some(door) = SECOND_DOORS.iter().find(|door| names(line, door)) {
+                doors.push(format!(
+                    "{}:{}: names `{door}`: the HTTP adapter reaches the registry only through the application layer's client",
+                    relative(path),
+                    at + 1
+                ));
+            }
+        }
+    });
+    doors
 }
 
 fn visit(dir: &Path, found: &mut dyn FnMut(&Path)) {
@@ -263,9 +361,56 @@ fn boundaries() -> Result<(), String> {
         }
     }
     violations.extend(http_stack_users()?);
+    violations.extend(binary_dependents()?);
     violations.sort();
     violations.dedup();
     if violations.is_empty() { Ok(()) } else { Err(violations.join("\n")) }
+}
+
+/// Every member that depends on a binary crate (`bins/*`), in any section: libraries, tests and
+/// benchmarks build what a binary runs from the library it calls (`kayra-controlplane`,
+/// `kayra-nodeagent`), never from the binary.
+fn binary_dependents() -> Result<Vec<String>, String> {
+    let package = |manifest: &str| {
+        manifest.lines().map(str::trim).find_map(|line| {
+            let name = line.strip_prefix("name")?.trim_start().strip_prefix('=')?;
+            Some(name.trim().trim_matches('"').to_owned())
+        })
+    };
+    let mut binaries = Vec::new();
+    for entry in std::fs::read_dir(root().join("bins")).map_err(|error| error.to_string())?.flatten() {
+        if let Some(name) =
+            std::fs::read_to_string(entry.path().join("Cargo.toml")).ok().as_deref().and_then(package)
+        {
+            binaries.push(name);
+        }
+    }
+    let mut violations = Vec::new();
+    for folder in ["crates", "bins", "examples"] {
+        let Ok(members) = std::fs::read_dir(root().join(folder)) else { continue };
+        for entry in members.flatten() {
+            let Ok(manifest) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else { continue };
+            let own = package(&manifest).unwrap_or_default();
+            let mut section = "";
+            for line in manifest.lines().map(str::trim) {
+                if line.starts_with('[') {
+                    section = line;
+                    continue;
+                }
+                let named = line.split(['=', '.', ' ']).next().unwrap_or_default();
+                if section.contains("dependencies")
+                    && named != own
+                    && binaries.iter().any(|binary| binary == named)
+                {
+                    violations.push(format!(
+                        "{folder}/{} depends on the binary crate {named}",
+                        entry.file_name().to_string_lossy()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(violations)
 }
 
 /// Members that may depend on the HTTP server stack directly: the HTTP and gRPC adapters, the

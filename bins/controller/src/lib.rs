@@ -163,6 +163,7 @@ pub async fn open_store(config: &Config) -> anyhow::Result<Arc<dyn Store>> {
 /// the metrics its loops report to.
 pub struct Controller {
     state: Arc<ApiState>,
+    store: Arc<dyn Store>,
     catalog: Arc<kayra_catalog::Catalog>,
     nodes: kayra_nodeserver::NodeServer,
     metrics: kayra_loop::metrics::Metrics,
@@ -193,7 +194,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
     if let Some(dir) = audit_path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let audit = kayra_apiserver::audit::AuditLog::open(&audit_path)
+    let audit = kayra_apiserver::AuditLog::open(&audit_path)
         .with_context(|| format!("cannot open the audit log {}", audit_path.display()))?;
     let namespaces = client.resource("", "namespaces")?;
     // Kayra's own groups cannot be registered, and subscribers live in Kayra's namespaces.
@@ -202,7 +203,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
     reserved_groups.sort();
     reserved_groups.dedup();
     let catalog = Arc::new(kayra_catalog::Catalog::new(
-        store,
+        store.clone(),
         kayra_catalog::Scope {
             root: "/registry/".to_owned(),
             domain: config.domain.clone(),
@@ -230,8 +231,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
     control.set_rbac(patiently("read the RBAC objects", || index.rebuild()).await?);
     // Every resource's watch cache starts now, so a list can always be watched from its revision.
     for resource in control.stored_resources() {
-        patiently(&format!("start watching {}", resource.plural), || control.registry().prime(resource))
-            .await?;
+        patiently(&format!("start watching {}", resource.plural), || control.prime(resource)).await?;
     }
     let mut metrics_registry = prometheus_client::registry::Registry::default();
     let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
@@ -249,7 +249,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
         .with_nodes(nodes.clone())
         .with_metrics(Arc::new(metrics_registry))
         .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
-    Ok(Controller { state: Arc::new(state), catalog, nodes, metrics })
+    Ok(Controller { state: Arc::new(state), store, catalog, nodes, metrics })
 }
 
 /// How long a starting controller keeps trying a store that does not answer (an etcd still
@@ -284,12 +284,12 @@ const LOOP_DRAIN: Duration = Duration::from_secs(10);
 /// The controller's loops, each on the loop runtime; those that write run only while this
 /// replica leads their election, the RBAC index on every replica (each decides its own requests).
 fn loops(config: &Config, controller: &Controller) -> anyhow::Result<Vec<Loop>> {
-    let control = controller.state.control();
+    let control = controller.state.layer();
     let client = |component: &str| control.client(kayra_application::controller_identity(component));
     let candidate = format!("{}-{}", std::process::id(), uuid::Uuid::new_v4());
     let election = |name: &str| {
         Election::new(
-            control.registry().store(),
+            controller.store.clone(),
             format!("/registry/elections/{name}"),
             candidate.clone(),
             ELECTION_TTL,

@@ -5,9 +5,10 @@
 //! readable by every authenticated caller through the bootstrap `system:basic-user` role.
 
 use axum::body::Body;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use kayra_authn::Identity;
+use kayra_api::verb::Verb;
+use kayra_application::permitted::Permitted;
 use kayra_catalog::{Catalog, CatalogError, Stored, Subscription, SyncRequest};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,18 +21,15 @@ use kayra_api::scheme::KindInfo;
 use kayra_registry::Object;
 
 use crate::error::ApiError;
-use crate::handlers::json_response;
+use crate::handlers::respond::json_response;
 use crate::media::{self, Output};
-use crate::routes::CatalogPath;
 use crate::state::ApiState;
 use crate::table;
 
-/// Serves one catalog request.
+/// Serves one catalog request, as its permit allows.
 pub(crate) async fn serve(
     state: &ApiState,
-    identity: &Identity,
-    method: &Method,
-    path: CatalogPath,
+    permitted: &Permitted,
     query: &HashMap<String, String>,
     headers: &HeaderMap,
     body: &[u8],
@@ -40,17 +38,20 @@ pub(crate) async fn serve(
         .catalog
         .as_deref()
         .ok_or_else(|| ApiError::NotFound("this instance serves no API catalog".to_owned()))?;
-    let group = format!("catalog.{}", state.scheme.domain());
-    let kind = state.scheme.find(&group, "v1", path.plural).expect("the scheme serves the catalog's Kinds");
-    let verb = verb(kind, method, &path, query)?;
-    authorize(state, identity, verb, &path)?;
+    let target = permitted.kind_target().filter(|target| target.kind.catalog).ok_or_else(|| {
+        ApiError::Forbidden("the request was not authorized for the API catalog".to_owned())
+    })?;
+    let kind = &target.kind;
     // A dry run the catalog cannot do must not become a real write.
     if query.get("dryRun").is_some_and(|dry_run| !dry_run.is_empty()) {
         return Err(ApiError::BadRequest(
             "dryRun: the API catalog does not support dry runs; send the request without it".to_owned(),
         ));
     }
-    let verb = if verb == "watch" { "list" } else { verb };
+    let verb = match permitted.request().verb {
+        Verb::Watch => Verb::List,
+        verb => verb,
+    };
     let output = media::output(headers).ok_or(ApiError::NotAcceptable)?;
     let list = |kind_name: &str, items: Vec<Value>, revision: u64| match output {
         Output::Table(version) => {
@@ -72,65 +73,65 @@ pub(crate) async fn serve(
         ),
     };
     let api_version = catalog.api_version();
-    let name = path.name.as_deref();
-    match (path.plural, path.namespace.as_deref(), name, path.subresource.as_deref(), verb) {
-        (plural, namespace, None, None, "list") if crate::handlers::watching(query)? => {
+    let name = target.name.as_deref();
+    match (kind.plural, target.namespace.as_deref(), name, target.subresource.as_deref(), verb) {
+        (plural, namespace, None, None, Verb::List) if permitted.request().verb == Verb::Watch => {
             let shared = state.catalog.clone().expect("the catalog is served");
             watch(shared, kind, plural, namespace, query, output).await
         }
-        ("apiregistrations", _, None, None, "list") => {
+        ("apiregistrations", _, None, None, Verb::List) => {
             let (items, revision) = catalog.snapshot("apiregistrations").await?;
             Ok(list("ApiRegistrationList", items, revision))
         }
-        ("apiregistrations", _, None, None, "create") => {
+        ("apiregistrations", _, None, None, Verb::Create) => {
             let registration: kayra_catalog::ApiRegistration = decode_named(body, "name")?;
             let created = catalog.create_registration(registration).await?;
             Ok(one(StatusCode::CREATED, &api_version, "ApiRegistration", &created))
         }
-        ("apiregistrations", _, Some(name), None, "get") => {
+        ("apiregistrations", _, Some(name), None, Verb::Get) => {
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &catalog.registration(name).await?))
         }
-        ("apiregistrations", _, Some(name), None, "update") => {
+        ("apiregistrations", _, Some(name), None, Verb::Update) => {
             let changes: serde_json::Map<String, Value> = decode_named(body, "name")?;
             let updated = catalog.update_registration(name, &changes).await?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &updated))
         }
-        ("apiregistrations", _, Some(name), None, "delete") => {
+        ("apiregistrations", _, Some(name), None, Verb::Delete) => {
             let deleted = catalog.delete_registration(name).await?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &deleted))
         }
-        ("apiregistrations", _, Some(name), Some("sync"), "update") => {
+        ("apiregistrations", _, Some(name), Some("sync"), Verb::Update) => {
             let request: SyncRequest =
                 if body.iter().all(u8::is_ascii_whitespace) { SyncRequest::default() } else { decode(body)? };
             let synced = catalog.sync(name, &request).await?;
             Ok(one(StatusCode::OK, &api_version, "ApiRegistration", &synced))
         }
-        ("apiregistrations", _, Some(name), Some("status"), "get") => {
+        ("apiregistrations", _, Some(name), Some("status"), Verb::Get) => {
             let status = catalog.status(name).await?;
             Ok(json_response(StatusCode::OK, &serde_json::to_value(status).unwrap_or(Value::Null), &[]))
         }
-        ("apiregistrations", _, Some(name), Some("openapi.json"), "get") => openapi(catalog, name).await,
-        ("subscriptions", namespace, None, None, "list") => {
+        ("apiregistrations", _, Some(name), Some("openapi.json"), Verb::Get) => openapi(catalog, name).await,
+        ("subscriptions", namespace, None, None, Verb::List) => {
             let (items, revision) = catalog.snapshot("subscriptions").await?;
             let items = items.into_iter().filter(|item| in_namespace(item, namespace)).collect();
             Ok(list("SubscriptionList", items, revision))
         }
-        ("subscriptions", Some(namespace), None, None, "create") => {
+        ("subscriptions", Some(namespace), None, None, Verb::Create) => {
             let created = catalog.subscribe(namespace, decode_named(body, "api")?).await?;
             Ok(one(StatusCode::CREATED, &api_version, "Subscription", &created))
         }
-        ("subscriptions", Some(namespace), Some(name), None, "get") => Ok(one(
+        ("subscriptions", Some(namespace), Some(name), None, Verb::Get) => Ok(one(
             StatusCode::OK,
             &api_version,
             "Subscription",
             &catalog.subscription(namespace, name).await?,
         )),
-        ("subscriptions", Some(namespace), Some(name), None, "update") => {
+        ("subscriptions", Some(namespace), Some(name), None, Verb::Update) => {
             let body: Subscription = decode(body)?;
             let updated = catalog.set_active(namespace, name, body.active).await?;
             Ok(one(StatusCode::OK, &api_version, "Subscription", &updated))
         }
-        ("subscriptions", Some(namespace), Some(name), None, "delete") => {
+        ("subscriptions", Some(namespace), Some(name), None, Verb::Delete) => {
             let deleted = catalog.unsubscribe(namespace, name).await?;
             Ok(one(StatusCode::OK, &api_version, "Subscription", &deleted))
         }
@@ -316,41 +317,6 @@ fn stream(
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
     response
-}
-
-/// The Kubernetes verb of a catalog request, when what it addresses (a resource, or one of its
-/// subresources) serves that verb as discovery advertises it; 405 otherwise.
-fn verb(
-    kind: &KindInfo,
-    method: &Method,
-    path: &CatalogPath,
-    query: &HashMap<String, String>,
-) -> Result<&'static str, ApiError> {
-    let verb = crate::handlers::verb(method, path.name.is_some(), query)?;
-    let served = match path.subresource.as_deref() {
-        None => kind.verbs,
-        Some(sub) => kind.subresource(sub).map_or(&[][..], |sub| sub.verbs),
-    };
-    if served.contains(&verb) { Ok(verb.as_str()) } else { Err(ApiError::MethodNotAllowed) }
-}
-
-fn authorize(state: &ApiState, identity: &Identity, verb: &str, path: &CatalogPath) -> Result<(), ApiError> {
-    let group = format!("catalog.{}", state.scheme.domain());
-    let resource = match &path.subresource {
-        Some(sub) => format!("{}/{sub}", path.plural),
-        None => path.plural.to_owned(),
-    };
-    let action = kayra_authz::Action::Resource {
-        verb: verb.to_owned(),
-        api: group.clone(),
-        resource: resource.clone(),
-        namespace: path.namespace.clone(),
-        name: path.name.clone(),
-    };
-    if state.allows(identity, &action) {
-        return Ok(());
-    }
-    Err(ApiError::Forbidden(action.refusal(&identity.user)))
 }
 
 /// A stored document, byte for byte.

@@ -35,6 +35,8 @@ pub enum ApiError {
     Unavailable(String),
     /// A server fault; logged, never shown.
     Internal(String),
+    /// A refusal an earlier layer decided, answered where refusals are answered.
+    Refused(std::sync::Arc<ApiError>),
 }
 
 impl From<RegistryError> for ApiError {
@@ -66,6 +68,7 @@ impl ApiError {
     pub fn to_status(&self) -> (StatusCode, Value) {
         use RegistryError as R;
         let (code, reason, message, details) = match self {
+            ApiError::Refused(refusal) => return refusal.to_status(),
             ApiError::NotFound(message) => (StatusCode::NOT_FOUND, "NotFound", message.clone(), Some(json!({}))),
             ApiError::MethodNotAllowed => (
                 StatusCode::METHOD_NOT_ALLOWED,

@@ -3,11 +3,56 @@
 //! is a subresource; `/api/v1/namespaces/x/events` a collection), and because non-canonical
 //! paths must be refused before anything else looks at them.
 
+use std::collections::HashMap;
+
+use axum::http::{Method, Uri};
 use kayra_api::scheme::{KindInfo, Scheme};
+use kayra_api::verb::Verb;
+
+use crate::error::ApiError;
+
+/// A request's query parameters.
+pub(crate) type Query = HashMap<String, String>;
+
+/// A routed request's query parameters, in its extensions.
+#[derive(Debug, Clone)]
+pub(crate) struct QueryParameters(pub(crate) Query);
+
+/// The query of `uri`; a malformed one is refused.
+pub(crate) fn query(uri: &Uri) -> Result<Query, ApiError> {
+    let Some(text) = uri.query() else { return Ok(Query::new()) };
+    axum::extract::Query::<Query>::try_from_uri(uri)
+        .map(|query| query.0)
+        .map_err(|_| ApiError::BadRequest(format!("malformed query {text:?}")))
+}
+
+/// Whether a list asks to watch: `watch` takes every spelling of a Go boolean.
+pub(crate) fn watching(query: &Query) -> Result<bool, ApiError> {
+    match query.get("watch").map(String::as_str) {
+        None | Some("" | "0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+        Some(other) => Err(ApiError::BadRequest(format!("watch: {other:?} is not a boolean"))),
+    }
+}
+
+/// The Kubernetes verb of a request on a collection, or on one object when `named`.
+pub(crate) fn verb(method: &Method, named: bool, query: &Query) -> Result<Verb, ApiError> {
+    Ok(match (method, named) {
+        (&Method::GET, false) if watching(query)? => Verb::Watch,
+        (&Method::GET, false) => Verb::List,
+        (&Method::GET, true) => Verb::Get,
+        (&Method::POST, false) => Verb::Create,
+        (&Method::PUT, true) => Verb::Update,
+        (&Method::PATCH, true) => Verb::Patch,
+        (&Method::DELETE, true) => Verb::Delete,
+        (&Method::DELETE, false) => Verb::DeleteCollection,
+        _ => return Err(ApiError::MethodNotAllowed),
+    })
+}
 
 /// What a request path addresses.
-#[derive(Debug)]
-pub(crate) enum Target<'a> {
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
     /// `/version`.
     Version,
     /// `/metrics`: the process's metrics in the Prometheus text format.
@@ -27,7 +72,7 @@ pub(crate) enum Target<'a> {
     /// `/openapi/v3/<api/v1 | apis/<g>/<v>>`.
     OpenApi(String, String),
     /// A resource: a collection, an object, or an object's subresource.
-    Resource(ResourcePath<'a>),
+    Resource(Box<ResourcePath>),
     /// The API catalog: `catalog.<domain>/v1` registrations and subscriptions.
     Catalog(CatalogPath),
     /// `POST /apis/authorization.<domain>/v1/check`: an RBAC decision for an app.
@@ -35,7 +80,7 @@ pub(crate) enum Target<'a> {
 }
 
 /// A path in the API catalog.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CatalogPath {
     /// `apiregistrations` or `subscriptions`.
     pub(crate) plural: &'static str,
@@ -48,10 +93,10 @@ pub(crate) struct CatalogPath {
 }
 
 /// A path to resources of one Kind.
-#[derive(Debug)]
-pub(crate) struct ResourcePath<'a> {
+#[derive(Debug, Clone)]
+pub(crate) struct ResourcePath {
     /// The Kind.
-    pub(crate) kind: &'a KindInfo,
+    pub(crate) kind: KindInfo,
     /// The namespace, for namespaced paths.
     pub(crate) namespace: Option<String>,
     /// The object's name; `None` addresses the collection.
@@ -70,7 +115,7 @@ pub(crate) enum PathError {
 }
 
 /// Parses a path against the scheme.
-pub(crate) fn parse<'a>(scheme: &'a Scheme, path: &str) -> Result<Target<'a>, PathError> {
+pub(crate) fn parse(scheme: &Scheme, path: &str) -> Result<Target, PathError> {
     if path.contains('%') || !path.starts_with('/') {
         return Err(PathError::NonCanonical);
     }
@@ -112,7 +157,7 @@ pub(crate) fn parse<'a>(scheme: &'a Scheme, path: &str) -> Result<Target<'a>, Pa
     }
 }
 
-fn catalog<'a>(rest: &[&str]) -> Result<Target<'a>, PathError> {
+fn catalog(rest: &[&str]) -> Result<Target, PathError> {
     let owned = |s: &&str| Some((*s).to_owned());
     let path = |plural, namespace: Option<String>, name: Option<String>, subresource: Option<String>| {
         Ok(Target::Catalog(CatalogPath { plural, namespace, name, subresource }))
@@ -140,12 +185,7 @@ fn served(scheme: &Scheme, group: &str, version: &str) -> Result<(), PathError> 
     }
 }
 
-fn resource<'a>(
-    scheme: &'a Scheme,
-    group: &str,
-    version: &str,
-    rest: &[&str],
-) -> Result<Target<'a>, PathError> {
+fn resource(scheme: &Scheme, group: &str, version: &str, rest: &[&str]) -> Result<Target, PathError> {
     let find = |plural: &str| scheme.find(group, version, plural);
     let owned = |s: &&str| (*s).to_owned();
     // `namespaces/<ns>/<plural>...` when <plural> is a namespaced resource of this group-version.
@@ -158,12 +198,12 @@ fn resource<'a>(
             [name, sub] => (Some(owned(name)), Some(owned(sub))),
             _ => return Err(PathError::NotFound),
         };
-        return Ok(Target::Resource(ResourcePath {
-            kind,
+        return Ok(Target::Resource(Box::new(ResourcePath {
+            kind: kind.clone(),
             namespace: Some(owned(namespace)),
             name,
             subresource,
-        }));
+        })));
     }
     let (plural, name, subresource) = match rest {
         [plural] => (*plural, None, None),
@@ -175,7 +215,7 @@ fn resource<'a>(
     if kind.namespaced && name.is_some() {
         return Err(PathError::NotFound);
     }
-    Ok(Target::Resource(ResourcePath { kind, namespace: None, name, subresource }))
+    Ok(Target::Resource(Box::new(ResourcePath { kind: kind.clone(), namespace: None, name, subresource })))
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ fn router(dir: &std::path::Path) -> axum::Router {
     );
     let scheme = Arc::new(kayra_api::scheme::Scheme::new("example.com"));
     let registry = kayra_registry::Registry::new(store, Arc::new(kayra_registry::SystemClock), "/registry/");
-    let audit = crate::audit::AuditLog::open(&dir.join("audit.log")).expect("the audit log opens");
+    let audit = crate::AuditLog::open(&dir.join("audit.log")).expect("the audit log opens");
     let control = Arc::new(kayra_application::ApplicationLayer::new(scheme, registry));
     let state = ApiState::new(control, Arc::new(kayra_authn::TokenFile::none()), "here".to_owned())
         .with_audit_log(audit);
@@ -153,19 +153,4 @@ async fn the_legacy_orphan_dependents_option_is_a_propagation_policy_and_may_not
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["metadata"]["finalizers"], serde_json::json!(["orphan"]), "{body}");
     assert!(body["metadata"]["deletionTimestamp"].is_string(), "{body}");
-}
-
-#[test]
-fn a_list_selecting_one_metadata_name_is_authorized_as_a_request_for_that_name() {
-    let check = |selector: &str, expected: Option<&str>| {
-        assert_eq!(crate::handlers::selected_name(selector).as_deref(), expected, "{selector:?}");
-    };
-    check("metadata.name=n1", Some("n1"));
-    check("metadata.name==n1", Some("n1"));
-    check("spec.unschedulable=false,metadata.name=n1", Some("n1"));
-    check("metadata.name!=n1", None);
-    check("metadata.name=", None);
-    check("metadata.namespace=n1", None);
-    check("spec.nodeName=n1", None);
-    check("", None);
 }

@@ -14,7 +14,7 @@
 
 use kayra_api::validation::FieldError;
 use kayra_authn::Identity;
-use kayra_registry::{Object, Part, RegistryError, Resource, WriteOptions, meta_str};
+use kayra_registry::{Object, Part, RegistryError, Resource, meta_str};
 use serde_json::{Map, Value, json};
 
 use crate::ApplicationLayer;
@@ -38,8 +38,7 @@ pub async fn bind(
     let annotations = binding.pointer("/metadata/annotations").and_then(Value::as_object).cloned();
     let uid = binding.pointer("/metadata/uid").and_then(Value::as_str).filter(|uid| !uid.is_empty());
     let version = binding.pointer("/metadata/resourceVersion").and_then(Value::as_str);
-    control.placement_current(&applications, Part::Binding, None).await;
-    let options = WriteOptions { dry_run, part: Part::Binding, admission: Some(control.admission(identity)) };
+    let options = control.write_options(identity, &applications, Part::Binding, None, dry_run).await;
     let conflict = |message: String| RegistryError::Conflict {
         resource: applications.qualified(),
         name: name.to_owned(),

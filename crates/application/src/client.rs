@@ -1,30 +1,42 @@
-//! The in-process client: how loops and the node session read and write, under an explicit
-//! identity, through the same authorization and admission as an HTTP request, without HTTP.
+//! The client: how every caller acts on the application layer, as one identity. It
+//! [`authorize`](Client::authorize)s a request and answers what the caller may then do (a
+//! [`Permitted`]); its typed conveniences, for loops and the node session, authorize and act in
+//! one call, through the same operations an HTTP request of that identity reaches.
 
 use std::sync::Arc;
 
+use kayra_api::scheme::KindInfo;
+use kayra_api::verb::Verb;
 use kayra_authn::Identity;
-use kayra_authz::Action;
 use kayra_registry::{
-    DeleteOptions, Deleted, List, ListOptions, Object, Part, PatchKind, RegistryError, Resource,
-    WatchOptions, WatchStream, WriteOptions,
+    Deleted, List, ListOptions, Object, PatchKind, RegistryError, Resource, WatchOptions, WatchStream,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::ApplicationLayer;
+use crate::authorization::Request;
+use crate::options::{DeleteRequest, FieldValidation, WriteRequest};
+use crate::permitted::Permitted;
+use crate::permitted::read::Watch;
+use crate::permitted::write::Body;
 
 /// A client of the application layer acting as one identity. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Client {
-    control: Arc<ApplicationLayer>,
+    layer: Arc<ApplicationLayer>,
     identity: Identity,
 }
 
+/// What the conveniences ask of a write: the control plane writes its Kinds' own shapes, so
+/// there are no unknown fields to look for.
+const TYPED: WriteRequest =
+    WriteRequest { dry_run: false, field_validation: FieldValidation::Ignore, field_manager: None };
+
 impl Client {
-    pub(crate) fn new(control: Arc<ApplicationLayer>, identity: Identity) -> Client {
-        Client { control, identity }
+    pub(crate) fn new(layer: Arc<ApplicationLayer>, identity: Identity) -> Client {
+        Client { layer, identity }
     }
 
     /// Who this client acts as.
@@ -33,45 +45,44 @@ impl Client {
     }
 
     /// The layer this client acts on.
-    pub fn control(&self) -> &Arc<ApplicationLayer> {
-        &self.control
+    pub fn layer(&self) -> &Arc<ApplicationLayer> {
+        &self.layer
     }
 
-    /// The resource `plural` of `group` (empty for core), or `NotFound`.
+    /// Decides `request` for this client's identity: what it may then do, or `Forbidden`
+    /// naming what was refused.
+    pub fn authorize(&self, request: Request) -> Result<Permitted, RegistryError> {
+        let scope = self.layer.authorize(&self.identity, &request)?;
+        Ok(Permitted::new(self.clone(), request, scope))
+    }
+
+    /// The resource `plural` of `group` (empty for core), or `BadRequest`.
     pub fn resource(&self, group: &str, plural: &str) -> Result<Resource, RegistryError> {
-        self.control.resource_named(group, plural).cloned().ok_or_else(|| {
+        self.layer.resource_named(group, plural).cloned().ok_or_else(|| {
             RegistryError::BadRequest(format!("the server does not serve {plural} in group {group:?}"))
         })
     }
 
-    fn authorize(
+    /// A request of `verb` on `resource`'s objects.
+    fn request(
         &self,
-        verb: &str,
+        verb: Verb,
         resource: &Resource,
-        subresource: Option<&str>,
         namespace: Option<&str>,
         name: Option<&str>,
-    ) -> Result<(), RegistryError> {
-        let plural = match subresource {
-            Some(subresource) => format!("{}/{subresource}", resource.plural),
-            None => resource.plural.clone(),
-        };
-        let action = Action::Resource {
-            verb: verb.to_owned(),
-            api: resource.group.clone(),
-            resource: plural,
-            namespace: namespace.filter(|_| resource.namespaced).map(str::to_owned),
-            name: name.map(str::to_owned),
-        };
-        if self.control.allows(&self.identity, &action) {
-            return Ok(());
-        }
-        Err(RegistryError::Forbidden(action.refusal(&self.identity.user)))
+    ) -> Result<Request, RegistryError> {
+        Ok(Request::kind(verb, self.kind(resource)?, namespace, name))
     }
 
-    async fn write_options(&self, resource: &Resource, part: Part, object: Option<&Value>) -> WriteOptions {
-        self.control.placement_current(resource, part, object).await;
-        WriteOptions { dry_run: false, part, admission: Some(self.control.admission(&self.identity)) }
+    fn kind(&self, resource: &Resource) -> Result<KindInfo, RegistryError> {
+        self.layer.scheme().find(&resource.group, &resource.version, &resource.plural).cloned().ok_or_else(
+            || {
+                RegistryError::BadRequest(format!(
+                    "the server does not serve {} in group {:?}",
+                    resource.plural, resource.group
+                ))
+            },
+        )
     }
 
     /// One object.
@@ -81,8 +92,7 @@ impl Client {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Object, RegistryError> {
-        self.authorize("get", resource, None, namespace, Some(name))?;
-        self.control.registry().get(resource, namespace, name).await
+        self.authorize(self.request(Verb::Get, resource, namespace, Some(name))?)?.get(None).await
     }
 
     /// One object, decoded into its Kind.
@@ -102,8 +112,8 @@ impl Client {
         namespace: Option<&str>,
         options: &ListOptions,
     ) -> Result<List, RegistryError> {
-        self.authorize("list", resource, None, namespace, None)?;
-        self.control.registry().list(resource, namespace, options).await
+        let request = self.request(Verb::List, resource, namespace, None)?;
+        self.authorize(request.field_selector(options.field_selector.as_deref()))?.list(options).await
     }
 
     /// Every object, page after page.
@@ -122,10 +132,11 @@ impl Client {
         resource: &Resource,
         namespace: Option<&str>,
     ) -> Result<(u64, Vec<Object>), RegistryError> {
+        let permitted = self.authorize(self.request(Verb::List, resource, namespace, None)?)?;
         let (mut revision, mut objects) = (None, Vec::new());
         let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
         loop {
-            let page = self.list(resource, namespace, &options).await?;
+            let page = permitted.list(&options).await?;
             revision.get_or_insert_with(|| page.resource_version.parse().unwrap_or_default());
             objects.extend(page.items);
             match page.continue_token {
@@ -150,8 +161,15 @@ impl Client {
         resource: &Resource,
         options: &WatchOptions,
     ) -> Result<WatchStream, RegistryError> {
-        self.authorize("watch", resource, None, options.namespace.as_deref(), None)?;
-        self.control.registry().watch(resource, options).await
+        let request = self.request(Verb::Watch, resource, options.namespace.as_deref(), None)?;
+        let permitted = self.authorize(request.field_selector(options.field_selector.as_deref()))?;
+        match permitted.watch(options).await? {
+            Watch::Objects(stream) => Ok(stream),
+            Watch::View { .. } => Err(RegistryError::BadRequest(format!(
+                "{} are a view; watch what they view instead",
+                resource.plural
+            ))),
+        }
     }
 
     /// Creates an object in `namespace`.
@@ -161,10 +179,8 @@ impl Client {
         namespace: Option<&str>,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        self.authorize("create", resource, None, namespace, None)?;
-        let body = encode(object)?;
-        let options = self.write_options(resource, Part::Main, Some(&body)).await;
-        self.control.registry().create(resource, namespace, body, options).await
+        let permitted = self.authorize(self.request(Verb::Create, resource, namespace, None)?)?;
+        Ok(permitted.create_body(encode(object)?, &TYPED, Body::Typed).await?.object)
     }
 
     /// Replaces an object (everything but its status); `metadata.resourceVersion`, when set,
@@ -176,7 +192,7 @@ impl Client {
         name: &str,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        self.replace(resource, namespace, name, Part::Main, object).await
+        self.replace(resource, namespace, name, None, object).await
     }
 
     /// Replaces an object's status through its `status` subresource.
@@ -187,7 +203,7 @@ impl Client {
         name: &str,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        self.replace(resource, namespace, name, Part::Status, object).await
+        self.replace(resource, namespace, name, Some("status"), object).await
     }
 
     /// Replaces a certificate request's decision through its `approval` subresource: only
@@ -198,28 +214,24 @@ impl Client {
         name: &str,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        self.replace(resource, None, name, Part::Approval, object).await
+        self.replace(resource, None, name, Some("approval"), object).await
     }
 
-    /// Replaces `part` of an object, authorized as `update` of that part.
+    /// Replaces an object, or the part of it `subresource` writes, authorized as `update` of
+    /// that subresource.
     async fn replace(
         &self,
         resource: &Resource,
         namespace: Option<&str>,
         name: &str,
-        part: Part,
+        subresource: Option<&str>,
         object: impl Serialize,
     ) -> Result<Object, RegistryError> {
-        let subresource = match part {
-            Part::Main => None,
-            Part::Status => Some("status"),
-            Part::Approval => Some("approval"),
-            Part::Binding => Some("binding"),
-        };
-        self.authorize("update", resource, subresource, namespace, Some(name))?;
-        let body = encode(object)?;
-        let options = self.write_options(resource, part, Some(&body)).await;
-        self.control.registry().update(resource, namespace, name, body, options).await
+        let mut request = self.request(Verb::Update, resource, namespace, Some(name))?;
+        if let Some(subresource) = subresource {
+            request = request.subresource(subresource);
+        }
+        Ok(self.authorize(request)?.update_body(encode(object)?, &TYPED, Body::Typed).await?.object)
     }
 
     /// Binds an Application to a Node through its `binding` subresource (authorized as
@@ -227,9 +239,10 @@ impl Client {
     /// condition `Scheduled=True` in one write; answers the bound Application.
     pub async fn bind(&self, namespace: &str, name: &str, binding: &Value) -> Result<Object, RegistryError> {
         let applications =
-            self.resource(&format!("fleet.{}", self.control.scheme().domain()), "applications")?;
-        self.authorize("create", &applications, Some("binding"), Some(namespace), Some(name))?;
-        crate::binding::bind(&self.control, &self.identity, namespace, name, binding, false).await
+            self.resource(&format!("fleet.{}", self.layer.scheme().domain()), "applications")?;
+        let request =
+            self.request(Verb::Create, &applications, Some(namespace), Some(name))?.subresource("binding");
+        self.authorize(request)?.bind(binding, false).await
     }
 
     /// Patches an object.
@@ -241,19 +254,9 @@ impl Client {
         kind: PatchKind,
         patch: &Value,
     ) -> Result<Object, RegistryError> {
-        self.authorize("patch", resource, None, namespace, Some(name))?;
+        let permitted = self.authorize(self.request(Verb::Patch, resource, namespace, Some(name))?)?;
         let bytes = serde_json::to_vec(patch).expect("JSON values serialise");
-        self.control
-            .registry()
-            .patch(
-                resource,
-                namespace,
-                name,
-                kind,
-                &bytes,
-                self.write_options(resource, Part::Main, None).await,
-            )
-            .await
+        Ok(permitted.patch(kind, &bytes, &TYPED).await?.object)
     }
 
     /// Deletes an object.
@@ -262,13 +265,9 @@ impl Client {
         resource: &Resource,
         namespace: Option<&str>,
         name: &str,
-        options: &DeleteOptions,
+        options: &DeleteRequest,
     ) -> Result<Deleted, RegistryError> {
-        self.authorize("delete", resource, None, namespace, Some(name))?;
-        self.control.references_current(resource).await;
-        let options =
-            DeleteOptions { admission: Some(self.control.admission(&self.identity)), ..options.clone() };
-        self.control.registry().delete(resource, namespace, name, &options).await
+        self.authorize(self.request(Verb::Delete, resource, namespace, Some(name))?)?.delete(options).await
     }
 }
 

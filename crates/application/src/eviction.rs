@@ -64,7 +64,7 @@ pub async fn unbind(
     from: Option<&str>,
     dry_run: bool,
 ) -> Result<Unbinding, RegistryError> {
-    let domain = client.control().scheme().domain().to_owned();
+    let domain = client.layer().scheme().domain().to_owned();
     let annotation = scheduled_by_annotation(&domain);
     let mut attempt = 0;
     loop {

@@ -1,22 +1,31 @@
 //! The application layer: the scheme, the registry, the admission chain and the authorizer,
-//! which every caller goes through — the REST adapter, the node session, and the loops.
+//! behind one door that every caller goes through — the REST adapter, the catalog's HTTP
+//! surface, the node session, and the loops.
 //!
-//! [`ApplicationLayer`] holds them; [`client::Client`] is how a loop or the node session acts: a typed
-//! in-process client (get, list, watch, create, update, status, patch, delete) under an explicit
-//! identity, authorized and admitted exactly as an HTTP request of that identity would be, with
-//! no HTTP in between. The loops that keep the layer itself current live here too
-//! ([`loops`]): the RBAC index, the bootstrap roles, and the namespace finalizer.
+//! [`ApplicationLayer`] holds them. [`client::Client`] acts as one identity: its
+//! [`authorize`](client::Client::authorize) decides a [`authorization::Request`] (in the one
+//! authorization function, [`authorization`]) and answers a [`permitted::Permitted`], whose
+//! operations — reads, writes, subresources, reviews — are the only way to the registry, each
+//! admitted as that identity. The client's typed conveniences (get, list, watch, create, update,
+//! status, patch, delete) authorize and act in one call, for loops. The loops that keep the layer
+//! itself current live here too ([`loops`]): the RBAC index, the bootstrap roles, and the
+//! namespace finalizer.
 //!
 //! This crate knows nothing of HTTP, gRPC or any storage engine: adapters translate their wire
-//! to it and back. Start reading at [`ApplicationLayer`], then [`client::Client`].
+//! to it and back. Start reading at [`ApplicationLayer`], then [`client::Client`] and
+//! [`permitted::Permitted`].
 
+pub mod authorization;
 pub mod binding;
 pub mod client;
 pub mod events;
 pub mod eviction;
 pub mod feed;
 pub mod loops;
+pub mod options;
+pub mod permitted;
 pub mod placement;
+pub mod reviews;
 pub mod scale;
 mod strategy;
 
@@ -26,7 +35,7 @@ use std::sync::{Arc, RwLock};
 use kayra_api::scheme::{KindInfo, Scheme};
 use kayra_authn::Identity;
 use kayra_authz::{Action, Caller, Rbac};
-use kayra_registry::{Admission, Registry, Resource};
+use kayra_registry::{Admission, DeleteOptions, Part, Registry, RegistryError, Resource, WriteOptions};
 use serde_json::Value;
 
 /// The identity the controller's own loops act under. It is in `system:masters`: the loops are
@@ -84,9 +93,17 @@ impl ApplicationLayer {
         self.scheme.clone()
     }
 
-    /// The registry.
-    pub fn registry(&self) -> &Registry {
+    /// The registry: reached only from inside this crate, by a [`permitted::Permitted`]'s
+    /// operations and the layer's own housekeeping.
+    pub(crate) fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// Starts every stored resource's watch cache now, so that any list read afterwards can be
+    /// watched from its revision (a cache started later begins at its own first list). Servers
+    /// prime every resource when they start.
+    pub async fn prime(&self, resource: &Resource) -> Result<(), RegistryError> {
+        self.registry.prime(resource).await
     }
 
     /// The registry resource serving a Kind of the scheme.
@@ -128,12 +145,48 @@ impl ApplicationLayer {
             .for_caller(caller(identity))
     }
 
+    /// The options of a write of `part` of a `resource` object by `identity`: always admitted
+    /// by its admission chain, once the fleet index holds what placement admission decides on
+    /// (see [`ApplicationLayer::placement_current`]). Every write this layer makes for a caller
+    /// is built here.
+    pub(crate) async fn write_options(
+        &self,
+        identity: &Identity,
+        resource: &Resource,
+        part: Part,
+        object: Option<&Value>,
+        dry_run: bool,
+    ) -> WriteOptions {
+        self.placement_current(resource, part, object).await;
+        WriteOptions { dry_run, part, admission: Some(self.admission(identity)) }
+    }
+
+    /// The options of a delete of a `resource` object by `identity`, as `request` asks it:
+    /// always admitted by its admission chain, once the fleet index holds what deletion
+    /// protection decides on (see [`ApplicationLayer::references_current`]).
+    pub(crate) async fn delete_options(
+        &self,
+        identity: &Identity,
+        resource: &Resource,
+        request: &options::DeleteRequest,
+    ) -> DeleteOptions {
+        self.references_current(resource).await;
+        DeleteOptions {
+            uid: request.uid.clone(),
+            resource_version: request.resource_version.clone(),
+            propagation_policy: request.propagation_policy.clone(),
+            grace_period_seconds: request.grace_period_seconds,
+            dry_run: request.dry_run,
+            admission: Some(self.admission(identity)),
+        }
+    }
+
     /// Before a write of `part` of a `resource` object is admitted: when placement admission
     /// decides it (an Application's binding), waits until the fleet index holds every write
     /// made so far. `object` is the whole object a create or replace stores (`None` for a
     /// patch, whose result is not known yet): one that names no node binds nothing, so it
     /// goes straight on, as does every other write.
-    pub async fn placement_current(
+    pub(crate) async fn placement_current(
         &self,
         resource: &Resource,
         part: kayra_registry::Part,
@@ -162,7 +215,7 @@ impl ApplicationLayer {
     /// Before a delete of a `resource` object is admitted: when deletion protection decides it
     /// (a Service or Secret that Applications may name), waits until the fleet index holds
     /// every write made so far, so an Application created just before holds what it names.
-    pub async fn references_current(&self, resource: &Resource) {
+    pub(crate) async fn references_current(&self, resource: &Resource) {
         let fleet = format!("fleet.{}", self.scheme.domain());
         let (Some(applications), Some(nodes)) =
             (self.resource_named(&fleet, "applications"), self.resource_named("", "nodes"))

@@ -14,10 +14,11 @@ use std::time::Duration;
 use kayra_api::kinds::applicationset::{ApplicationSet, OWNER_KIND, component_label, set_label};
 use kayra_application::client::Client;
 use kayra_application::feed::{FollowFeed, Follower};
+use kayra_application::options::DeleteRequest;
 use kayra_loop::runtime::Loop;
 use kayra_loop::source::Item;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{DeleteOptions, Deleted, Object, RegistryError, Resource, WatchEvent, meta_str};
+use kayra_registry::{Deleted, Object, RegistryError, Resource, WatchEvent, meta_str};
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -222,7 +223,7 @@ fn keep_newer(map: &mut HashMap<String, Arc<Object>>, id: String, object: Arc<Ob
 impl SetLoop {
     /// The loop, acting as `client`.
     pub fn new(client: Client) -> Result<SetLoop, RegistryError> {
-        let domain = client.control().scheme().domain().to_owned();
+        let domain = client.layer().scheme().domain().to_owned();
         let fleet = format!("fleet.{domain}");
         Ok(SetLoop {
             inner: Arc::new(Inner {
@@ -508,7 +509,7 @@ impl SetLoop {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<(), RegistryError> {
-        match self.inner.client.delete(resource, namespace, name, &DeleteOptions::default()).await? {
+        match self.inner.client.delete(resource, namespace, name, &DeleteRequest::default()).await? {
             Deleted::Gone(object) => self.cache().remove(collection, &object),
             Deleted::Pending(object) => {
                 self.cache().put(collection, Arc::new(object));

@@ -236,7 +236,7 @@ async fn placements(
     let watching = WatchOptions { namespace: Some(namespace.into()), ..WatchOptions::default() };
     let mut watch = client.watch(applications, &watching).await.map_err(|e| e.to_string())?;
     let scheduler = kayra_scheduler::Scheduler::new(
-        kayra_application::controller_identity("scheduler").pipe(|id| client.control().client(id)),
+        kayra_application::controller_identity("scheduler").pipe(|id| client.layer().client(id)),
         kayra_scheduler::Policy::Spread,
     )
     .map_err(|e| e.to_string())?;

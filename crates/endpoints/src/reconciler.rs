@@ -41,7 +41,7 @@ impl EndpointsReconciler {
     /// The loop's rules, acting as `client` (which must read Services, Applications and Nodes
     /// and write `services/status`).
     pub fn new(client: Client) -> Result<EndpointsReconciler, RegistryError> {
-        let fleet = format!("fleet.{}", client.control().scheme().domain());
+        let fleet = format!("fleet.{}", client.layer().scheme().domain());
         Ok(EndpointsReconciler {
             services: client.resource(&fleet, "services")?,
             applications: client.resource(&fleet, "applications")?,

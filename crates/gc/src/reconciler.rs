@@ -6,9 +6,10 @@ use std::time::Duration;
 use kayra_api::kinds::applicationset::{OWNER_KIND, component_label, set_label, spec_hash_annotation};
 use kayra_application::client::Client;
 use kayra_application::feed::{ResourceFeed, controller_owner};
+use kayra_application::options::DeleteRequest;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{DeleteOptions, Object, PatchKind, RegistryError, Resource, finalizers, meta_str};
+use kayra_registry::{Object, PatchKind, RegistryError, Resource, finalizers, meta_str};
 use serde_json::{Value, json};
 
 use crate::decision::{Dependent, DependentKind, Owner, Step, decide};
@@ -45,7 +46,7 @@ impl GarbageCollector {
     /// The collector, acting as `client` (which must read sets, and read, delete and patch
     /// sets, Applications and Services).
     pub fn new(client: Client) -> Result<GarbageCollector, RegistryError> {
-        let domain = client.control().scheme().domain().to_owned();
+        let domain = client.layer().scheme().domain().to_owned();
         let fleet = format!("fleet.{domain}");
         Ok(GarbageCollector {
             sets: client.resource(&fleet, "applicationsets")?,
@@ -110,10 +111,10 @@ impl GarbageCollector {
         name: &str,
         uid: &str,
     ) -> Result<bool, RegistryError> {
-        let options = DeleteOptions {
+        let options = DeleteRequest {
             uid: Some(uid.to_owned()),
             propagation_policy: Some("Background".to_owned()),
-            ..DeleteOptions::default()
+            ..DeleteRequest::default()
         };
         match self.client.delete(self.resource(kind), key.namespace(), name, &options).await {
             Ok(_) => {

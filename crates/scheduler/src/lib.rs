@@ -141,7 +141,7 @@ impl Scheduler {
     /// framework's own bind plugins.
     pub fn with_framework(client: Client, framework: Framework) -> Result<Scheduler, RegistryError> {
         let framework = framework.with_bind(plugins::default_binder::DefaultBinder::new(client.clone()));
-        let domain = client.control().scheme().domain().to_owned();
+        let domain = client.layer().scheme().domain().to_owned();
         let applications = client.resource(&format!("fleet.{domain}"), "applications")?;
         let nodes = client.resource("", "nodes")?;
         let recorder = Recorder::new(client.clone(), "kayra-scheduler");

@@ -182,7 +182,7 @@ pub struct BootstrapReconciler {
 impl BootstrapReconciler {
     /// The reconciler, writing as `client`.
     pub fn new(client: Client) -> BootstrapReconciler {
-        let domain = client.control().scheme().domain().to_owned();
+        let domain = client.layer().scheme().domain().to_owned();
         let (roles, bindings) = defaults(&domain);
         BootstrapReconciler { client, group: format!("authorization.{domain}"), roles, bindings }
     }

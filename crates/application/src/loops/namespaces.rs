@@ -46,7 +46,7 @@ impl FinalizerReconciler {
         others: Vec<Arc<dyn NamespaceContent>>,
     ) -> Result<FinalizerReconciler, RegistryError> {
         let namespaces = client.resource("", "namespaces")?;
-        let control = client.control().clone();
+        let control = client.layer().clone();
         let contents = control.stored_resources().filter(|resource| resource.namespaced).cloned().collect();
         Ok(FinalizerReconciler { client, namespaces, contents, others })
     }
@@ -73,12 +73,8 @@ impl Reconciler for FinalizerReconciler {
         for other in &self.others {
             other.remove_all(name).await?;
         }
-        let gone = self
-            .client
-            .control()
-            .registry()
-            .finalize_namespace(&self.namespaces, &self.contents, name)
-            .await?;
+        let gone =
+            self.client.layer().registry().finalize_namespace(&self.namespaces, &self.contents, name).await?;
         // Objects with finalizers of their own are waited for; their changes do not wake this
         // loop, so it looks again shortly.
         Ok(if gone { Action::AwaitChange } else { Action::RequeueAfter(EMPTYING) })

@@ -29,7 +29,7 @@ pub struct IndexReconciler {
 impl IndexReconciler {
     /// The reconciler, reading as `client`.
     pub fn new(client: Client) -> Result<IndexReconciler, RegistryError> {
-        let group = format!("authorization.{}", client.control().scheme().domain());
+        let group = format!("authorization.{}", client.layer().scheme().domain());
         let resources = [
             client.resource(&group, "clusterroles")?,
             client.resource(&group, "roles")?,
@@ -77,7 +77,7 @@ impl IndexReconciler {
 impl Reconciler for IndexReconciler {
     async fn reconcile(&self, _key: &Key) -> Result<Action, ReconcileError> {
         let rbac = self.rebuild().await?;
-        self.client.control().set_rbac(rbac);
+        self.client.layer().set_rbac(rbac);
         Ok(Action::AwaitChange)
     }
 }

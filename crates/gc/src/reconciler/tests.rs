@@ -6,8 +6,9 @@ use std::sync::Arc;
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
 use kayra_application::client::Client;
+use kayra_application::options::DeleteRequest;
 use kayra_loop::{Key, Reconciler};
-use kayra_registry::{DeleteOptions, Deleted, Registry, RegistryError, SystemClock, meta_str};
+use kayra_registry::{Deleted, Registry, RegistryError, SystemClock, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
@@ -80,7 +81,7 @@ impl World {
     async fn delete_set(&self, name: &str, policy: &str) -> Deleted {
         let sets = self.appset.resource("fleet.example.com", "applicationsets").unwrap();
         let options =
-            DeleteOptions { propagation_policy: Some(policy.to_owned()), ..DeleteOptions::default() };
+            DeleteRequest { propagation_policy: Some(policy.to_owned()), ..DeleteRequest::default() };
         self.appset.delete(&sets, Some("demo"), name, &options).await.unwrap()
     }
 

@@ -27,7 +27,7 @@ impl std::fmt::Debug for DefaultBinder {
 impl DefaultBinder {
     /// The binder writing as `client`.
     pub fn new(client: Client) -> DefaultBinder {
-        let annotation = scheduled_by_annotation(client.control().scheme().domain());
+        let annotation = scheduled_by_annotation(client.layer().scheme().domain());
         DefaultBinder { client, annotation }
     }
 }

@@ -3,8 +3,6 @@
 //! [--timestamps] [--previous]`). The response body pulls from the node as the client reads,
 //! so a slow reader slows the node; a client that goes away cancels the stream on the node.
 
-use std::sync::Arc;
-
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
@@ -12,11 +10,9 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use kayra_nodeserver::{LogError, LogOptions};
 
+use super::Call;
 use crate::error::ApiError;
-use crate::routes::ResourcePath;
-use crate::state::ApiState;
-
-type Query = std::collections::HashMap<String, String>;
+use crate::routes::Query;
 
 /// How long a log request waits for its first bytes before it answers with the headers alone.
 const FIRST_CHUNK_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
@@ -74,20 +70,16 @@ pub(crate) fn options(query: &Query, now: jiff::Timestamp) -> Result<LogOptions,
     })
 }
 
-/// Serves one log request; the caller has been authorized for the `log` subresource.
-pub(crate) async fn serve(
-    state: &Arc<ApiState>,
-    path: &ResourcePath<'_>,
-    query: &Query,
-) -> Result<Response, ApiError> {
-    let options = options(query, jiff::Timestamp::now())?;
-    let nodes = state.nodes.as_ref().ok_or_else(|| {
+/// Serves one log request, authorized for the `log` subresource.
+pub(crate) async fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
+    let options = options(call.query, jiff::Timestamp::now())?;
+    let (namespace, name) = call.permitted.log_source()?;
+    let nodes = call.state.nodes.as_ref().ok_or_else(|| {
         ApiError::Unavailable("this server holds no node sessions, so it serves no logs".into())
     })?;
-    let namespace = path.namespace.as_deref().unwrap_or_default();
-    let name = path.name.as_deref().unwrap_or_default();
+    let plural = call.target.kind.plural;
     let stream = nodes.logs(namespace, name, options).await.map_err(|error| match error {
-        LogError::NotFound(_) => ApiError::NotFound(format!("{} \"{name}\" not found", path.kind.plural)),
+        LogError::NotFound(_) => ApiError::NotFound(format!("{plural} \"{name}\" not found")),
         LogError::NotPlaced(message) => ApiError::BadRequest(message),
         LogError::NodeUnavailable(message) => ApiError::Unavailable(message),
         LogError::TooMany => ApiError::TooManyRequests(error.to_string()),

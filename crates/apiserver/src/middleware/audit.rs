@@ -1,11 +1,74 @@
 //! The audit log: one JSON line per mutating request (and per log or exec-like read), allowed
 //! or not, to a file and to tracing: what was asked, by whom, from where, and what was answered.
+//!
+//! The layer sits above authentication, so that requests refused there are recorded too; the
+//! layers below tell it who the request turned out to be through the [`Subject`] it puts in the
+//! request. A request that panics is recorded as the 500 it is answered with.
 
 use std::io::Write;
+use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use futures_util::FutureExt;
+use kayra_authn::Identity;
 use serde_json::{Value, json};
+
+use super::audit_id::AuditId;
+use crate::state::ApiState;
+
+/// Records the request's line once it is answered.
+pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let Some(log) = state.audit.clone().filter(|_| AuditLog::audits(method.as_str(), &path)) else {
+        return next.run(request).await;
+    };
+    let audit_id = request.extensions().get::<AuditId>().map(|id| id.0.clone()).unwrap_or_default();
+    let remote =
+        request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.to_string());
+    let subject = Subject::default();
+    request.extensions_mut().insert(subject.clone());
+    let answered = AssertUnwindSafe(next.run(request)).catch_unwind().await;
+    let code = answered.as_ref().map_or(500, |response| response.status().as_u16());
+    let (user, impersonator) = subject.get();
+    log.record(&Entry {
+        audit_id: &audit_id,
+        method: method.as_str(),
+        path: &path,
+        user: user.as_ref(),
+        impersonator: impersonator.as_ref(),
+        remote,
+        code,
+    });
+    match answered {
+        Ok(response) => response,
+        // The recovery layer above answers it, and logs it with its backtrace.
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
+}
+
+/// Who an audited request acts as, and who impersonates when someone does: told by the
+/// authentication and impersonation layers as soon as they know.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Subject(Arc<Mutex<(Option<Identity>, Option<Identity>)>>);
+
+impl Subject {
+    /// Tells the audit layer above `request` (if it audits it) who it acts as.
+    pub(crate) fn tell(request: &Request, user: &Identity, impersonator: Option<&Identity>) {
+        if let Some(subject) = request.extensions().get::<Subject>() {
+            *subject.0.lock().expect("the subject's lock is never held across a panic") =
+                (Some(user.clone()), impersonator.cloned());
+        }
+    }
+
+    fn get(&self) -> (Option<Identity>, Option<Identity>) {
+        self.0.lock().expect("the subject's lock is never held across a panic").clone()
+    }
+}
 
 /// An append-only file of JSON lines.
 #[derive(Debug)]

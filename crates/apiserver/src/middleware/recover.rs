@@ -16,7 +16,29 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
+
+use crate::error::ApiError;
+
+/// Serves the request, answering a panic anywhere below with a 500 `Status` (which reveals
+/// nothing of it) and logging it with its backtrace, in the request's span.
+pub(crate) async fn layer(request: Request, next: Next) -> Response {
+    match catching(next.run(request)).await {
+        Ok(response) => response,
+        Err(panic) => {
+            tracing::error!(
+                panic = %panic.message,
+                at = %panic.location,
+                backtrace = %panic.backtrace,
+                "the request panicked; answered 500"
+            );
+            ApiError::Internal("the request could not be served".to_owned()).into_response()
+        }
+    }
+}
 
 /// A panic caught in a request.
 #[derive(Debug)]

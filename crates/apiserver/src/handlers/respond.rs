@@ -1,0 +1,117 @@
+//! Answers: one object or a Table of it, a list streamed as it is encoded (never held whole as
+//! one response beside its items), a stream of watch events, and `Warning` headers.
+
+use std::task::Poll;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use kayra_api::scheme::KindInfo;
+use kayra_registry::Object;
+use serde_json::{Value, json};
+
+use crate::media::Output;
+use crate::routes::Query;
+use crate::table;
+
+/// About how many bytes of a list are encoded at a time.
+const LIST_CHUNK: usize = 64 << 10;
+
+/// A JSON response with `Warning` headers.
+pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String]) -> Response {
+    let mut response = (code, axum::Json(body)).into_response();
+    for warning in warnings {
+        let text = format!("299 - \"{}\"", warning.replace('"', "\\\""));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append(header::WARNING, value);
+        }
+    }
+    response
+}
+
+/// One object as `output` asks: its JSON, or a Table of one row.
+pub(crate) fn one(kind: &KindInfo, object: Object, output: Output, query: &Query) -> Value {
+    match output {
+        Output::Json => Value::Object(object),
+        Output::Table(version) => {
+            let metadata = json!({"resourceVersion": object.get("metadata").and_then(|m| m.get("resourceVersion")).cloned().unwrap_or(Value::Null)});
+            table::render(
+                kind,
+                &[object],
+                metadata,
+                version,
+                query.get("includeObject").map(String::as_str),
+                true,
+            )
+        }
+    }
+}
+
+/// A list's `metadata`: its revision, continue token and how many items remain.
+pub(crate) fn list_metadata(
+    resource_version: &str,
+    continue_token: Option<&str>,
+    remaining: Option<u64>,
+) -> Value {
+    let mut metadata = json!({"resourceVersion": resource_version});
+    if let Some(token) = continue_token {
+        metadata["continue"] = json!(token);
+    }
+    if let Some(remaining) = remaining {
+        metadata["remainingItemCount"] = json!(remaining);
+    }
+    metadata
+}
+
+/// A list of `items` (each an object's JSON) as the client takes it: the envelope with
+/// `metadata` first, then the items gathered into chunks, so that the whole response is never
+/// held at once beside its items.
+pub(crate) fn list(kind: &KindInfo, metadata: Value, items: Vec<Bytes>) -> Response {
+    let head = format!(
+        "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{},\"items\":[",
+        Value::String(kind.api_version()),
+        Value::String(format!("{}List", kind.kind)),
+        metadata
+    );
+    let mut head = Some(Bytes::from(head));
+    let mut items = items.into_iter();
+    let (mut first, mut ended) = (true, false);
+    let chunks = futures_util::stream::poll_fn(move |_| {
+        if let Some(head) = head.take() {
+            return Poll::Ready(Some(Ok::<_, std::io::Error>(head)));
+        }
+        if ended {
+            return Poll::Ready(None);
+        }
+        let mut chunk = Vec::with_capacity(LIST_CHUNK + (LIST_CHUNK >> 2));
+        while chunk.len() < LIST_CHUNK {
+            let Some(item) = items.next() else {
+                chunk.extend_from_slice(b"]}");
+                ended = true;
+                break;
+            };
+            if !first {
+                chunk.push(b',');
+            }
+            first = false;
+            chunk.extend_from_slice(&item);
+        }
+        Poll::Ready(Some(Ok(Bytes::from(chunk))))
+    });
+    stream(Body::from_stream(chunks))
+}
+
+/// A streamed JSON response that no cache keeps.
+pub(crate) fn stream(body: Body) -> Response {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    response
+}
+
+/// A `Status` of success with `code`, as Kubernetes answers a binding or an eviction.
+pub(crate) fn success(code: StatusCode) -> Response {
+    let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code.as_u16()});
+    json_response(code, &status, &[])
+}

@@ -1,0 +1,75 @@
+//! Who the caller is: the identity of a verified client certificate (the listener puts it in
+//! the request), else of a bearer token — the static token file's, else a bootstrap token's. A
+//! request with neither, or with a credential that does not authenticate, comes from nobody;
+//! this layer refuses nothing itself (authorization answers 401), so that what follows, the
+//! audit line included, knows who asked.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{Extensions, HeaderMap, header};
+use axum::middleware::Next;
+use axum::response::Response;
+use kayra_authn::Identity;
+
+use super::audit::Subject;
+use crate::error::ApiError;
+use crate::serve::PeerIdentity;
+use crate::state::ApiState;
+
+/// Who a request comes from, in its extensions.
+#[derive(Debug, Clone)]
+pub(crate) enum Caller {
+    /// No credential, or one that does not authenticate.
+    Anonymous,
+    /// The identity the request acts as, and the authenticated caller when it impersonates.
+    Known {
+        /// Who the request acts as.
+        identity: Identity,
+        /// Who authenticated, when that is someone else.
+        impersonator: Option<Identity>,
+    },
+    /// An authenticated caller whose request is refused before it is routed (impersonation it
+    /// may not do, or malformed impersonation headers).
+    Refused {
+        /// Why the request is refused.
+        refusal: Arc<ApiError>,
+    },
+}
+
+/// Authenticates the request.
+pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
+    #[cfg(test)]
+    crate::tests::fault(request.headers(), "authentication");
+    let caller = match authenticate(&state, request.headers(), request.extensions()).await {
+        Some(identity) => {
+            Subject::tell(&request, &identity, None);
+            Caller::Known { identity, impersonator: None }
+        }
+        None => Caller::Anonymous,
+    };
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// The identity a bearer token stands for: the token file's, else a bootstrap token's.
+pub(crate) async fn bearer(state: &ApiState, token: &str) -> Option<Identity> {
+    if let Some(identity) = state.tokens.authenticate(token) {
+        return Some(identity);
+    }
+    state.layer().bootstrap_token(&kayra_authn::bootstrap::Token::parse(token)?).await
+}
+
+/// The caller: the verified client certificate's identity, else a bearer token's.
+async fn authenticate(state: &ApiState, headers: &HeaderMap, extensions: &Extensions) -> Option<Identity> {
+    if let Some(PeerIdentity(identity)) = extensions.get::<PeerIdentity>() {
+        return Some(identity.clone());
+    }
+    let authorization = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = authorization.split_once(' ')?;
+    let token = token.trim();
+    if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
+        return None;
+    }
+    bearer(state, token).await
+}

@@ -1,0 +1,48 @@
+//! A request's body, read before its handler runs, within its bounds: at most [`MAX_BODY`]
+//! bytes (413 past them) and [`BODY_TIMEOUT`] to arrive (400 after it). Handlers see the whole
+//! body, never a stream a slow client holds open.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
+
+/// How long a client may take to send a request body.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The largest request body accepted.
+pub const MAX_BODY: usize = 3 * 1024 * 1024;
+
+/// Reads the body within its bounds.
+pub(crate) async fn layer(request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    match read(body).await {
+        Ok(body) => next.run(Request::from_parts(parts, Body::from(body))).await,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn read(body: Body) -> Result<bytes::Bytes, ApiError> {
+    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(body)) => Ok(body),
+        Ok(Err(error)) => {
+            let error = error.into_inner();
+            let too_large =
+                std::iter::successors(Some(error.as_ref() as &(dyn std::error::Error + 'static)), |e| {
+                    e.source()
+                })
+                .any(|e| e.is::<http_body_util::LengthLimitError>());
+            Err(if too_large {
+                ApiError::TooLarge
+            } else {
+                ApiError::BadRequest(format!("the request body could not be read: {error}"))
+            })
+        }
+        Err(_) => Err(ApiError::BadRequest(format!(
+            "the request body did not arrive within {} seconds",
+            BODY_TIMEOUT.as_secs()
+        ))),
+    }
+}

@@ -1,0 +1,104 @@
+//! The subresources that are operations of their own: an Application's (or its Pod's)
+//! `binding`, a Pod's `eviction`, an ApplicationSet's `scale`, and the `log` an Application's
+//! node streams. The rules are in `binding`, `eviction` and `scale`; here each is reached as the
+//! request authorized it.
+
+use kayra_api::verb::Verb;
+use kayra_registry::{Object, PatchKind, RegistryError};
+use serde_json::Value;
+
+use super::{Permitted, named, not_found_as};
+use crate::eviction::Eviction;
+
+impl Permitted {
+    /// Binds the Application the request names (through its own `binding` or its Pod's) as
+    /// the `v1` Binding `binding` says; answers the bound Application. A dry run writes nothing.
+    pub async fn bind(&self, binding: &Value, dry_run: bool) -> Result<Object, RegistryError> {
+        let target = self.target(Verb::Create, Some("binding"))?;
+        let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
+        crate::binding::bind(self.layer(), self.identity(), namespace, name, binding, dry_run)
+            .await
+            .map_err(|error| not_found_as(target, name, error))
+    }
+
+    /// Evicts the Pod the request names as the `policy/v1` Eviction `eviction` says (its name,
+    /// when given, must be the Pod's; `deleteOptions.dryRun: [All]` is a dry run as `dry_run`
+    /// is).
+    pub async fn evict(&self, eviction: &Value, dry_run: bool) -> Result<Eviction, RegistryError> {
+        let target = self.target(Verb::Create, Some("eviction"))?;
+        let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
+        if let Some(named) = eviction.pointer("/metadata/name").and_then(Value::as_str)
+            && named != name
+        {
+            return Err(RegistryError::BadRequest(format!(
+                "name in URL does not match name in Eviction object: \"{name}\" and \"{named}\""
+            )));
+        }
+        let dry_run = dry_run
+            || eviction
+                .pointer("/deleteOptions/dryRun")
+                .and_then(Value::as_array)
+                .is_some_and(|modes| modes.iter().any(|mode| mode == "All"));
+        crate::eviction::evict(self.client().layer(), namespace, name, dry_run)
+            .await
+            .map_err(|error| not_found_as(target, name, error))
+    }
+
+    /// The ApplicationSet the request names, as an `autoscaling/v1` Scale.
+    pub async fn scale(&self) -> Result<Value, RegistryError> {
+        let target = self.target(Verb::Get, Some("scale"))?;
+        let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
+        crate::scale::read(self.layer(), namespace, name)
+            .await
+            .map_err(|error| not_found_as(target, name, error))
+    }
+
+    /// Writes the Scale `scale` back to the ApplicationSet the request names; answers the
+    /// Scale after the write.
+    pub async fn update_scale(&self, scale: &Value, dry_run: bool) -> Result<Value, RegistryError> {
+        let target = self.target(Verb::Update, Some("scale"))?;
+        let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
+        crate::scale::write(self.layer(), self.identity(), namespace, name, scale, dry_run)
+            .await
+            .map_err(|error| not_found_as(target, name, error))
+    }
+
+    /// Applies `patch` to the ApplicationSet's Scale and writes the result back.
+    pub async fn patch_scale(
+        &self,
+        kind: PatchKind,
+        patch: &[u8],
+        dry_run: bool,
+    ) -> Result<Value, RegistryError> {
+        let target = self.target(Verb::Patch, Some("scale"))?;
+        let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
+        let layer = self.layer();
+        let mut scale = crate::scale::read(layer, namespace, name)
+            .await
+            .map_err(|error| not_found_as(target, name, error))?;
+        let bad = |error: String| {
+            RegistryError::BadRequest(format!("the patch does not apply to the Scale: {error}"))
+        };
+        match kind {
+            PatchKind::Merge => {
+                let patch: Value = serde_json::from_slice(patch).map_err(|e| bad(e.to_string()))?;
+                json_patch::merge(&mut scale, &patch);
+            }
+            PatchKind::Json => {
+                let patch: json_patch::Patch =
+                    serde_json::from_slice(patch).map_err(|e| bad(e.to_string()))?;
+                json_patch::patch(&mut scale, &patch).map_err(|e| bad(e.to_string()))?;
+            }
+        }
+        crate::scale::write(layer, self.identity(), namespace, name, &scale, dry_run)
+            .await
+            .map_err(|error| not_found_as(target, name, error))
+    }
+
+    /// The namespace and name of the Application whose `log` the request reads (a Pod's is its
+    /// Application's).
+    pub fn log_source(&self) -> Result<(&str, &str), RegistryError> {
+        let target = self.target(Verb::Get, Some("log"))?;
+        Ok((target.namespace.as_deref().unwrap_or_default(), named(target)?))
+    }
+}

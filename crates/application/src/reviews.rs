@@ -1,0 +1,189 @@
+//! Questions about authorization, answered at once and never stored: a caller's reviews of
+//! itself (`SelfSubjectAccessReview` for `kubectl auth can-i`, `SelfSubjectRulesReview` for
+//! `can-i --list`, `SelfSubjectReview` for `kubectl auth whoami`), and the RBAC decision an app
+//! asks for about a request to its own API (`POST /apis/authorization.<domain>/v1/check`).
+//!
+//! `check` decides for the caller itself; or for the end user whose bearer token the app
+//! forwards (authenticated by the caller's adapter); or for an explicit `user` and `groups`,
+//! which only a caller that may create `subjectaccessreviews.authorization.k8s.io` (ask about
+//! others, as in Kubernetes) may name.
+
+use kayra_api::verb::Verb;
+use kayra_authn::Identity;
+use kayra_authz::Action;
+use kayra_registry::RegistryError;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::authorization::Target;
+use crate::caller;
+use crate::permitted::Permitted;
+use crate::permitted::write::cannot_handle;
+
+/// A `/check` request's body.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Check {
+    /// The API group the request is for: a registered API's name, any other group, or empty
+    /// for the core group.
+    pub api: String,
+    /// The namespace, for namespaced resources.
+    pub namespace: Option<String>,
+    /// The resource.
+    pub resource: String,
+    /// The subresource, if any.
+    pub subresource: Option<String>,
+    /// The object's name, if one is addressed.
+    pub name: Option<String>,
+    /// The verb.
+    pub verb: String,
+    /// An end user's bearer token to decide for.
+    pub token: Option<String>,
+    /// A user to decide for.
+    pub user: Option<String>,
+    /// That user's groups.
+    pub groups: Vec<String>,
+}
+
+impl Permitted {
+    /// Answers the review `object` (a `SelfSubjectAccessReview`, `SelfSubjectRulesReview` or
+    /// `SelfSubjectReview` from the caller about itself): the object with its `status`.
+    pub fn review(&self, mut object: Value) -> Result<Value, RegistryError> {
+        let target = self.target(Verb::Create, None)?;
+        if !target.kind.review {
+            return Err(self.misused(Verb::Create, None));
+        }
+        if !object.is_object() {
+            return Err(cannot_handle(&target.kind, "the body is not a JSON object"));
+        }
+        target.kind.behaviour.unknown_fields(&object).map_err(|error| cannot_handle(&target.kind, &error))?;
+        object["metadata"] =
+            json!({"creationTimestamp": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()});
+        let identity = self.identity();
+        let text = |value: &Value, field: &str| {
+            value.get(field).and_then(Value::as_str).unwrap_or_default().to_owned()
+        };
+        let layer = self.layer();
+        object["status"] = match target.kind.kind {
+            "SelfSubjectAccessReview" => {
+                let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));
+                let action = match (spec.get("resourceAttributes"), spec.get("nonResourceAttributes")) {
+                    (Some(attributes), _) => {
+                        let resource = match text(attributes, "subresource").as_str() {
+                            "" => text(attributes, "resource"),
+                            sub => format!("{}/{sub}", text(attributes, "resource")),
+                        };
+                        let optional = |field: &str| Some(text(attributes, field)).filter(|v| !v.is_empty());
+                        Action::Resource {
+                            verb: text(attributes, "verb"),
+                            api: text(attributes, "group"),
+                            resource,
+                            namespace: optional("namespace"),
+                            name: optional("name"),
+                        }
+                    }
+                    (None, Some(attributes)) => {
+                        Action::NonResource { verb: text(attributes, "verb"), path: text(attributes, "path") }
+                    }
+                    (None, None) => {
+                        return Err(RegistryError::BadRequest(
+                            "spec.resourceAttributes or spec.nonResourceAttributes is required".to_owned(),
+                        ));
+                    }
+                };
+                // As Kubernetes answers: a grant says what allowed it; a plain denial (no rule
+                // allows it) has no reason, so that `kubectl auth can-i` prints a bare `no`.
+                if layer.allows(identity, &action) {
+                    json!({"allowed": true, "reason": "allowed by RBAC"})
+                } else {
+                    json!({"allowed": false})
+                }
+            }
+            "SelfSubjectRulesReview" => {
+                let namespace =
+                    object.pointer("/spec/namespace").and_then(Value::as_str).filter(|n| !n.is_empty());
+                let rules = layer.rbac().rules_for(&caller(identity), namespace);
+                let resource_rules: Vec<Value> = rules
+                    .iter()
+                    .filter(|rule| !rule.resources.is_empty())
+                    .map(|rule| {
+                        json!({"verbs": rule.verbs, "apiGroups": rule.apis, "resources": rule.resources, "resourceNames": rule.resource_names})
+                    })
+                    .collect();
+                let non_resource_rules: Vec<Value> = rules
+                    .iter()
+                    .filter(|rule| !rule.non_resource_urls.is_empty())
+                    .map(|rule| json!({"verbs": rule.verbs, "nonResourceURLs": rule.non_resource_urls}))
+                    .collect();
+                json!({"resourceRules": resource_rules, "nonResourceRules": non_resource_rules, "incomplete": false})
+            }
+            _ => {
+                json!({"userInfo": {"username": identity.user, "uid": identity.uid, "groups": identity.groups}})
+            }
+        };
+        Ok(object)
+    }
+
+    /// Answers `/check`: whether RBAC lets its subject make the request `check` describes.
+    /// `forwarded` is the identity `check.token` authenticates as, when it names a token and
+    /// the token authenticates.
+    pub fn check(&self, check: &Check, forwarded: Option<Identity>) -> Result<Value, RegistryError> {
+        if self.request().verb != Verb::Create || !matches!(self.request().target, Target::Check) {
+            return Err(RegistryError::Forbidden("the request was not authorized to check".to_owned()));
+        }
+        for (field, value) in [("resource", &check.resource), ("verb", &check.verb)] {
+            if value.is_empty() {
+                return Err(RegistryError::BadRequest(format!("{field} is required")));
+            }
+        }
+        let caller = self.identity();
+        let layer = self.layer();
+        let subject = match (&check.token, &check.user) {
+            (Some(_), Some(_)) => {
+                return Err(RegistryError::BadRequest("name a token or a user, not both".to_owned()));
+            }
+            (Some(_), None) => match forwarded {
+                Some(identity) => identity,
+                None => return Ok(json!({"allowed": false, "reason": "the token does not authenticate"})),
+            },
+            (None, Some(user)) => {
+                let on_behalf = Action::Resource {
+                    verb: Verb::Create.as_str().to_owned(),
+                    api: "authorization.k8s.io".to_owned(),
+                    resource: "subjectaccessreviews".to_owned(),
+                    namespace: None,
+                    name: None,
+                };
+                if !layer.allows(caller, &on_behalf) {
+                    return Err(RegistryError::Forbidden(format!(
+                        "User \"{}\" may not check on others' behalf: that needs create on subjectaccessreviews.authorization.k8s.io",
+                        caller.user
+                    )));
+                }
+                Identity::new(user.clone(), String::new(), check.groups.clone())
+            }
+            (None, None) if !check.groups.is_empty() => {
+                return Err(RegistryError::BadRequest("groups need a user".to_owned()));
+            }
+            (None, None) => caller.clone(),
+        };
+        let resource = match &check.subresource {
+            Some(sub) if !sub.is_empty() => format!("{}/{sub}", check.resource),
+            _ => check.resource.clone(),
+        };
+        let action = Action::Resource {
+            verb: check.verb.clone(),
+            api: check.api.clone(),
+            resource,
+            namespace: check.namespace.clone().filter(|n| !n.is_empty()),
+            name: check.name.clone().filter(|n| !n.is_empty()),
+        };
+        let allowed = layer.allows(&subject, &action);
+        let reason = if allowed {
+            format!("RBAC allows {} to {} it", subject.user, check.verb)
+        } else {
+            format!("no RBAC rule lets {} {} it", subject.user, check.verb)
+        };
+        Ok(json!({"allowed": allowed, "reason": reason}))
+    }
+}
