@@ -1,5 +1,6 @@
-//! The router's outermost layer, driven in-process: panics anywhere in a request become a
-//! logged 500 `Status`, and every answer carries its `Audit-Id`.
+//! The router driven in-process: panics anywhere in a request become a logged 500 `Status`,
+//! and every answer carries its `Audit-Id`; and what the middleware layers' own tests share (a
+//! router over a memory store, requests from the admin or with a token, a Status read back).
 //!
 //! Test builds (and only they) let a request panic on purpose: the `x-kayra-test-panic` header
 //! names the stage that panics ([`fault`]).
@@ -23,7 +24,13 @@ pub(crate) fn fault(headers: &axum::http::HeaderMap, stage: &str) {
 }
 
 /// A router over an in-memory store, auditing to a file in `dir`.
-fn router(dir: &std::path::Path) -> axum::Router {
+pub(crate) fn router(dir: &std::path::Path) -> axum::Router {
+    router_with_tokens(dir, kayra_authn::TokenFile::none())
+}
+
+/// A router over an in-memory store, auditing to a file in `dir`, taking the bearer tokens of
+/// `tokens`.
+pub(crate) fn router_with_tokens(dir: &std::path::Path, tokens: kayra_authn::TokenFile) -> axum::Router {
     let store: Arc<dyn kayra_store::Store> = Arc::new(
         kayra_store::mvcc::MvccStore::in_memory(kayra_store::mvcc::Options::default())
             .expect("a memory store"),
@@ -32,13 +39,12 @@ fn router(dir: &std::path::Path) -> axum::Router {
     let registry = kayra_registry::Registry::new(store, Arc::new(kayra_registry::SystemClock), "/registry/");
     let audit = crate::AuditLog::open(&dir.join("audit.log")).expect("the audit log opens");
     let control = Arc::new(kayra_application::ApplicationLayer::new(scheme, registry));
-    let state = ApiState::new(control, Arc::new(kayra_authn::TokenFile::none()), "here".to_owned())
-        .with_audit_log(audit);
+    let state = ApiState::new(control, Arc::new(tokens), "here".to_owned()).with_audit_log(audit);
     crate::router(Arc::new(state))
 }
 
 /// A request from `system:masters`, as a verified client certificate would make it.
-fn admin_request(method: &str, path: &str) -> axum::http::request::Builder {
+pub(crate) fn admin_request(method: &str, path: &str) -> axum::http::request::Builder {
     let admin = Identity::new("admin".to_owned(), String::new(), vec!["system:masters".to_owned()]);
     let mut builder = Request::builder().method(method).uri(path);
     if let Some(extensions) = builder.extensions_mut() {
@@ -75,7 +81,8 @@ async fn logged<T>(run: impl std::future::Future<Output = T>) -> (T, String) {
     (outcome, text)
 }
 
-async fn status_of(response: axum::response::Response) -> (StatusCode, Value) {
+/// A response's code and JSON body (`null` when it is not JSON).
+pub(crate) async fn status_of(response: axum::response::Response) -> (StatusCode, Value) {
     let code = response.status();
     let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.expect("a body");
     (code, serde_json::from_slice(&body).unwrap_or(Value::Null))

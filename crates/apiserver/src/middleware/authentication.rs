@@ -73,3 +73,41 @@ async fn authenticate(state: &ApiState, headers: &HeaderMap, extensions: &Extens
     }
     bearer(state, token).await
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    use crate::tests::{admin_request, router_with_tokens, status_of};
+
+    #[tokio::test]
+    async fn a_certificate_or_a_known_token_identifies_the_caller_and_anything_else_is_nobody() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let file = dir.path().join("tokens.csv");
+        std::fs::write(&file, "secret-token,alice,alice,\"system:masters\"\n").expect("the token file");
+        let app = router_with_tokens(dir.path(), kayra_authn::TokenFile::load(&file).expect("it loads"));
+        let ask = |authorization: Option<&str>| {
+            let mut request = Request::builder().uri("/api/v1/namespaces");
+            if let Some(value) = authorization {
+                request = request.header("authorization", value);
+            }
+            app.clone().oneshot(request.body(Body::empty()).expect("a request"))
+        };
+        for (authorization, expected) in [
+            (Some("Bearer secret-token"), StatusCode::OK),
+            (Some("bearer secret-token"), StatusCode::OK),
+            (Some("Bearer wrong"), StatusCode::UNAUTHORIZED),
+            (Some("Basic secret-token"), StatusCode::UNAUTHORIZED),
+            (Some("Bearer "), StatusCode::UNAUTHORIZED),
+            (None, StatusCode::UNAUTHORIZED),
+        ] {
+            let (code, body) = status_of(ask(authorization).await.expect("an answer")).await;
+            assert_eq!(code, expected, "{authorization:?}: {body}");
+        }
+        let certified = admin_request("GET", "/api/v1/namespaces").body(Body::empty()).expect("a request");
+        let (code, _) = status_of(app.oneshot(certified).await.expect("an answer")).await;
+        assert_eq!(code, StatusCode::OK, "a verified certificate's identity");
+    }
+}

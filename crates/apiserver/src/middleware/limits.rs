@@ -46,3 +46,34 @@ async fn read(body: Body) -> Result<bytes::Bytes, ApiError> {
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use tower::ServiceExt;
+
+    use super::MAX_BODY;
+    use crate::tests::{admin_request, router, status_of};
+
+    #[tokio::test]
+    async fn a_body_past_its_bound_is_refused_and_one_within_it_served() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let app = router(dir.path());
+        let post = |body: Vec<u8>| {
+            let request = admin_request("POST", "/api/v1/namespaces")
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .expect("a request");
+            app.clone().oneshot(request)
+        };
+        let (code, status) = status_of(post(vec![b' '; MAX_BODY + 1]).await.expect("an answer")).await;
+        assert_eq!(
+            (code, status["reason"].as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, Some("RequestEntityTooLarge"))
+        );
+        let within = br#"{"metadata": {"name": "small"}}"#.to_vec();
+        let (code, status) = status_of(post(within).await.expect("an answer")).await;
+        assert_eq!(code, StatusCode::CREATED, "{status}");
+    }
+}

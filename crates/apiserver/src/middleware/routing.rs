@@ -41,3 +41,32 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
     request.extensions_mut().insert(route);
     next.run(request).await
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::{Request, StatusCode};
+    use tower::ServiceExt;
+
+    use crate::tests::{router, status_of};
+
+    #[tokio::test]
+    async fn a_path_that_is_not_canonical_is_refused_to_anyone_and_health_answered_to_anyone() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let app = router(dir.path());
+        let ask = |path: &str| {
+            app.clone().oneshot(Request::builder().uri(path).body(Body::empty()).expect("a request"))
+        };
+        for path in ["/api/v1//namespaces", "/api/v1/namespaces/%2e%2e/events", "/api/v1/namespaces/./x"] {
+            let (code, status) = status_of(ask(path).await.expect("an answer")).await;
+            assert_eq!(code, StatusCode::BAD_REQUEST, "{path}: {status}");
+            assert!(status["message"].as_str().unwrap_or_default().contains("not canonical"), "{status}");
+        }
+        for path in ["/healthz", "/livez", "/readyz/ping"] {
+            let response = ask(path).await.expect("an answer");
+            assert_eq!(response.status(), StatusCode::OK, "{path}");
+        }
+        let (code, _) = status_of(ask("/api/v1/namespaces").await.expect("an answer")).await;
+        assert_eq!(code, StatusCode::UNAUTHORIZED, "everything else needs an identity");
+    }
+}
