@@ -1,0 +1,80 @@
+//! Namespaces as the registry keeps them: whether one takes new objects, and moving a
+//! terminating one along until it is gone.
+
+use serde_json::{Value, json};
+
+use crate::{
+    DeleteOptions, Deleted, ListOptions, PatchKind, Registry, RegistryError, Resource, WriteOptions,
+    meta_str, object, path,
+};
+
+impl Registry {
+    /// A namespace that does not exist, or is being deleted, takes no new objects.
+    pub(crate) async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), RegistryError> {
+        let key = format!("{}core/namespaces/{namespace}", self.root);
+        let Some(kv) = self.store.get(&key).await? else {
+            return Err(RegistryError::NotFound {
+                resource: "namespaces".to_owned(),
+                name: namespace.to_owned(),
+            });
+        };
+        let namespace_object = object::decode_stored(&key, &kv.value, kv.mod_revision)?;
+        let terminating = !meta_str(&namespace_object, "deletionTimestamp").is_empty()
+            || path(&namespace_object, "status.phase").and_then(Value::as_str) == Some("Terminating");
+        if terminating {
+            return Err(RegistryError::Forbidden(format!(
+                "unable to create new content in namespace {namespace} because it is being terminated"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Moves a terminating namespace along: deletes everything it holds in `contents`, and once
+    /// nothing is left (objects with finalizers of their own are waited for), removes the
+    /// `kubernetes` finalizer so the namespace itself goes. Answers whether it is gone.
+    pub async fn finalize_namespace(
+        &self,
+        namespaces: &Resource,
+        contents: &[Resource],
+        name: &str,
+    ) -> Result<bool, RegistryError> {
+        let namespace = match self.get(namespaces, None, name).await {
+            Ok(namespace) => namespace,
+            Err(RegistryError::NotFound { .. }) => return Ok(true),
+            Err(error) => return Err(error),
+        };
+        if meta_str(&namespace, "deletionTimestamp").is_empty() {
+            return Ok(false);
+        }
+        let mut remaining = 0;
+        for resource in contents.iter().filter(|r| r.namespaced) {
+            let list = self.list(resource, Some(name), &ListOptions::default()).await?;
+            for item in list.items {
+                remaining += 1;
+                if meta_str(&item, "deletionTimestamp").is_empty() {
+                    match self
+                        .delete(resource, Some(name), meta_str(&item, "name"), &DeleteOptions::default())
+                        .await
+                    {
+                        Ok(Deleted::Gone(_)) => remaining -= 1,
+                        Ok(Deleted::Pending(_)) | Err(RegistryError::NotFound { .. }) => {}
+                        Err(error) => return Err(error),
+                    }
+                }
+            }
+        }
+        if remaining > 0 {
+            return Ok(false);
+        }
+        let finalizers: Vec<Value> = path(&namespace, "spec.finalizers")
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter(|f| f.as_str() != Some("kubernetes")).cloned().collect())
+            .unwrap_or_default();
+        let patch =
+            serde_json::to_vec(&json!({"spec": {"finalizers": finalizers}})).expect("JSON serialises");
+        match self.patch(namespaces, None, name, PatchKind::Merge, &patch, WriteOptions::default()).await {
+            Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(true),
+            Err(error) => Err(error),
+        }
+    }
+}
