@@ -18,8 +18,8 @@ use bytes::Bytes;
 use kayra_api::scheme::KindInfo;
 use kayra_api::verb::Verb;
 use kayra_registry::{
-    DeleteOptions, Deleted, ListOptions, Object, Part, PatchKind, RegistryError, WatchEvent, WatchOptions,
-    WriteOptions,
+    Admit, DeleteOptions, Deleted, ListOptions, Object, Part, PatchKind, RegistryError, WatchEvent,
+    WatchOptions, WriteOptions,
 };
 use serde_json::{Value, json};
 
@@ -609,7 +609,7 @@ fn write_options(
     query: &Query,
     part: Part,
 ) -> Result<WriteOptions, ApiError> {
-    Ok(WriteOptions { dry_run: dry_run(query)?, part, admission: Some(state.admission(identity)) })
+    Ok(WriteOptions { dry_run: dry_run(query)?, part, admit: Admit::by(state.admission(identity)) })
 }
 
 /// Waits, before a write placement admission decides, until what it decides on is current.
@@ -821,7 +821,7 @@ fn delete_options(
         propagation_policy,
         grace_period_seconds: grace,
         dry_run: dry_run_body || dry_run(query)?,
-        admission: Some(state.admission(identity)),
+        admit: Admit::by(state.admission(identity)),
     })
 }
 

@@ -14,7 +14,7 @@
 
 use kayra_api::validation::FieldError;
 use kayra_authn::Identity;
-use kayra_registry::{Object, Part, RegistryError, Resource, WriteOptions, meta_str};
+use kayra_registry::{Admit, Object, Part, RegistryError, Resource, WriteOptions, meta_str};
 use serde_json::{Map, Value, json};
 
 use crate::ApplicationLayer;
@@ -39,7 +39,8 @@ pub async fn bind(
     let uid = binding.pointer("/metadata/uid").and_then(Value::as_str).filter(|uid| !uid.is_empty());
     let version = binding.pointer("/metadata/resourceVersion").and_then(Value::as_str);
     control.placement_current(&applications, Part::Binding, None).await;
-    let options = WriteOptions { dry_run, part: Part::Binding, admission: Some(control.admission(identity)) };
+    let options =
+        WriteOptions { dry_run, part: Part::Binding, admit: Admit::by(control.admission(identity)) };
     let conflict = |message: String| RegistryError::Conflict {
         resource: applications.qualified(),
         name: name.to_owned(),

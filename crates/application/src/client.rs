@@ -6,7 +6,7 @@ use std::sync::Arc;
 use kayra_authn::Identity;
 use kayra_authz::Action;
 use kayra_registry::{
-    DeleteOptions, Deleted, List, ListOptions, Object, Part, PatchKind, RegistryError, Resource,
+    Admit, DeleteOptions, Deleted, List, ListOptions, Object, Part, PatchKind, RegistryError, Resource,
     WatchOptions, WatchStream, WriteOptions,
 };
 use serde::Serialize;
@@ -71,7 +71,7 @@ impl Client {
 
     async fn write_options(&self, resource: &Resource, part: Part, object: Option<&Value>) -> WriteOptions {
         self.control.placement_current(resource, part, object).await;
-        WriteOptions { dry_run: false, part, admission: Some(self.control.admission(&self.identity)) }
+        WriteOptions { dry_run: false, part, admit: Admit::by(self.control.admission(&self.identity)) }
     }
 
     /// One object.
@@ -256,6 +256,12 @@ impl Client {
             .await
     }
 
+    /// Options of a delete by this client, without preconditions or policy: admitted as this
+    /// client's identity.
+    pub fn delete_options(&self) -> DeleteOptions {
+        DeleteOptions::new(Admit::by(self.control.admission(&self.identity)))
+    }
+
     /// Deletes an object.
     pub async fn delete(
         &self,
@@ -267,7 +273,7 @@ impl Client {
         self.authorize("delete", resource, None, namespace, Some(name))?;
         self.control.references_current(resource).await;
         let options =
-            DeleteOptions { admission: Some(self.control.admission(&self.identity)), ..options.clone() };
+            DeleteOptions { admit: Admit::by(self.control.admission(&self.identity)), ..options.clone() };
         self.control.registry().delete(resource, namespace, name, &options).await
     }
 }

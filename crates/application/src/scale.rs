@@ -9,7 +9,7 @@
 use kayra_api::kinds::applicationset::{ApplicationSet, component_label, set_label};
 use kayra_api::validation::FieldError;
 use kayra_authn::Identity;
-use kayra_registry::{ListOptions, Object, Part, RegistryError, Resource, WriteOptions, meta_str};
+use kayra_registry::{Admit, ListOptions, Object, Part, RegistryError, Resource, WriteOptions, meta_str};
 use serde_json::{Value, json};
 
 use crate::ApplicationLayer;
@@ -67,7 +67,7 @@ pub async fn write(
         .and_then(Value::as_object_mut)
         .expect("the component scaled_component found is in the stored set");
     component.insert("scale".into(), json!({"replicas": replicas}));
-    let options = WriteOptions { dry_run, part: Part::Main, admission: Some(control.admission(identity)) };
+    let options = WriteOptions { dry_run, part: Part::Main, admit: Admit::by(control.admission(identity)) };
     let written =
         control.registry().update(&sets, Some(namespace), name, Value::Object(object), options).await?;
     scale_of(control, &written).await

@@ -17,7 +17,7 @@ use kayra_application::feed::{FollowFeed, Follower};
 use kayra_loop::runtime::Loop;
 use kayra_loop::source::Item;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{DeleteOptions, Deleted, Object, RegistryError, Resource, WatchEvent, meta_str};
+use kayra_registry::{Deleted, Object, RegistryError, Resource, WatchEvent, meta_str};
 use serde_json::{Value, json};
 
 use crate::Error;
@@ -508,7 +508,8 @@ impl SetLoop {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<(), RegistryError> {
-        match self.inner.client.delete(resource, namespace, name, &DeleteOptions::default()).await? {
+        match self.inner.client.delete(resource, namespace, name, &self.inner.client.delete_options()).await?
+        {
             Deleted::Gone(object) => self.cache().remove(collection, &object),
             Deleted::Pending(object) => {
                 self.cache().put(collection, Arc::new(object));

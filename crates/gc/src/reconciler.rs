@@ -113,7 +113,7 @@ impl GarbageCollector {
         let options = DeleteOptions {
             uid: Some(uid.to_owned()),
             propagation_policy: Some("Background".to_owned()),
-            ..DeleteOptions::default()
+            ..self.client.delete_options()
         };
         match self.client.delete(self.resource(kind), key.namespace(), name, &options).await {
             Ok(_) => {

@@ -15,7 +15,7 @@ use kayra_application::events::{Involved, Recorder, Severity};
 use kayra_application::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{DeleteOptions, RegistryError, Resource};
+use kayra_registry::{RegistryError, Resource};
 
 use crate::ports::{Clock, Signer, SystemClock};
 use crate::rules::{self, AUTO_APPROVED, Answer, Request};
@@ -103,7 +103,7 @@ impl NodeCsrReconciler {
         if left.is_positive() {
             return Ok(Some(left.unsigned_abs().max(Duration::from_secs(1))));
         }
-        match self.client.delete(&self.requests, None, name, &DeleteOptions::default()).await {
+        match self.client.delete(&self.requests, None, name, &self.client.delete_options()).await {
             Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(None),
             Err(error) => Err(error.into()),
         }

@@ -1,6 +1,8 @@
 //! The admission port: a writer's admission, asked on every create, update, patch, subresource
 //! write and delete, and how its refusal becomes a [`RegistryError`].
 
+use std::sync::Arc;
+
 use kayra_api::validation::FieldError;
 
 use crate::options::{DeleteOptions, WriteOptions};
@@ -69,16 +71,54 @@ pub trait Admission: Send + Sync {
     ) -> Result<(), Refusal>;
 }
 
-/// The registry's side of admission: which request it is, and a refusal as a [`RegistryError`].
-fn admission_request<'a>(
-    resource: &'a Resource,
-    operation: Operation,
-    part: Part,
-    dry_run: bool,
-) -> AdmissionRequest<'a> {
-    AdmissionRequest { resource, operation, part, dry_run }
+/// Who decides whether a write may be made: a writer's admission chain, or nobody.
+#[derive(Clone)]
+pub struct Admit(Option<Arc<dyn Admission>>);
+
+impl Admit {
+    /// The writer's admission decides.
+    pub fn by(admission: Arc<dyn Admission>) -> Admit {
+        Admit(Some(admission))
+    }
+
+    /// Nobody decides: only for writes the control plane makes on its own behalf that no
+    /// writer's policy may refuse (the namespace finalizer deleting a terminating namespace's
+    /// contents), and for tests of the registry itself. Every write a caller asks for is
+    /// admitted through `Admit::by`.
+    pub const fn unadmitted_housekeeping() -> Admit {
+        Admit(None)
+    }
+
+    /// Lets the admission change `object` before it is validated; answers whether it did.
+    fn mutate(
+        &self,
+        request: &AdmissionRequest<'_>,
+        object: &mut Object,
+        old: Option<&Object>,
+    ) -> Result<bool, RegistryError> {
+        let Some(admission) = &self.0 else { return Ok(false) };
+        admission.mutate(request, object, old).map_err(|refusal| refused(request.resource, object, refusal))
+    }
+
+    /// Asks the admission to decide on `object` as it would be stored.
+    fn validate(
+        &self,
+        request: &AdmissionRequest<'_>,
+        object: &Object,
+        old: Option<&Object>,
+    ) -> Result<(), RegistryError> {
+        let Some(admission) = &self.0 else { return Ok(()) };
+        admission.validate(request, object, old).map_err(|refusal| refused(request.resource, object, refusal))
+    }
 }
 
+impl std::fmt::Debug for Admit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admit").field("admission", &self.0.is_some()).finish()
+    }
+}
+
+/// A refusal as a [`RegistryError`].
 fn refused(resource: &Resource, object: &Object, refusal: Refusal) -> RegistryError {
     match refusal {
         Refusal::Forbidden(message) => RegistryError::Forbidden(message),
@@ -92,6 +132,7 @@ fn refused(resource: &Resource, object: &Object, refusal: Refusal) -> RegistryEr
 }
 
 impl WriteOptions {
+    /// Lets the writer's admission change the object a write would store.
     pub(crate) fn mutate(
         &self,
         resource: &Resource,
@@ -99,11 +140,11 @@ impl WriteOptions {
         object: &mut Object,
         old: Option<&Object>,
     ) -> Result<bool, RegistryError> {
-        let Some(admission) = &self.admission else { return Ok(false) };
-        let request = admission_request(resource, operation, self.part, self.dry_run);
-        admission.mutate(&request, object, old).map_err(|refusal| refused(resource, object, refusal))
+        let request = AdmissionRequest { resource, operation, part: self.part, dry_run: self.dry_run };
+        self.admit.mutate(&request, object, old)
     }
 
+    /// Asks the writer's admission whether the write may be made.
     pub(crate) fn validate(
         &self,
         resource: &Resource,
@@ -111,18 +152,20 @@ impl WriteOptions {
         object: &Object,
         old: Option<&Object>,
     ) -> Result<(), RegistryError> {
-        let Some(admission) = &self.admission else { return Ok(()) };
-        let request = admission_request(resource, operation, self.part, self.dry_run);
-        admission.validate(&request, object, old).map_err(|refusal| refused(resource, object, refusal))
+        let request = AdmissionRequest { resource, operation, part: self.part, dry_run: self.dry_run };
+        self.admit.validate(&request, object, old)
     }
 }
 
 impl DeleteOptions {
+    /// Asks the deleter's admission whether the object, as it stands, may be deleted.
     pub(crate) fn validate(&self, resource: &Resource, object: &Object) -> Result<(), RegistryError> {
-        let Some(admission) = &self.admission else { return Ok(()) };
-        let request = admission_request(resource, Operation::Delete, Part::Main, self.dry_run);
-        admission
-            .validate(&request, object, Some(object))
-            .map_err(|refusal| refused(resource, object, refusal))
+        let request = AdmissionRequest {
+            resource,
+            operation: Operation::Delete,
+            part: Part::Main,
+            dry_run: self.dry_run,
+        };
+        self.admit.validate(&request, object, Some(object))
     }
 }

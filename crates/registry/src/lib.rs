@@ -42,7 +42,7 @@ use kayra_api::validation::FieldError;
 use kayra_store::{Revision, Store};
 use serde_json::{Map, Value};
 
-pub use admission::{Admission, AdmissionRequest, Operation, Refusal};
+pub use admission::{Admission, AdmissionRequest, Admit, Operation, Refusal};
 pub use delete::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 pub use error::RegistryError;
 pub use object::{Object, finalizers, labels as object_labels, meta_str};

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::{
-    DeleteOptions, Deleted, ListOptions, PatchKind, Registry, RegistryError, Resource, WriteOptions,
+    Admit, DeleteOptions, Deleted, ListOptions, PatchKind, Registry, RegistryError, Resource, WriteOptions,
     meta_str, object, path,
 };
 
@@ -46,15 +46,16 @@ impl Registry {
         if meta_str(&namespace, "deletionTimestamp").is_empty() {
             return Ok(false);
         }
+        // The control plane empties a terminating namespace on its own behalf: no writer's
+        // policy may keep its contents alive.
+        let unadmitted_delete = DeleteOptions::new(Admit::unadmitted_housekeeping());
         let mut remaining = 0;
         for resource in contents.iter().filter(|r| r.namespaced) {
             let list = self.list(resource, Some(name), &ListOptions::default()).await?;
             for item in list.items {
                 remaining += 1;
                 if meta_str(&item, "deletionTimestamp").is_empty() {
-                    match self
-                        .delete(resource, Some(name), meta_str(&item, "name"), &DeleteOptions::default())
-                        .await
+                    match self.delete(resource, Some(name), meta_str(&item, "name"), &unadmitted_delete).await
                     {
                         Ok(Deleted::Gone(_)) => remaining -= 1,
                         Ok(Deleted::Pending(_)) | Err(RegistryError::NotFound { .. }) => {}
@@ -72,7 +73,17 @@ impl Registry {
             .unwrap_or_default();
         let patch =
             serde_json::to_vec(&json!({"spec": {"finalizers": finalizers}})).expect("JSON serialises");
-        match self.patch(namespaces, None, name, PatchKind::Merge, &patch, WriteOptions::default()).await {
+        match self
+            .patch(
+                namespaces,
+                None,
+                name,
+                PatchKind::Merge,
+                &patch,
+                WriteOptions::new(Admit::unadmitted_housekeeping()),
+            )
+            .await
+        {
             Ok(_) | Err(RegistryError::NotFound { .. }) => Ok(true),
             Err(error) => Err(error),
         }

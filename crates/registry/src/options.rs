@@ -1,10 +1,8 @@
 //! The options and answers of the registry's operations: what a caller says about a write, a
 //! delete or a list, and what comes back.
 
-use std::sync::Arc;
-
 use crate::Object;
-use crate::admission::Admission;
+use crate::admission::Admit;
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -32,23 +30,20 @@ impl Part {
 }
 
 /// Options of a write.
-#[derive(Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct WriteOptions {
     /// Validate and answer as if writing, but write nothing (`dryRun=All`).
     pub dry_run: bool,
     /// The object or its status.
     pub part: Part,
-    /// What this writer may write, decided on the object as it would be stored.
-    pub admission: Option<Arc<dyn Admission>>,
+    /// Who decides what this writer may write, on the object as it would be stored.
+    pub admit: Admit,
 }
 
-impl std::fmt::Debug for WriteOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WriteOptions")
-            .field("dry_run", &self.dry_run)
-            .field("part", &self.part)
-            .field("admission", &self.admission.is_some())
-            .finish()
+impl WriteOptions {
+    /// A write of the object itself (not a dry run), admitted by `admit`.
+    pub fn new(admit: Admit) -> WriteOptions {
+        WriteOptions { dry_run: false, part: Part::Main, admit }
     }
 }
 
@@ -106,7 +101,7 @@ pub struct JsonList {
 }
 
 /// Preconditions and policy of a delete (the `DeleteOptions` body).
-#[derive(Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct DeleteOptions {
     /// The object must have this uid.
     pub uid: Option<String>,
@@ -118,20 +113,21 @@ pub struct DeleteOptions {
     pub grace_period_seconds: Option<i64>,
     /// Validate and answer as if deleting, but delete nothing.
     pub dry_run: bool,
-    /// Whether this deleter may delete the object, decided on the object as it stands.
-    pub admission: Option<Arc<dyn Admission>>,
+    /// Who decides whether this deleter may delete the object, on the object as it stands.
+    pub admit: Admit,
 }
 
-impl std::fmt::Debug for DeleteOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeleteOptions")
-            .field("uid", &self.uid)
-            .field("resource_version", &self.resource_version)
-            .field("propagation_policy", &self.propagation_policy)
-            .field("grace_period_seconds", &self.grace_period_seconds)
-            .field("dry_run", &self.dry_run)
-            .field("admission", &self.admission.is_some())
-            .finish()
+impl DeleteOptions {
+    /// A delete without preconditions or policy (not a dry run), admitted by `admit`.
+    pub fn new(admit: Admit) -> DeleteOptions {
+        DeleteOptions {
+            uid: None,
+            resource_version: None,
+            propagation_policy: None,
+            grace_period_seconds: None,
+            dry_run: false,
+            admit,
+        }
     }
 }
 

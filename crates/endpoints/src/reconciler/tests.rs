@@ -88,7 +88,7 @@ async fn the_status_follows_the_members_and_is_written_only_when_it_changes() {
     assert_eq!(version(&w.service().await), version(&listed));
 
     // A member leaving takes its endpoint along.
-    w.admin.delete(&w.applications, Some("demo"), "a", &Default::default()).await.unwrap();
+    w.admin.delete(&w.applications, Some("demo"), "a", &w.admin.delete_options()).await.unwrap();
     w.pass("demo").await;
     let after = w.service().await;
     assert_eq!(after["status"]["endpoints"].as_array().unwrap().len(), 1, "{after}");

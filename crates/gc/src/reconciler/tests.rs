@@ -80,7 +80,7 @@ impl World {
     async fn delete_set(&self, name: &str, policy: &str) -> Deleted {
         let sets = self.appset.resource("fleet.example.com", "applicationsets").unwrap();
         let options =
-            DeleteOptions { propagation_policy: Some(policy.to_owned()), ..DeleteOptions::default() };
+            DeleteOptions { propagation_policy: Some(policy.to_owned()), ..self.appset.delete_options() };
         self.appset.delete(&sets, Some("demo"), name, &options).await.unwrap()
     }
 
