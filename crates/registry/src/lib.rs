@@ -45,6 +45,7 @@ use serde_json::{Map, Value};
 pub use admission::{Admission, AdmissionRequest, Admit, Operation, Refusal};
 pub use delete::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 pub use error::RegistryError;
+pub use namespaces::namespace_terminating;
 pub use object::{Object, finalizers, labels as object_labels, meta_str};
 pub use options::{DeleteOptions, Deleted, JsonList, List, ListOptions, Part, PatchKind, WriteOptions};
 pub use resource::{NoRules, Resource, Strategy, path};

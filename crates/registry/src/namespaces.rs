@@ -4,12 +4,20 @@
 use serde_json::{Value, json};
 
 use crate::{
-    Admit, DeleteOptions, Deleted, ListOptions, PatchKind, Registry, RegistryError, Resource, WriteOptions,
-    meta_str, object, path,
+    Admit, DeleteOptions, Deleted, ListOptions, Object, PatchKind, Registry, RegistryError, Resource,
+    WriteOptions, meta_str, object, path,
 };
 
+/// Whether a namespace is being deleted (`metadata.deletionTimestamp` set, or `status.phase`
+/// `Terminating`): such a namespace, like one that does not exist, takes no new objects.
+pub fn namespace_terminating(namespace: &Object) -> bool {
+    !meta_str(namespace, "deletionTimestamp").is_empty()
+        || path(namespace, "status.phase").and_then(Value::as_str) == Some("Terminating")
+}
+
 impl Registry {
-    /// A namespace that does not exist, or is being deleted, takes no new objects.
+    /// A namespace that does not exist, or is being deleted ([`namespace_terminating`]), takes
+    /// no new objects.
     pub(crate) async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), RegistryError> {
         let key = format!("{}core/namespaces/{namespace}", self.root);
         let Some(kv) = self.store.get(&key).await? else {
@@ -19,9 +27,7 @@ impl Registry {
             });
         };
         let namespace_object = object::decode_stored(&key, &kv.value, kv.mod_revision)?;
-        let terminating = !meta_str(&namespace_object, "deletionTimestamp").is_empty()
-            || path(&namespace_object, "status.phase").and_then(Value::as_str) == Some("Terminating");
-        if terminating {
+        if namespace_terminating(&namespace_object) {
             return Err(RegistryError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
             )));

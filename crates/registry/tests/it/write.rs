@@ -342,6 +342,20 @@ async fn a_terminating_namespace_takes_no_new_objects() {
     );
 }
 
+#[test]
+fn a_namespace_is_terminating_once_marked_for_deletion_or_in_phase_terminating() {
+    let cases = [
+        (json!({"metadata": {"name": "open"}}), false),
+        (json!({"metadata": {"name": "open"}, "status": {"phase": "Active"}}), false),
+        (json!({"metadata": {"name": "closing", "deletionTimestamp": "2026-11-30T12:00:00Z"}}), true),
+        (json!({"metadata": {"name": "closing"}, "status": {"phase": "Terminating"}}), true),
+    ];
+    for (namespace, terminating) in cases {
+        let object = namespace.as_object().unwrap();
+        assert_eq!(kayra_registry::namespace_terminating(object), terminating, "{namespace}");
+    }
+}
+
 #[tokio::test]
 async fn deleting_a_namespace_deletes_what_it_holds_then_itself() {
     let w = world().await;
