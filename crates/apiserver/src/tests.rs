@@ -29,7 +29,8 @@ fn router(dir: &std::path::Path) -> axum::Router {
             .expect("a memory store"),
     );
     let scheme = Arc::new(kayra_api::scheme::Scheme::new("example.com"));
-    let registry = kayra_registry::Registry::new(store, Arc::new(kayra_registry::SystemClock), "/registry/");
+    let registry =
+        kayra_registry::Registry::new(store, Arc::new(kayra_api::clock::SystemClock), "/registry/");
     let audit = crate::audit::AuditLog::open(&dir.join("audit.log")).expect("the audit log opens");
     let control = Arc::new(kayra_application::ApplicationLayer::new(scheme, registry));
     let state = ApiState::new(control, Arc::new(kayra_authn::TokenFile::none()), "here".to_owned())

@@ -38,6 +38,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use kayra_api::clock::Clock;
 use kayra_api::validation::FieldError;
 use kayra_store::{Revision, Store};
 use serde_json::{Map, Value};
@@ -59,22 +60,6 @@ use leases::SharedLease;
 /// How many times a write that lost a race to another writer is retried before the conflict
 /// is reported (patches and deletes without preconditions, generated names).
 const RETRIES: usize = 8;
-
-/// Where time comes from, so tests can fix it.
-pub trait Clock: Send + Sync {
-    /// The current time.
-    fn now(&self) -> SystemTime;
-}
-
-/// The system's clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-}
 
 /// Generic create, get, list, update, patch and delete over the storage port.
 #[derive(Clone)]

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
-use kayra_registry::{Object, Registry, SystemClock, meta_str};
+use kayra_registry::{Object, Registry, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
@@ -177,11 +178,12 @@ mod binds {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use kayra_api::clock::SystemClock;
     use kayra_api::kinds::application::SCHEDULER;
     use kayra_api::scheme::Scheme;
     use kayra_application::ApplicationLayer;
     use kayra_application::client::Client;
-    use kayra_registry::{Object, PatchKind, Registry, SystemClock, WatchEvent, WatchOptions, meta_str};
+    use kayra_registry::{Object, PatchKind, Registry, WatchEvent, WatchOptions, meta_str};
     use kayra_store::mvcc::{MvccStore, Options};
     use serde_json::{Value, json};
     use tokio_util::sync::CancellationToken;

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_authn::Identity;
-use kayra_registry::{Registry, RegistryError, SystemClock, meta_str};
+use kayra_registry::{Registry, RegistryError, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Map, Value, json};
 

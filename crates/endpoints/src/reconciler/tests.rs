@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
 use kayra_application::client::Client;
 use kayra_loop::{Key, Reconciler};
-use kayra_registry::{Registry, Resource, SystemClock};
+use kayra_registry::{Registry, Resource};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 

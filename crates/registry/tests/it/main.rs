@@ -9,10 +9,9 @@ mod write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use kayra_api::clock::Clock;
 use kayra_api::validation::FieldError;
-use kayra_registry::{
-    Admit, Clock, DeleteOptions, NoRules, Object, Registry, Resource, Strategy, WriteOptions,
-};
+use kayra_registry::{Admit, DeleteOptions, NoRules, Object, Registry, Resource, Strategy, WriteOptions};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 

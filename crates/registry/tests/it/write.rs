@@ -422,7 +422,7 @@ struct ExpiringRules;
 impl kayra_registry::Strategy for ExpiringRules {
     fn expires_at(&self, object: &kayra_registry::Object) -> Option<std::time::SystemTime> {
         let soon = object.get("metadata")?.get("labels")?.get("expires")? == "soon";
-        soon.then(|| kayra_registry::Clock::now(&crate::FixedClock) + std::time::Duration::from_secs(2))
+        soon.then(|| kayra_api::clock::Clock::now(&crate::FixedClock) + std::time::Duration::from_secs(2))
     }
 }
 
