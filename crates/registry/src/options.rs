@@ -17,7 +17,8 @@ pub enum Part {
     Approval,
     /// The `/binding` subresource of an Application: the object and its status in one write,
     /// as a placement sets the node and the `Scheduled` condition together. Admission decides
-    /// it as a write of the object.
+    /// it as a write of the object; it leaves `metadata.generation` as stored, since placement
+    /// is the control plane's decision and not a new desired state from the object's author.
     Binding,
 }
 

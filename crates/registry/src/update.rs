@@ -156,7 +156,9 @@ impl Registry {
                 return Err(invalid(resource, &object, causes));
             }
             options.validate(resource, Operation::Update, &object, Some(&old))?;
-            if object::spec_of(&object) != object::spec_of(&old) {
+            // `generation` counts the author's changes to the spec. A binding's placement (or its
+            // undoing) is the control plane's decision, and leaves it, as `pods/binding` does.
+            if options.part != Part::Binding && object::spec_of(&object) != object::spec_of(&old) {
                 let generation = path(&old, "metadata.generation").and_then(Value::as_i64).unwrap_or(0) + 1;
                 object::metadata_mut(&mut object).insert("generation".into(), json!(generation));
             }

@@ -179,6 +179,39 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     assert!(matches!(missing, Err(RegistryError::NotFound { .. })));
 }
 
+/// Placement is the control plane's decision, not a new desired state from the object's author:
+/// as kube-apiserver's `pods/binding`, a binding (and the unbinding that undoes it) writes the
+/// spec and the status and leaves `generation` where the author's last change put it.
+#[tokio::test]
+async fn a_binding_leaves_the_generation_its_author_wrote() {
+    let w = world().await;
+    let ns = Some("default");
+    w.registry.create(&w.widgets, ns, widget("placed", 1), unadmitted()).await.unwrap();
+    let binding = || WriteOptions { part: Part::Binding, ..unadmitted() };
+    let place = |node: Option<&'static str>| {
+        move |current: &kayra_registry::Object| {
+            let mut object = current.clone();
+            object["spec"]["node"] = json!(node);
+            object.insert("status".into(), json!({"scheduled": node.is_some()}));
+            Ok(object)
+        }
+    };
+    let bound =
+        w.registry.update_with(&w.widgets, ns, "placed", None, binding(), place(Some("n1"))).await.unwrap();
+    assert_eq!((&bound["spec"]["node"], &bound["status"]["scheduled"]), (&json!("n1"), &json!(true)));
+    assert_eq!(meta(&bound, "generation"), 1, "a binding is not the author's change");
+    let unbound =
+        w.registry.update_with(&w.widgets, ns, "placed", None, binding(), place(None)).await.unwrap();
+    assert_eq!(unbound["spec"]["node"], json!(null));
+    assert_eq!(meta(&unbound, "generation"), 1, "nor is undoing one");
+    assert_eq!(meta(&w.registry.get(&w.widgets, ns, "placed").await.unwrap(), "generation"), 1);
+
+    let mut body = serde_json::Value::Object(unbound);
+    body["spec"]["size"] = json!(2);
+    let resized = w.registry.update(&w.widgets, ns, "placed", body, unadmitted()).await.unwrap();
+    assert_eq!(meta(&resized, "generation"), 2, "the author's own change still counts");
+}
+
 #[tokio::test]
 async fn patches_merge_or_apply_operations_and_change_nothing_when_they_fail() {
     let w = world().await;
