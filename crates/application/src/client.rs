@@ -232,6 +232,22 @@ impl Client {
         crate::binding::bind(&self.control, &self.identity, namespace, name, binding, false).await
     }
 
+    /// Moves a scheduler-placed Application off its node, at `resource_version`: its binding
+    /// and the scheduler's mark cleared in one binding write, which leaves `generation` as it
+    /// was (authorized as `patch` of `applications`, admitted as a write of the object);
+    /// answers the unbound Application.
+    pub async fn unbind(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+    ) -> Result<Object, RegistryError> {
+        let applications =
+            self.resource(&format!("fleet.{}", self.control.scheme().domain()), "applications")?;
+        self.authorize("patch", &applications, None, Some(namespace), Some(name))?;
+        crate::binding::unbind(&self.control, &self.identity, namespace, name, resource_version).await
+    }
+
     /// Patches an object.
     pub async fn patch(
         &self,
