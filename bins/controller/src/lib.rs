@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_apiserver::{ApiState, ServeOptions};
 use kayra_application::ApplicationLayer;
@@ -27,7 +28,7 @@ use kayra_loop::election::Election;
 use kayra_loop::runtime::Loop;
 use kayra_nodecsr::reconciler::NodeCsrReconciler;
 use kayra_pki::{Ca, Usage};
-use kayra_registry::{Registry, SystemClock};
+use kayra_registry::Registry;
 use kayra_store::Store;
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::json;
@@ -213,7 +214,7 @@ pub async fn api(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Contr
         },
         Arc::new(bridges::RegistryNamespaces { client: client.clone(), namespaces: namespaces.clone() }),
         Arc::new(kayra_catalog::RandomIds),
-        Arc::new(kayra_catalog::SystemClock),
+        Arc::new(SystemClock),
     ));
     for name in ["default", kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE] {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});

@@ -9,6 +9,7 @@
 //! This crate is shapes and pure functions only: it does no I/O and knows nothing of storage,
 //! HTTP or the registry.
 
+pub mod clock;
 pub mod codec;
 pub mod kinds;
 pub mod quantity;

@@ -36,7 +36,8 @@ pub(crate) fn router_with_tokens(dir: &std::path::Path, tokens: kayra_authn::Tok
             .expect("a memory store"),
     );
     let scheme = Arc::new(kayra_api::scheme::Scheme::new("example.com"));
-    let registry = kayra_registry::Registry::new(store, Arc::new(kayra_registry::SystemClock), "/registry/");
+    let registry =
+        kayra_registry::Registry::new(store, Arc::new(kayra_api::clock::SystemClock), "/registry/");
     let audit = crate::AuditLog::open(&dir.join("audit.log")).expect("the audit log opens");
     let control = Arc::new(kayra_application::ApplicationLayer::new(scheme, registry));
     let state = ApiState::new(control, Arc::new(tokens), "here".to_owned()).with_audit_log(audit);

@@ -11,7 +11,13 @@
 //! As in Kubernetes: an Application already bound, or being deleted, is not bound again
 //! (`409`); a `metadata.uid` or `metadata.resourceVersion` in the Binding must be the
 //! Application's (`409`); the target is a Node (`kind` empty or `Node`) with a name.
+//!
+//! Unbinding (an eviction, a lost node, a taint) is the same decision undone, and the same
+//! kind of write: the node and the scheduler's mark go together. Neither moves
+//! `metadata.generation`: placement is the control plane's, not a new desired state from the
+//! Application's author.
 
+use kayra_api::kinds::application::scheduled_by_annotation;
 use kayra_api::validation::FieldError;
 use kayra_authn::Identity;
 use kayra_registry::{Object, Part, RegistryError, Resource, meta_str};
@@ -87,6 +93,40 @@ pub async fn bind(
         set_scheduled(&mut object, &message, &now);
         Ok(object)
     };
+    control.registry().update_with(&applications, Some(namespace), name, version, options, build).await
+}
+
+/// Undoes the binding of the Application `namespace`/`name`, at `resource_version`, as
+/// `identity` (the caller has been authorized): clears `spec.placement.nodeName` and the
+/// scheduler's `scheduled-by` mark in one write of the binding, admitted as a write of the
+/// object. Its status keeps only what still holds once nothing runs it, as on any write that
+/// moves it off its node. Answers the unbound Application.
+pub async fn unbind(
+    control: &ApplicationLayer,
+    identity: &Identity,
+    namespace: &str,
+    name: &str,
+    resource_version: &str,
+) -> Result<Object, RegistryError> {
+    let applications = applications(control)?;
+    let annotation = scheduled_by_annotation(control.scheme().domain());
+    // Placement admission waits for the fleet index only for a write that names a node; this
+    // one names none, so it goes straight on.
+    let options = control.admitted(identity, Part::Binding, false);
+    let build = |current: &Object| -> Result<Object, RegistryError> {
+        let mut object = current.clone();
+        let placement = object.get_mut("spec").and_then(|spec| spec.get_mut("placement"));
+        if let Some(placement) = placement.and_then(Value::as_object_mut) {
+            placement.remove("nodeName");
+        }
+        let annotations = object.get_mut("metadata").and_then(|metadata| metadata.get_mut("annotations"));
+        if let Some(annotations) = annotations.and_then(Value::as_object_mut) {
+            annotations.remove(&annotation);
+        }
+        applications.strategy.carried_status(current, &mut object);
+        Ok(object)
+    };
+    let version = Some(resource_version);
     control.registry().update_with(&applications, Some(namespace), name, version, options, build).await
 }
 

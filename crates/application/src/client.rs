@@ -245,6 +245,22 @@ impl Client {
         self.authorize(request)?.bind(binding, false).await
     }
 
+    /// Moves a scheduler-placed Application off its node, at `resource_version`: its binding
+    /// and the scheduler's mark cleared in one binding write, which leaves `generation` as it
+    /// was (authorized as `patch` of `applications`, admitted as a write of the object);
+    /// answers the unbound Application.
+    pub async fn unbind(
+        &self,
+        namespace: &str,
+        name: &str,
+        resource_version: &str,
+    ) -> Result<Object, RegistryError> {
+        let applications =
+            self.resource(&format!("fleet.{}", self.layer.scheme().domain()), "applications")?;
+        let request = self.request(Verb::Patch, &applications, Some(namespace), Some(name))?;
+        self.authorize(request)?.unbind(resource_version).await
+    }
+
     /// Patches an object.
     pub async fn patch(
         &self,

@@ -2,15 +2,15 @@
 //!
 //! An Application the scheduler placed carries the annotation `fleet.<domain>/scheduled-by`,
 //! written with its binding. Unbinding it clears `spec.placement.nodeName` and drops the
-//! annotation in one write: its node's agent no longer finds it in its desired state and stops
-//! it (within its grace period), and the scheduler places it again. An Application its author
+//! annotation in one write of its binding, which leaves `generation` as the binding did: its
+//! node's agent no longer finds it in its desired state and stops it (within its grace period),
+//! and the scheduler places it again. An Application its author
 //! pinned (a binding without the annotation) is never moved: only its author changes the pin.
 
 use kayra_api::kinds::application::scheduled_by_annotation;
 use std::sync::Arc;
 
-use kayra_registry::{Object, PatchKind, RegistryError, Resource, meta_str};
-use serde_json::{Value, json};
+use kayra_registry::{Object, RegistryError, Resource, meta_str};
 
 use crate::ApplicationLayer;
 use crate::client::Client;
@@ -65,7 +65,6 @@ pub async fn unbind(
     dry_run: bool,
 ) -> Result<Unbinding, RegistryError> {
     let domain = client.layer().scheme().domain().to_owned();
-    let annotation = scheduled_by_annotation(&domain);
     let mut attempt = 0;
     loop {
         let application = client.get(applications, Some(namespace), name).await?;
@@ -79,14 +78,7 @@ pub async fn unbind(
         if dry_run {
             return Ok(Unbinding::Unbound { node, application });
         }
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": meta_str(&application, "resourceVersion"),
-                "annotations": {annotation.clone(): Value::Null},
-            },
-            "spec": {"placement": {"nodeName": Value::Null}},
-        });
-        match client.patch(applications, Some(namespace), name, PatchKind::Merge, &patch).await {
+        match client.unbind(namespace, name, meta_str(&application, "resourceVersion")).await {
             Ok(application) => return Ok(Unbinding::Unbound { node, application }),
             Err(RegistryError::Conflict { .. }) if attempt < RETRIES => attempt += 1,
             Err(error) => return Err(error),

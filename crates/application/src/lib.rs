@@ -35,7 +35,9 @@ use std::sync::{Arc, RwLock};
 use kayra_api::scheme::{KindInfo, Scheme};
 use kayra_authn::Identity;
 use kayra_authz::{Action, Caller, Rbac};
-use kayra_registry::{Admission, DeleteOptions, Part, Registry, RegistryError, Resource, WriteOptions};
+use kayra_registry::{
+    Admission, Admit, DeleteOptions, Part, Registry, RegistryError, Resource, WriteOptions,
+};
 use serde_json::Value;
 
 /// The identity the controller's own loops act under. It is in `system:masters`: the loops are
@@ -158,7 +160,13 @@ impl ApplicationLayer {
         dry_run: bool,
     ) -> WriteOptions {
         self.placement_current(resource, part, object).await;
-        WriteOptions { dry_run, part, admission: Some(self.admission(identity)) }
+        self.admitted(identity, part, dry_run)
+    }
+
+    /// The options of a write of `part` by `identity`, admitted by its admission chain, for a
+    /// write that placement admission does not wait on (see [`ApplicationLayer::write_options`]).
+    pub(crate) fn admitted(&self, identity: &Identity, part: Part, dry_run: bool) -> WriteOptions {
+        WriteOptions { dry_run, part, ..WriteOptions::new(Admit::by(self.admission(identity))) }
     }
 
     /// The options of a delete of a `resource` object by `identity`, as `request` asks it:
@@ -177,7 +185,7 @@ impl ApplicationLayer {
             propagation_policy: request.propagation_policy.clone(),
             grace_period_seconds: request.grace_period_seconds,
             dry_run: request.dry_run,
-            admission: Some(self.admission(identity)),
+            ..DeleteOptions::new(Admit::by(self.admission(identity)))
         }
     }
 

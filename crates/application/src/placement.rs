@@ -330,8 +330,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_first_write_that_waits_sees_every_node_created_before_it() {
+        use kayra_api::clock::SystemClock;
         use kayra_api::scheme::Scheme;
-        use kayra_registry::SystemClock;
         use kayra_store::mvcc::{MvccStore, Options};
 
         let store = Arc::new(MvccStore::in_memory(Options::default()).expect("an in-memory store opens"));

@@ -25,11 +25,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use kayra_api::clock::SystemClock;
 use kayra_api::kinds::application::{SCHEDULER, scheduled_by_annotation};
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
 use kayra_application::client::Client;
-use kayra_registry::{Registry, Resource, SystemClock, WatchEvent, WatchOptions, meta_str};
+use kayra_registry::{Registry, Resource, WatchEvent, WatchOptions, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

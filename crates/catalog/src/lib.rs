@@ -7,7 +7,8 @@
 //! The rules are pure functions ([`validate`], [`sync`], [`due`], [`status`],
 //! [`openapi::resources`]); [`Catalog`] applies them over the storage port
 //! (`kayra_store::Store`) and the catalog's own ports: the namespaces subscribers live in
-//! ([`ports::Namespaces`]), where sync ids and time come from ([`IdGenerator`], [`Clock`]), and,
+//! ([`ports::Namespaces`]), where sync ids and time come from ([`IdGenerator`],
+//! [`kayra_api::clock::Clock`]), and,
 //! for a reconciliation pass ([`Catalog::reconcile`]), how an API's document is fetched and a
 //! step is sent ([`SpecFetcher`], [`steps::StepRunner`]). The crate knows nothing of HTTP, of
 //! Kayra's API server or of any storage engine: Kayra serves it over HTTP, and a team can embed
@@ -26,8 +27,9 @@
 //! use kayra_catalog::steps::{StepRequest, StepRunner};
 //! use kayra_catalog::{
 //!     ApiRegistration, Catalog, CatalogError, RandomIds, Scope, SpecFetcher, Subscription,
-//!     SyncRequest, SystemClock,
+//!     SyncRequest,
 //! };
+//! use kayra_api::clock::SystemClock;
 //! use kayra_store::mvcc::{MvccStore, Options};
 //!
 //! /// The team's gateway, which serves every API's OpenAPI document.
@@ -111,8 +113,6 @@ mod subscription;
 mod sync;
 
 pub use registration::{ApiRegistration, DependencyRef, Problem, is_api_name, is_short_name, validate};
-pub use service::{
-    Attempt, Catalog, CatalogError, Clock, Report, Scope, SpecFetcher, Stored, StoredSpec, SystemClock,
-};
+pub use service::{Attempt, Catalog, CatalogError, Report, Scope, SpecFetcher, Stored, StoredSpec};
 pub use subscription::{RegistrationStatus, Subscription, SubscriptionState, SubscriptionSync, status};
 pub use sync::{IdGenerator, RandomIds, SyncError, SyncRequest, due, sync};

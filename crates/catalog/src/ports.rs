@@ -1,6 +1,6 @@
 //! What the catalog asks of its embedder besides storage: where subscribers' namespaces are
 //! kept. The storage port is `kayra_store::Store`; the id, clock, document and step ports sit
-//! beside the code that uses them ([`crate::IdGenerator`], [`crate::Clock`],
+//! beside the code that uses them ([`crate::IdGenerator`], [`kayra_api::clock::Clock`],
 //! [`crate::SpecFetcher`], [`crate::steps::StepRunner`]).
 
 use std::collections::BTreeSet;

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use kayra_api::clock::Clock;
 use kayra_store::{Compare, KeyValue, Op, RangeRequest, Revision, Store, StoreError, Txn, TxnResult};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -30,22 +31,6 @@ pub use reconcile::{Attempt, Report, SpecFetcher, StoredSpec};
 
 /// How many times a write that lost a race is retried.
 const RETRIES: usize = 8;
-
-/// Where the time comes from.
-pub trait Clock: Send + Sync {
-    /// Now.
-    fn now(&self) -> SystemTime;
-}
-
-/// The system's clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> SystemTime {
-        SystemTime::now()
-    }
-}
 
 /// Where this catalog lives: the store's root, the deployment's domain, the instance's
 /// platform and region, and the API groups the embedder serves itself.
@@ -702,6 +687,7 @@ fn timestamp(time: SystemTime) -> String {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    use kayra_api::clock::SystemClock;
     use kayra_store::mvcc::{MvccStore, Options};
 
     use crate::DependencyRef;

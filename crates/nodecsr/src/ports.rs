@@ -1,4 +1,5 @@
-//! What the signer needs from outside: a CA that reads and signs PKCS#10 requests, and a clock.
+//! What the signer needs from outside: a CA that reads and signs PKCS#10 requests (its clock is
+//! `kayra_api::clock::Clock`).
 
 use std::time::Duration;
 
@@ -25,20 +26,4 @@ pub trait Signer: Send + Sync {
         subject: &RequestedSubject,
         ttl: Duration,
     ) -> Result<String, String>;
-}
-
-/// The time, as the signer reads it.
-pub trait Clock: Send + Sync {
-    /// Now.
-    fn now(&self) -> jiff::Timestamp;
-}
-
-/// The system's clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now(&self) -> jiff::Timestamp {
-        jiff::Timestamp::now()
-    }
 }

@@ -9,6 +9,7 @@ use k8s_openapi::api::certificates::v1::{
     CertificateSigningRequest, CertificateSigningRequestCondition, CertificateSigningRequestStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kayra_api::clock::{Clock, SystemClock};
 use kayra_api::kinds::csr::{certificate, has_condition};
 use kayra_application::client::Client;
 use kayra_application::events::{Involved, Recorder, Severity};
@@ -18,7 +19,7 @@ use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{RegistryError, Resource};
 
-use crate::ports::{Clock, Signer, SystemClock};
+use crate::ports::Signer;
 use crate::rules::{self, AUTO_APPROVED, Answer, Request};
 
 /// How often every request is looked at with nothing changed.
@@ -73,6 +74,12 @@ impl NodeCsrReconciler {
     }
 
     /// Adds a `Failed` condition through the status subresource.
+    /// The time on the signer's clock.
+    fn now(&self) -> jiff::Timestamp {
+        jiff::Timestamp::try_from(self.clock.now())
+            .expect("a clock reads a time between the years -9999 and 9999")
+    }
+
     async fn fail(
         &self,
         mut csr: CertificateSigningRequest,
@@ -80,7 +87,7 @@ impl NodeCsrReconciler {
         message: &str,
     ) -> Result<CertificateSigningRequest, ReconcileError> {
         let name = csr.metadata.name.clone().unwrap_or_default();
-        push_condition(&mut csr, "Failed", reason, message, self.clock.now());
+        push_condition(&mut csr, "Failed", reason, message, self.now());
         let written = self.client.update_status(&self.requests, None, &name, &csr).await?;
         self.event(&name, Severity::Warning, reason, message).await;
         decode(written)
@@ -94,13 +101,13 @@ impl NodeCsrReconciler {
     ) -> Result<Option<Duration>, ReconcileError> {
         let decided = ["Approved", "Denied", "Failed"].iter().any(|c| has_condition(csr, c))
             || certificate(csr).is_some();
-        let created = csr.metadata.creation_timestamp.as_ref().map_or(self.clock.now(), |t| t.0);
+        let created = csr.metadata.creation_timestamp.as_ref().map_or(self.now(), |t| t.0);
         let due = created
             .checked_add(
                 jiff::SignedDuration::try_from(rules::kept_for(decided)).unwrap_or(jiff::SignedDuration::MAX),
             )
             .unwrap_or(jiff::Timestamp::MAX);
-        let left = self.clock.now().duration_until(due);
+        let left = self.now().duration_until(due);
         if left.is_positive() {
             return Ok(Some(left.unsigned_abs().max(Duration::from_secs(1))));
         }
@@ -151,7 +158,7 @@ impl Reconciler for NodeCsrReconciler {
                 // A person decides; the request waits until then, or until it is collected.
                 return Ok(Action::RequeueAfter(left));
             };
-            push_condition(&mut csr, "Approved", AUTO_APPROVED, message, self.clock.now());
+            push_condition(&mut csr, "Approved", AUTO_APPROVED, message, self.now());
             csr = decode(self.client.update_approval(&self.requests, name, &csr).await?)?;
             let approved = format!("Approved {} for {}", subject.common_name, request.username);
             self.event(name, Severity::Normal, AUTO_APPROVED, &approved).await;

@@ -38,6 +38,9 @@ struct State {
     /// The names of the Node objects that exist: all the push needs of them (a whole Node is
     /// some 10 KiB decoded, per node, and the registry's watch cache holds it already).
     nodes: HashSet<String>,
+    /// For each node, how many times an Application left it (unbound, or bound elsewhere):
+    /// part of its signature, since one that comes back before a push is the same document.
+    departures: HashMap<String, u64>,
     synced: BTreeSet<&'static str>,
 }
 
@@ -114,7 +117,8 @@ impl Cache {
             }
         }
         let secrets: Vec<Document> = wanted.iter().filter_map(|id| state.secrets.get(id).cloned()).collect();
-        let signature = signature(&applications, &secrets);
+        let departures = state.departures.get(node).copied().unwrap_or_default();
+        let signature = signature(&applications, &secrets, departures);
         DesiredState { applications, secrets, signature }
     }
 }
@@ -134,8 +138,12 @@ impl State {
         let id = id_of(&object);
         match collection {
             Collection::Applications => {
+                let left = self.applications.get(&id).and_then(|placed| placed.node.clone());
                 self.remove(collection, &id);
                 let node = bound_node(&object);
+                if let Some(left) = left.filter(|left| node.as_ref() != Some(left)) {
+                    *self.departures.entry(left).or_default() += 1;
+                }
                 let secrets = referenced_secrets(&object);
                 if let Some(node) = &node {
                     self.by_node.entry(node.clone()).or_default().insert(id.clone());
@@ -238,10 +246,14 @@ fn referenced_secrets(object: &Object) -> BTreeSet<String> {
 
 /// A digest over what a desired state contains: each object's identity, uid and version of
 /// what the node acts on (an Application's generation and whether it is being deleted, a
-/// Secret's resourceVersion, as Secrets have no generation). A status-only change leaves it
-/// as it was; a deletion or a re-creation under the same name changes it.
-pub(crate) fn signature(applications: &[Document], secrets: &[Document]) -> String {
+/// Secret's resourceVersion, as Secrets have no generation), and how many Applications left the
+/// node (`departures`). A status-only change leaves it as it was; a deletion, a re-creation
+/// under the same name, or an Application unbound and bound to the node again changes it.
+pub(crate) fn signature(applications: &[Document], secrets: &[Document], departures: u64) -> String {
     let mut parts = BTreeMap::new();
+    if departures > 0 {
+        parts.insert("departures".to_owned(), departures.to_string());
+    }
     for application in applications {
         let generation =
             application.get("metadata").and_then(|m| m.get("generation")).and_then(Value::as_i64);
@@ -387,26 +399,45 @@ mod tests {
     #[test]
     fn the_signature_ignores_status_and_sees_generation_deletion_and_recreation() {
         let web = application("web", "n1", "u1", 1, &[]);
-        let base = signature(std::slice::from_ref(&web), &[]);
+        let base = signature(std::slice::from_ref(&web), &[], 0);
         let mut with_status = (*web).clone();
         with_status.insert("status".into(), json!({"phase": "Running"}));
         with_status["metadata"]["resourceVersion"] = json!("99");
-        assert_eq!(signature(&[Arc::new(with_status)], &[]), base);
-        assert_ne!(signature(&[application("web", "n1", "u1", 2, &[])], &[]), base, "a new generation");
+        assert_eq!(signature(&[Arc::new(with_status)], &[], 0), base);
+        assert_ne!(signature(&[application("web", "n1", "u1", 2, &[])], &[], 0), base, "a new generation");
         assert_ne!(
-            signature(&[application("web", "n1", "u9", 1, &[])], &[]),
+            signature(&[application("web", "n1", "u9", 1, &[])], &[], 0),
             base,
             "re-created under the same name"
         );
-        assert_ne!(signature(&[], &[]), base, "deleted");
+        assert_ne!(signature(&[], &[], 0), base, "deleted");
         let mut deleting = (*web).clone();
         deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert_ne!(signature(&[Arc::new(deleting)], &[]), base, "being deleted");
+        assert_ne!(signature(&[Arc::new(deleting)], &[], 0), base, "being deleted");
         assert_ne!(
-            signature(std::slice::from_ref(&web), &[secret("s", "1")]),
-            signature(&[web], &[secret("s", "2")]),
+            signature(std::slice::from_ref(&web), &[secret("s", "1")], 0),
+            signature(&[web], &[secret("s", "2")], 0),
             "secret data"
         );
+    }
+
+    /// A binding leaves `generation` as it was, so an Application unbound from a node and bound
+    /// to it again before the node was pushed to is the same document as before: the node must
+    /// still be told (its status was reset meanwhile, and its node reports it again).
+    #[test]
+    fn an_application_unbound_and_bound_again_before_a_push_changes_its_nodes_signature() {
+        let cache = Cache::default();
+        cache.replace(Collection::Applications, vec![application("web", "n1", "u1", 1, &[])]);
+        let before = cache.desired("n1").signature;
+        for node in ["", "n1"] {
+            let moved = Arc::new((*application("web", node, "u1", 1, &[])).clone());
+            cache.apply(Collection::Applications, &WatchEvent::Modified(moved));
+        }
+        assert_ne!(cache.desired("n1").signature, before);
+        let unmoved = Arc::new((*application("web", "n1", "u1", 1, &[])).clone());
+        let after = cache.desired("n1").signature;
+        cache.apply(Collection::Applications, &WatchEvent::Modified(unmoved));
+        assert_eq!(cache.desired("n1").signature, after, "a write that leaves it in place changes nothing");
     }
 
     #[test]

@@ -3,10 +3,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
 use kayra_authn::Identity;
-use kayra_registry::{Registry, SystemClock};
+use kayra_registry::Registry;
 use kayra_store::mvcc::{MvccStore, Options};
 
 use crate::{Config, NodeServer, Refused};

@@ -30,14 +30,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use kayra_api::kinds::application::scheduled_by_annotation;
 use kayra_application::client::Client;
 use kayra_application::events::{Involved, Recorder, Severity};
 use kayra_application::feed::{FollowFeed, Follower};
 use kayra_loop::runtime::Loop;
 use kayra_loop::source::{Item, Sink, Source};
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
-use kayra_registry::{Object, PatchKind, RegistryError, Resource, WatchEvent, meta_str};
+use kayra_registry::{Object, RegistryError, Resource, WatchEvent, meta_str};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -182,10 +181,6 @@ impl Scheduler {
 
     fn state(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().expect("the scheduler's lock is never held across a panic")
-    }
-
-    fn annotation(&self) -> String {
-        scheduled_by_annotation(&self.inner.domain)
     }
 
     /// Records an Application; answers the loop keys it concerns.
@@ -492,16 +487,7 @@ impl Scheduler {
             verdict
         };
         for (app, taint) in verdict.evict {
-            let patch = json!({
-                "metadata": {"resourceVersion": app.resource_version, "annotations": {self.annotation(): null}},
-                "spec": {"placement": {"nodeName": null}},
-            });
-            match self
-                .inner
-                .client
-                .patch(&self.inner.applications, Some(&app.namespace), &app.name, PatchKind::Merge, &patch)
-                .await
-            {
+            match self.inner.client.unbind(&app.namespace, &app.name, &app.resource_version).await {
                 Ok(moved) => {
                     let message = format!(
                         "Unbinding {} from node {node}: it does not tolerate taint {{{}: {}}}:NoExecute",

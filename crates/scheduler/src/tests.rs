@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
-use kayra_registry::{Object, Registry, SystemClock, meta_str};
+use kayra_registry::{Object, Registry, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
@@ -177,11 +178,12 @@ mod binds {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use kayra_api::clock::SystemClock;
     use kayra_api::kinds::application::SCHEDULER;
     use kayra_api::scheme::Scheme;
     use kayra_application::ApplicationLayer;
     use kayra_application::client::Client;
-    use kayra_registry::{Object, PatchKind, Registry, SystemClock, WatchEvent, WatchOptions, meta_str};
+    use kayra_registry::{Object, PatchKind, Registry, WatchEvent, WatchOptions, meta_str};
     use kayra_store::mvcc::{MvccStore, Options};
     use serde_json::{Value, json};
     use tokio_util::sync::CancellationToken;
@@ -276,6 +278,52 @@ mod binds {
         .expect("a Scheduled Event is recorded");
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert_eq!(scheduled_events().await, 1, "exactly one Scheduled Event");
+        stop.cancel();
+        let _ = running.await;
+    }
+
+    /// The taint manager's unbinding undoes the scheduler's placement, as its binding made it:
+    /// neither is the author's change, and `generation` stays where the author left it.
+    #[tokio::test]
+    async fn a_taint_managers_unbinding_leaves_the_generation_its_author_wrote() {
+        let (control, client) = fleet(&["n1"]).await;
+        let applications = client.resource("fleet.example.com", "applications").expect("served");
+        let scheduler = Scheduler::new(
+            control.client(kayra_application::controller_identity("scheduler")),
+            Policy::Spread,
+        )
+        .expect("the scheduler starts");
+        let stop = CancellationToken::new();
+        let running = tokio::spawn(scheduler.into_loop().run(stop.clone()));
+        let watching = WatchOptions { namespace: Some("a".into()), ..WatchOptions::default() };
+        let mut watch = client.watch(&applications, &watching).await.expect("watched");
+        client.create(&applications, Some("a"), application("web")).await.expect("created");
+        let mut next = async |bound: bool| {
+            tokio::time::timeout(Duration::from_secs(10), async {
+                loop {
+                    if let WatchEvent::Added(object) | WatchEvent::Modified(object) =
+                        watch.next().await.expect("a change")
+                        && node_of(&object).is_some() == bound
+                        && (bound
+                            || object["metadata"]["annotations"]
+                                .get("fleet.example.com/scheduled-by")
+                                .is_none())
+                    {
+                        return object;
+                    }
+                }
+            })
+            .await
+            .expect("the Application's binding changes")
+        };
+        let bound = next(true).await;
+        assert_eq!(bound["metadata"]["generation"], 1, "{bound:?}");
+
+        let nodes = client.resource("", "nodes").expect("served");
+        let taint = json!({"spec": {"taints": [{"key": "maintenance", "effect": "NoExecute"}]}});
+        client.patch(&nodes, None, "n1", PatchKind::Merge, &taint).await.expect("tainted");
+        let unbound = next(false).await;
+        assert_eq!(unbound["metadata"]["generation"], 1, "{unbound:?}");
         stop.cancel();
         let _ = running.await;
     }

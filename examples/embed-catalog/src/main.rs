@@ -16,9 +16,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kayra_api::clock::SystemClock;
 use kayra_catalog::ports::FixedNamespaces;
 use kayra_catalog::steps::{Mode, ReconcilerConfig, Step};
-use kayra_catalog::{Catalog, RandomIds, Scope, SystemClock};
+use kayra_catalog::{Catalog, RandomIds, Scope};
 use kayra_example_embed_catalog::reconciler::{LoggedEvents, reconciler};
 use tokio_util::sync::CancellationToken;
 

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::Path;
+use kayra_api::clock::SystemClock;
 use kayra_catalog::ports::FixedNamespaces;
 use kayra_catalog::reconciler::{Events, SubscriptionEvent};
 use kayra_catalog::steps::{Mode, ReconcilerConfig, Step};
-use kayra_catalog::{Catalog, RandomIds, Scope, SystemClock};
+use kayra_catalog::{Catalog, RandomIds, Scope};
 use kayra_example_embed_catalog::reconciler::reconciler;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -221,6 +221,42 @@ fn only_the_scheduler_marks_and_moves_what_it_placed() {
     );
 }
 
+/// An eviction's or a lost node's unbinding is written as a binding (so that it leaves
+/// `generation`, as the binding did): placement decides it as a write of the object, and a
+/// cleared binding with its mark gone is what it accepts.
+#[test]
+fn an_unbinding_written_as_a_binding_is_decided_as_a_write_of_the_object() {
+    let plugin = NodePlacement::new("example.com", Arc::new(TwoNodes));
+    let placed = object_of(app(Some("n1"), None, true));
+    let cases = [
+        ("system:kayra:eviction", app(None, None, false), Ok(()), "the control plane unbinds"),
+        ("alice", app(None, None, false), Ok(()), "so may a client, asking for a new placement"),
+        ("alice", app(Some("n2"), None, true), Err("may not move"), "a binding write is still decided"),
+        ("system:kayra:eviction", app(None, None, true), Err("remove it with the binding"), "no mark left"),
+    ];
+    for (who, object, expect, why) in cases {
+        let writer =
+            if who.starts_with("system:kayra:") { caller(who, &["system:masters"]) } else { user(who) };
+        let object = object_of(object);
+        let write = crate::Write {
+            operation: Operation::Update,
+            part: Part::Binding,
+            old: Some(&placed),
+            ..write(&writer, "applications", Some("a"), "web", &object)
+        };
+        match (expect, plugin.validate(&write)) {
+            (Ok(()), Ok(())) => {}
+            (Err(text), Err(Refusal::Forbidden(message))) => {
+                assert!(message.contains(text), "{why}: {message}")
+            }
+            (Err(text), Err(Refusal::Invalid(causes))) => {
+                assert!(format!("{causes:?}").contains(text), "{why}: {causes:?}")
+            }
+            (expect, decision) => panic!("{why}: expected {expect:?}, got {decision:?}"),
+        }
+    }
+}
+
 #[test]
 fn other_writes_are_not_this_plugins_concern() {
     let object = object_of(app(Some("n9"), None, true));

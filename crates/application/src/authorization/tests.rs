@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_api::verb::Verb;
 use kayra_authn::Identity;
-use kayra_registry::{Registry, RegistryError, SystemClock};
+use kayra_registry::{Registry, RegistryError};
 use kayra_store::mvcc::{MvccStore, Options};
 
 use super::*;

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_authn::Identity;
-use kayra_registry::{Registry, RegistryError, SystemClock, meta_str};
+use kayra_registry::{Registry, RegistryError, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Map, Value, json};
 
@@ -121,4 +122,41 @@ async fn placement_admission_decides_a_binding() {
         matches!(&refused, Err(RegistryError::Forbidden(message)) if message.contains("applications/binding")),
         "{refused:?}"
     );
+}
+
+/// An unbinding (an eviction, a lost node) undoes the control plane's placement: like the
+/// binding it leaves `generation` where the author's last change put it, and the status says
+/// nothing runs it any more.
+#[tokio::test]
+async fn an_unbinding_leaves_the_generation_its_author_wrote() {
+    let (control, scheduler) = fleet().await;
+    let applications = scheduler.resource("fleet.example.com", "applications").unwrap();
+    application(&scheduler, "web", "1Mi").await;
+    let mut bound =
+        scheduler.bind("a", "web", &super::binding_to("web", "n1", None, marked())).await.unwrap();
+    assert_eq!(bound["metadata"]["generation"], 1, "a binding is not the author's change");
+    let status = bound.get_mut("status").and_then(Value::as_object_mut).unwrap();
+    status.insert("phase".into(), json!("Running"));
+    status.insert("startedAt".into(), json!("2026-12-01T00:00:00Z"));
+    status["conditions"].as_array_mut().unwrap().push(json!({"type": "Ready", "status": "True"}));
+    scheduler.update_status(&applications, Some("a"), "web", bound).await.unwrap();
+
+    let nobody = control.client(Identity::new("mallory", "", vec![]));
+    let refused = crate::eviction::unbind(&nobody, &applications, "a", "web", None, false).await;
+    assert!(matches!(refused, Err(RegistryError::Forbidden(_))), "{refused:?}");
+
+    let eviction = control.client(crate::controller_identity("eviction"));
+    let unbinding = crate::eviction::unbind(&eviction, &applications, "a", "web", None, false).await.unwrap();
+    let crate::eviction::Unbinding::Unbound { node, application } = unbinding else {
+        panic!("the scheduler placed it: {unbinding:?}")
+    };
+    assert_eq!(node, "n1");
+    let stored = scheduler.get(&applications, Some("a"), "web").await.unwrap();
+    assert_eq!(stored, application);
+    assert_eq!(stored["metadata"]["generation"], 1, "an unbinding is not the author's change");
+    assert_eq!(stored["spec"]["placement"].get("nodeName"), None, "{stored:?}");
+    assert_eq!(stored["metadata"]["annotations"].get(MARK), None, "the mark goes with the binding");
+    assert_eq!((&stored["status"]["phase"], stored["status"].get("startedAt")), (&json!("Pending"), None));
+    let conditions = stored["status"]["conditions"].as_array().unwrap();
+    assert!(conditions.iter().all(|c| c["type"] != "Ready"), "nothing runs it: {conditions:?}");
 }

@@ -21,6 +21,20 @@ impl Permitted {
             .map_err(|error| not_found_as(target, name, error))
     }
 
+    /// Moves the scheduler-placed Application the request names (a `patch` of it) off its
+    /// node, at `resource_version`; answers the unbound Application.
+    pub async fn unbind(&self, resource_version: &str) -> Result<Object, RegistryError> {
+        let target = self.target(Verb::Patch, None)?;
+        let layer = self.layer();
+        if target.kind.plural != "applications"
+            || target.kind.group != format!("fleet.{}", layer.scheme().domain())
+        {
+            return Err(self.misused(Verb::Patch, Some("binding")));
+        }
+        let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
+        crate::binding::unbind(layer, self.identity(), namespace, name, resource_version).await
+    }
+
     /// Evicts the Pod the request names as the `policy/v1` Eviction `eviction` says (its name,
     /// when given, must be the Pod's; `deleteOptions.dryRun: [All]` is a dry run as `dry_run`
     /// is).

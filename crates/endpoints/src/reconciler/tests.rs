@@ -3,11 +3,12 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
 use kayra_application::client::Client;
 use kayra_loop::{Key, Reconciler};
-use kayra_registry::{Registry, Resource, SystemClock};
+use kayra_registry::{Registry, Resource};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
@@ -88,7 +89,10 @@ async fn the_status_follows_the_members_and_is_written_only_when_it_changes() {
     assert_eq!(version(&w.service().await), version(&listed));
 
     // A member leaving takes its endpoint along.
-    w.admin.delete(&w.applications, Some("demo"), "a", &Default::default()).await.unwrap();
+    w.admin
+        .delete(&w.applications, Some("demo"), "a", &kayra_application::options::DeleteRequest::default())
+        .await
+        .unwrap();
     w.pass("demo").await;
     let after = w.service().await;
     assert_eq!(after["status"]["endpoints"].as_array().unwrap().len(), 1, "{after}");

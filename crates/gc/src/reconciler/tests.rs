@@ -3,12 +3,13 @@
 
 use std::sync::Arc;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
 use kayra_application::client::Client;
 use kayra_application::options::DeleteRequest;
 use kayra_loop::{Key, Reconciler};
-use kayra_registry::{Deleted, Registry, RegistryError, SystemClock, meta_str};
+use kayra_registry::{Deleted, Registry, RegistryError, meta_str};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 

@@ -1,9 +1,10 @@
 //! The signer's loop over an in-memory application layer, with the real CA behind the port.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use kayra_api::clock::{Clock, SystemClock};
 use kayra_api::kinds::csr::{certificate, has_condition};
 use kayra_api::scheme::Scheme;
 use kayra_application::ApplicationLayer;
@@ -12,12 +13,12 @@ use kayra_application::loops::bootstrap::BootstrapReconciler;
 use kayra_application::loops::rbac::IndexReconciler;
 use kayra_authn::Identity;
 use kayra_loop::{Action, Key, Reconciler};
-use kayra_registry::{Registry, SystemClock};
+use kayra_registry::Registry;
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
 use super::NodeCsrReconciler;
-use crate::ports::{Clock, RequestedSubject, Signer};
+use crate::ports::{RequestedSubject, Signer};
 
 /// The port over the real CA, as the controller adapts it.
 struct CaSigner(kayra_pki::Ca);
@@ -46,10 +47,10 @@ impl Signer for CaSigner {
 }
 
 /// A clock the test moves.
-struct TestClock(Mutex<jiff::Timestamp>);
+struct TestClock(Mutex<SystemTime>);
 
 impl Clock for TestClock {
-    fn now(&self) -> jiff::Timestamp {
+    fn now(&self) -> SystemTime {
         *self.0.lock().unwrap()
     }
 }
@@ -57,7 +58,7 @@ impl Clock for TestClock {
 impl TestClock {
     fn advance(&self, by: Duration) {
         let mut now = self.0.lock().unwrap();
-        *now = now.checked_add(jiff::SignedDuration::try_from(by).unwrap()).unwrap();
+        *now += by;
     }
 }
 
@@ -84,7 +85,7 @@ async fn world() -> World {
         .unwrap();
     BootstrapReconciler::new(admin.clone()).ensure_all().await.unwrap();
     control.set_rbac(IndexReconciler::new(admin.clone()).unwrap().rebuild().await.unwrap());
-    let clock = Arc::new(TestClock(Mutex::new(jiff::Timestamp::now())));
+    let clock = Arc::new(TestClock(Mutex::new(SystemTime::now())));
     let signer = NodeCsrReconciler::new(
         control.client(kayra_application::controller_identity("node-csr-signer")),
         Arc::new(CaSigner(kayra_pki::Ca::generate("test-ca").unwrap())),

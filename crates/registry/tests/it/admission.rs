@@ -4,13 +4,13 @@ use std::sync::{Arc, Mutex};
 
 use kayra_api::validation::FieldError;
 use kayra_registry::{
-    Admission, AdmissionRequest, DeleteOptions, Deleted, Object, Operation, Part, PatchKind, Refusal,
+    Admission, AdmissionRequest, Admit, DeleteOptions, Deleted, Object, Operation, Part, PatchKind, Refusal,
     RegistryError, WriteOptions,
 };
 use kayra_store::Store;
 use serde_json::json;
 
-use super::{meta, widget, world};
+use super::{meta, unadmitted, widget, world};
 
 /// What an admission was asked: operation, part, dry run, and the object's name.
 type Asked = (Operation, Part, bool, String);
@@ -79,11 +79,11 @@ impl Admission for Recorder {
 }
 
 fn write(admission: &Arc<Recorder>, part: Part, dry_run: bool) -> WriteOptions {
-    WriteOptions { dry_run, part, admission: Some(admission.clone()) }
+    WriteOptions { dry_run, part, admit: Admit::by(admission.clone()) }
 }
 
 fn delete(admission: &Arc<Recorder>, dry_run: bool) -> DeleteOptions {
-    DeleteOptions { dry_run, admission: Some(admission.clone()), ..DeleteOptions::default() }
+    DeleteOptions { dry_run, ..DeleteOptions::new(Admit::by(admission.clone())) }
 }
 
 #[tokio::test]
@@ -141,7 +141,7 @@ async fn admission_is_asked_about_every_write_delete_and_status_write_dry_run_in
 async fn a_refused_write_writes_nothing_dry_run_or_not() {
     let w = world().await;
     let (r, ns) = (&w.registry, Some("default"));
-    r.create(&w.widgets, ns, widget("kept", 1), WriteOptions::default()).await.unwrap();
+    r.create(&w.widgets, ns, widget("kept", 1), unadmitted()).await.unwrap();
     let stored = r.get(&w.widgets, ns, "kept").await.unwrap();
     let revision = w.store.revision().await.unwrap();
     let no = Recorder::refusing(Refusal::Forbidden("the rule says no: ask for more rights".into()));
@@ -208,7 +208,7 @@ async fn a_mutating_admission_changes_the_object_before_validation_but_never_its
     assert_eq!(meta(&updated, "uid"), &uid, "a mutation does not change identity on update");
     assert_eq!(updated["spec"]["tier"], "gold");
     let status = json!({"apiVersion": "fleet.example.com/v1", "kind": "Widget", "metadata": {"name": "m"}, "spec": {"size": 9}, "status": {"phase": "Up"}});
-    let plain = r.update(&w.widgets, ns, "m", widget("m", 4), WriteOptions::default()).await.unwrap();
+    let plain = r.update(&w.widgets, ns, "m", widget("m", 4), unadmitted()).await.unwrap();
     let written = r.update(&w.widgets, ns, "m", status, write(&labeller, Part::Status, false)).await.unwrap();
     assert_eq!(written["spec"], plain["spec"], "a status write keeps the spec, mutated or not");
     assert_eq!(meta(&written, "labels"), meta(&plain, "labels"));

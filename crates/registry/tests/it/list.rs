@@ -3,18 +3,18 @@
 
 use std::collections::BTreeSet;
 
-use kayra_registry::{DeleteOptions, ListOptions, RegistryError, WriteOptions};
+use kayra_registry::{ListOptions, RegistryError};
 use kayra_store::Store;
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::{World, meta, widget, world};
+use super::{World, meta, unadmitted, unadmitted_delete, widget, world};
 
 async fn seed(w: &World, names: &[(&str, &str, &str)]) {
     for (namespace, name, tier) in names {
         let mut body = widget(name, 1);
         body["metadata"]["labels"] = json!({"tier": tier});
-        w.registry.create(&w.widgets, Some(namespace), body, WriteOptions::default()).await.unwrap();
+        w.registry.create(&w.widgets, Some(namespace), body, unadmitted()).await.unwrap();
     }
 }
 
@@ -72,12 +72,7 @@ async fn pages_carry_a_token_and_the_count_of_what_remains() {
         versions.insert(page.resource_version.clone());
         // A write between pages does not show up in a list read at one revision.
         w.registry
-            .create(
-                &w.widgets,
-                Some("default"),
-                widget(&format!("late{}", seen.len()), 1),
-                WriteOptions::default(),
-            )
+            .create(&w.widgets, Some("default"), widget(&format!("late{}", seen.len()), 1), unadmitted())
             .await
             .unwrap();
         match page.continue_token {
@@ -119,7 +114,7 @@ async fn a_token_older_than_history_expires_with_a_fresh_one() {
         .list(&w.widgets, Some("default"), &ListOptions { limit: Some(1), ..ListOptions::default() })
         .await
         .unwrap();
-    w.registry.delete(&w.widgets, Some("default"), "a", &DeleteOptions::default()).await.unwrap();
+    w.registry.delete(&w.widgets, Some("default"), "a", &unadmitted_delete()).await.unwrap();
     let current = w.store.revision().await.unwrap();
     w.store.compact(current).await.unwrap();
     let next = ListOptions { limit: Some(1), continue_token: first.continue_token, ..ListOptions::default() };
@@ -193,7 +188,7 @@ proptest! {
             for n in &initial {
                 let mut body = widget(&format!("w{n:02}"), 1);
                 body["metadata"]["labels"] = json!({"parity": if n % 2 == 0 { "even" } else { "odd" }});
-                w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+                w.registry.create(&w.widgets, Some("default"), body, unadmitted()).await.unwrap();
             }
             let mut options = ListOptions {
                 limit: Some(limit),
@@ -209,9 +204,9 @@ proptest! {
                 for (create, n) in churn.by_ref().take(3) {
                     touched.insert(format!("w{n:02}"));
                     if create {
-                        let _ = w.registry.create(&w.widgets, Some("default"), widget(&format!("w{n:02}"), 1), WriteOptions::default()).await;
+                        let _ = w.registry.create(&w.widgets, Some("default"), widget(&format!("w{n:02}"), 1), unadmitted()).await;
                     } else {
-                        let _ = w.registry.delete(&w.widgets, Some("default"), &format!("w{n:02}"), &DeleteOptions::default()).await;
+                        let _ = w.registry.delete(&w.widgets, Some("default"), &format!("w{n:02}"), &unadmitted_delete()).await;
                     }
                 }
                 match page.continue_token {
@@ -242,14 +237,7 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
     .await;
     let patch = br#"{"status":{"phase":"Ready"}}"#;
     w.registry
-        .patch(
-            &w.widgets,
-            Some("default"),
-            "b",
-            kayra_registry::PatchKind::Merge,
-            patch,
-            WriteOptions::default(),
-        )
+        .patch(&w.widgets, Some("default"), "b", kayra_registry::PatchKind::Merge, patch, unadmitted())
         .await
         .unwrap();
     // Once the cache has applied the last write, it answers lists of the latest state.
@@ -299,10 +287,7 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
     let all = w.registry.list_json(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
     assert_eq!(all.items[0].as_ptr(), watched.as_ptr(), "one encoding for lists and watches");
     // What follows a page is still counted right once objects have gone.
-    w.registry
-        .delete(&w.widgets, Some("default"), "d", &kayra_registry::DeleteOptions::default())
-        .await
-        .unwrap();
+    w.registry.delete(&w.widgets, Some("default"), "d", &unadmitted_delete()).await.unwrap();
     let current = w.store.revision().await.unwrap().to_string();
     let caught_up = kayra_registry::WatchOptions { resource_version: Some(current), ..Default::default() };
     w.registry.watch(&w.widgets, &caught_up).await.unwrap();

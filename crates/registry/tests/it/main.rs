@@ -9,8 +9,9 @@ mod write;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use kayra_api::clock::Clock;
 use kayra_api::validation::FieldError;
-use kayra_registry::{Clock, NoRules, Object, Registry, Resource, Strategy, WriteOptions};
+use kayra_registry::{Admit, DeleteOptions, NoRules, Object, Registry, Resource, Strategy, WriteOptions};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
@@ -101,11 +102,21 @@ async fn world() -> World {
     let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
     for namespace in ["default", "team-a"] {
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-        registry.create(&namespaces(), None, body, WriteOptions::default()).await.unwrap();
+        registry.create(&namespaces(), None, body, unadmitted()).await.unwrap();
     }
     // As a server does: caches start before any list, so lists can be watched from.
     registry.prime(&widgets()).await.unwrap();
     World { registry, store, widgets: widgets() }
+}
+
+/// A write only the registry's own rules decide on: these tests are of the registry itself.
+fn unadmitted() -> WriteOptions {
+    WriteOptions::new(Admit::unadmitted_housekeeping())
+}
+
+/// A delete only the registry's own rules decide on.
+fn unadmitted_delete() -> DeleteOptions {
+    DeleteOptions::new(Admit::unadmitted_housekeeping())
 }
 
 fn widget(name: &str, size: i64) -> Value {

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
-use kayra_registry::{NoRules, PatchKind, RegistryError, Resource, WriteOptions};
+use kayra_registry::{NoRules, PatchKind, RegistryError, Resource};
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-use super::world;
+use super::{unadmitted, world};
 
 fn things() -> Resource {
     Resource {
@@ -75,11 +75,11 @@ proptest! {
             let w = world().await;
             let spec = Value::Object(initial.into_iter().filter(|(_, v)| !v.is_null()).collect());
             let body = json!({"apiVersion": "fleet.example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": spec});
-            w.registry.create(&things(), Some("default"), body, WriteOptions::default()).await.unwrap();
+            w.registry.create(&things(), Some("default"), body, unadmitted()).await.unwrap();
             let mut model = spec;
             for patch in patches {
                 let document = json!({"spec": patch});
-                let patched = w.registry.patch(&things(), Some("default"), "t", PatchKind::Merge, document.to_string().as_bytes(), WriteOptions::default()).await.unwrap();
+                let patched = w.registry.patch(&things(), Some("default"), "t", PatchKind::Merge, document.to_string().as_bytes(), unadmitted()).await.unwrap();
                 model = merge_model(&json!({"spec": model}), &document)["spec"].clone();
                 prop_assert_eq!(patched.get("spec").cloned().unwrap_or(Value::Null), model.clone());
             }
@@ -93,7 +93,7 @@ proptest! {
         runtime.block_on(async {
             let w = world().await;
             let body = json!({"apiVersion": "fleet.example.com/v1", "kind": "Thing", "metadata": {"name": "t"}, "spec": {"a": 1}});
-            w.registry.create(&things(), Some("default"), body, WriteOptions::default()).await.unwrap();
+            w.registry.create(&things(), Some("default"), body, unadmitted()).await.unwrap();
             let mut model: Map<String, Value> = json!({"a": 1}).as_object().unwrap().clone();
             for patch in operations {
                 let mut next = model.clone();
@@ -105,7 +105,7 @@ proptest! {
                         _ => next.contains_key(&key) && { next.insert(key, op["value"].clone()); true },
                     }
                 });
-                let result = w.registry.patch(&things(), Some("default"), "t", PatchKind::Json, Value::Array(patch).to_string().as_bytes(), WriteOptions::default()).await;
+                let result = w.registry.patch(&things(), Some("default"), "t", PatchKind::Json, Value::Array(patch).to_string().as_bytes(), unadmitted()).await;
                 if applies {
                     model = next;
                     prop_assert_eq!(result.unwrap()["spec"].clone(), Value::Object(model.clone()));

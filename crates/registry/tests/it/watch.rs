@@ -6,8 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use kayra_registry::{
-    DeleteOptions, ListOptions, PatchKind, Registry, RegistryError, WatchEvent, WatchOptions, WatchStream,
-    WriteOptions,
+    ListOptions, PatchKind, Registry, RegistryError, WatchEvent, WatchOptions, WatchStream,
 };
 use kayra_store::mvcc::{MvccStore, Options};
 use kayra_store::{
@@ -15,7 +14,7 @@ use kayra_store::{
 };
 use serde_json::json;
 
-use super::{FixedClock, meta, widget, widgets, world};
+use super::{FixedClock, meta, unadmitted, unadmitted_delete, widget, widgets, world};
 
 async fn next(stream: &mut WatchStream) -> (String, String) {
     let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
@@ -33,10 +32,7 @@ fn from(rv: Option<&str>) -> WatchOptions {
 async fn a_watch_from_now_starts_with_what_exists() {
     let w = world().await;
     for name in ["a", "b"] {
-        w.registry
-            .create(&w.widgets, Some("default"), widget(name, 1), WriteOptions::default())
-            .await
-            .unwrap();
+        w.registry.create(&w.widgets, Some("default"), widget(name, 1), unadmitted()).await.unwrap();
     }
     for rv in [None, Some("0")] {
         let mut stream = w.registry.watch(&w.widgets, &from(rv)).await.unwrap();
@@ -47,17 +43,10 @@ async fn a_watch_from_now_starts_with_what_exists() {
     next(&mut stream).await;
     next(&mut stream).await;
     w.registry
-        .patch(
-            &w.widgets,
-            Some("default"),
-            "a",
-            PatchKind::Merge,
-            br#"{"spec":{"size":2}}"#,
-            WriteOptions::default(),
-        )
+        .patch(&w.widgets, Some("default"), "a", PatchKind::Merge, br#"{"spec":{"size":2}}"#, unadmitted())
         .await
         .unwrap();
-    w.registry.delete(&w.widgets, Some("default"), "b", &DeleteOptions::default()).await.unwrap();
+    w.registry.delete(&w.widgets, Some("default"), "b", &unadmitted_delete()).await.unwrap();
     assert_eq!(next(&mut stream).await, ("MODIFIED".into(), "a".into()));
     assert_eq!(next(&mut stream).await, ("DELETED".into(), "b".into()));
 }
@@ -70,11 +59,8 @@ async fn a_watch_from_now_reaches_its_start_only_after_the_last_current_object()
     let w = world().await;
     let mut last = 0;
     for name in ["a", "b", "c"] {
-        let created = w
-            .registry
-            .create(&w.widgets, Some("default"), widget(name, 1), WriteOptions::default())
-            .await
-            .unwrap();
+        let created =
+            w.registry.create(&w.widgets, Some("default"), widget(name, 1), unadmitted()).await.unwrap();
         last = meta(&created, "resourceVersion").as_str().unwrap().parse().unwrap();
     }
     // A first watch takes every object, so the cache holds them all when the second starts.
@@ -94,18 +80,14 @@ async fn a_watch_from_now_reaches_its_start_only_after_the_last_current_object()
 #[tokio::test]
 async fn a_watch_from_a_list_sees_only_later_changes_with_their_versions() {
     let w = world().await;
-    w.registry.create(&w.widgets, Some("default"), widget("old", 1), WriteOptions::default()).await.unwrap();
+    w.registry.create(&w.widgets, Some("default"), widget("old", 1), unadmitted()).await.unwrap();
     let list = w.registry.list(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
-    let created = w
-        .registry
-        .create(&w.widgets, Some("default"), widget("new", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    let created =
+        w.registry.create(&w.widgets, Some("default"), widget("new", 1), unadmitted()).await.unwrap();
     let mut stream = w.registry.watch(&w.widgets, &from(Some(&list.resource_version))).await.unwrap();
     let event = stream.next().await.unwrap();
     assert!(matches!(&event, WatchEvent::Added(object) if **object == created), "{event:?}");
-    let deleted =
-        w.registry.delete(&w.widgets, Some("default"), "new", &DeleteOptions::default()).await.unwrap();
+    let deleted = w.registry.delete(&w.widgets, Some("default"), "new", &unadmitted_delete()).await.unwrap();
     let event = stream.next().await.unwrap();
     let WatchEvent::Deleted(last) = event else { panic!("expected a delete") };
     assert_eq!(meta(&last, "uid"), meta(&created, "uid"));
@@ -122,11 +104,8 @@ async fn selectors_turn_changes_into_arrivals_and_departures() {
     let w = world().await;
     let mut body = widget("sel", 1);
     body["metadata"]["labels"] = json!({"tier": "web"});
-    w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
-    w.registry
-        .create(&w.widgets, Some("team-a"), widget("elsewhere", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    w.registry.create(&w.widgets, Some("default"), body, unadmitted()).await.unwrap();
+    w.registry.create(&w.widgets, Some("team-a"), widget("elsewhere", 1), unadmitted()).await.unwrap();
     let options = WatchOptions {
         namespace: Some("default".into()),
         label_selector: Some("tier=web".into()),
@@ -140,14 +119,7 @@ async fn selectors_turn_changes_into_arrivals_and_departures() {
         async move {
             let patch = format!(r#"{{"metadata":{{"labels":{{"tier":"{tier}"}}}}}}"#);
             registry
-                .patch(
-                    &widgets,
-                    Some("default"),
-                    "sel",
-                    PatchKind::Merge,
-                    patch.as_bytes(),
-                    WriteOptions::default(),
-                )
+                .patch(&widgets, Some("default"), "sel", PatchKind::Merge, patch.as_bytes(), unadmitted())
                 .await
                 .unwrap();
         }
@@ -160,7 +132,7 @@ async fn selectors_turn_changes_into_arrivals_and_departures() {
             "elsewhere",
             PatchKind::Merge,
             br#"{"metadata":{"labels":{"tier":"web"}}}"#,
-            WriteOptions::default(),
+            unadmitted(),
         )
         .await
         .unwrap();
@@ -174,23 +146,12 @@ async fn selectors_turn_changes_into_arrivals_and_departures() {
 #[tokio::test]
 async fn revisions_outside_the_cache_are_refused() {
     let w = world().await;
-    let created = w
-        .registry
-        .create(&w.widgets, Some("default"), widget("x", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    let created = w.registry.create(&w.widgets, Some("default"), widget("x", 1), unadmitted()).await.unwrap();
     w.registry.watch(&w.widgets, &from(None)).await.unwrap();
     for size in 2..4200 {
         let patch = format!(r#"{{"spec":{{"size":{size}}}}}"#);
         w.registry
-            .patch(
-                &w.widgets,
-                Some("default"),
-                "x",
-                PatchKind::Merge,
-                patch.as_bytes(),
-                WriteOptions::default(),
-            )
+            .patch(&w.widgets, Some("default"), "x", PatchKind::Merge, patch.as_bytes(), unadmitted())
             .await
             .unwrap();
     }
@@ -213,21 +174,14 @@ async fn revisions_outside_the_cache_are_refused() {
 #[tokio::test]
 async fn a_slow_client_is_cut_off_and_resumes_without_gaps() {
     let w = world().await;
-    w.registry.create(&w.widgets, Some("default"), widget("s", 1), WriteOptions::default()).await.unwrap();
+    w.registry.create(&w.widgets, Some("default"), widget("s", 1), unadmitted()).await.unwrap();
     let mut stream = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
     assert_eq!(next(&mut stream).await.0, "ADDED");
     let total = 1500;
     for size in 2..2 + total {
         let patch = format!(r#"{{"spec":{{"size":{size}}}}}"#);
         w.registry
-            .patch(
-                &w.widgets,
-                Some("default"),
-                "s",
-                PatchKind::Merge,
-                patch.as_bytes(),
-                WriteOptions::default(),
-            )
+            .patch(&w.widgets, Some("default"), "s", PatchKind::Merge, patch.as_bytes(), unadmitted())
             .await
             .unwrap();
     }
@@ -301,13 +255,13 @@ async fn many_clients_share_one_store_watch() {
     });
     let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
     let widgets = widgets();
     let mut streams = Vec::new();
     for _ in 0..100 {
         streams.push(registry.watch(&widgets, &from(None)).await.unwrap());
     }
-    registry.create(&widgets, Some("default"), widget("fan", 1), WriteOptions::default()).await.unwrap();
+    registry.create(&widgets, Some("default"), widget("fan", 1), unadmitted()).await.unwrap();
     for stream in &mut streams {
         assert_eq!(next(stream).await, ("ADDED".into(), "fan".into()));
     }
@@ -321,20 +275,17 @@ async fn a_watch_on_an_empty_store_sees_the_first_write() {
     let namespaces = super::namespaces();
     let mut stream = registry.watch(&namespaces, &from(None)).await.unwrap();
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "first"}});
-    registry.create(&namespaces, None, namespace, WriteOptions::default()).await.unwrap();
+    registry.create(&namespaces, None, namespace, unadmitted()).await.unwrap();
     assert_eq!(next(&mut stream).await, ("ADDED".into(), "first".into()));
 }
 
 #[tokio::test]
 async fn a_watch_from_a_list_starts_although_other_resources_moved_the_revision_on() {
     let w = world().await;
-    w.registry
-        .create(&w.widgets, Some("default"), widget("quiet", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    w.registry.create(&w.widgets, Some("default"), widget("quiet", 1), unadmitted()).await.unwrap();
     w.registry.watch(&w.widgets, &from(None)).await.unwrap();
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}});
-    w.registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    w.registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
     let list = w.registry.list(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
     let started = std::time::Instant::now();
     let mut stream = w
@@ -343,10 +294,7 @@ async fn a_watch_from_a_list_starts_although_other_resources_moved_the_revision_
         .await
         .expect("the cache knows it is up to date");
     assert!(started.elapsed() < Duration::from_secs(2), "no wait for a change that will not come");
-    w.registry
-        .create(&w.widgets, Some("default"), widget("later", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    w.registry.create(&w.widgets, Some("default"), widget("later", 1), unadmitted()).await.unwrap();
     assert_eq!(next(&mut stream).await, ("ADDED".into(), "later".into()));
 }
 
@@ -356,7 +304,7 @@ async fn padded_world(bytes: usize) -> (Registry, Arc<MvccStore>, kayra_registry
     let registry =
         Registry::new(store.clone(), Arc::new(FixedClock), "/registry/").with_watch_window_bytes(bytes);
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
     registry.prime(&widgets()).await.unwrap();
     (registry, store, widgets())
 }
@@ -365,7 +313,7 @@ async fn padded_world(bytes: usize) -> (Registry, Arc<MvccStore>, kayra_registry
 async fn pad(registry: &Registry, widgets: &kayra_registry::Resource, name: &str, n: usize) -> String {
     let patch = json!({"spec": {"size": n, "pad": "p".repeat(10 * 1024)}}).to_string();
     let patched = registry
-        .patch(widgets, Some("default"), name, PatchKind::Merge, patch.as_bytes(), WriteOptions::default())
+        .patch(widgets, Some("default"), name, PatchKind::Merge, patch.as_bytes(), unadmitted())
         .await
         .unwrap();
     meta(&patched, "resourceVersion").as_str().unwrap().to_owned()
@@ -374,7 +322,7 @@ async fn pad(registry: &Registry, widgets: &kayra_registry::Resource, name: &str
 #[tokio::test]
 async fn the_window_keeps_recent_changes_up_to_its_bytes() {
     let (registry, _store, widgets) = padded_world(64 * 1024).await;
-    registry.create(&widgets, Some("default"), widget("big", 1), WriteOptions::default()).await.unwrap();
+    registry.create(&widgets, Some("default"), widget("big", 1), unadmitted()).await.unwrap();
     let mut revisions = Vec::new();
     for n in 2..=21 {
         revisions.push(pad(&registry, &widgets, "big", n).await);
@@ -393,7 +341,7 @@ async fn the_window_keeps_recent_changes_up_to_its_bytes() {
 #[tokio::test]
 async fn a_client_is_cut_off_by_the_bytes_it_has_queued() {
     let (registry, _store, widgets) = padded_world(64 * 1024).await;
-    registry.create(&widgets, Some("default"), widget("big", 1), WriteOptions::default()).await.unwrap();
+    registry.create(&widgets, Some("default"), widget("big", 1), unadmitted()).await.unwrap();
     let mut stream = registry.watch(&widgets, &from(None)).await.unwrap();
     let mut reader = registry.watch(&widgets, &from(None)).await.unwrap();
     let mut last = String::new();
@@ -424,10 +372,7 @@ async fn every_watcher_gets_the_one_encoding_of_an_object_version() {
     let w = world().await;
     let mut first = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
     let mut second = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
-    w.registry
-        .create(&w.widgets, Some("default"), widget("shared", 7), WriteOptions::default())
-        .await
-        .unwrap();
+    w.registry.create(&w.widgets, Some("default"), widget("shared", 7), unadmitted()).await.unwrap();
     let (event, one) = first.next_json().await.unwrap();
     let (_, other) = second.next_json().await.unwrap();
     assert_eq!(one, serde_json::to_vec(event.object()).unwrap(), "the bytes are the object's JSON");
@@ -436,7 +381,7 @@ async fn every_watcher_gets_the_one_encoding_of_an_object_version() {
     let mut third = w.registry.watch(&w.widgets, &from(None)).await.unwrap();
     let (added, again) = third.next_json().await.unwrap();
     assert_eq!((added.kind(), again.as_ptr()), ("ADDED", one.as_ptr()));
-    w.registry.delete(&w.widgets, Some("default"), "shared", &DeleteOptions::default()).await.unwrap();
+    w.registry.delete(&w.widgets, Some("default"), "shared", &unadmitted_delete()).await.unwrap();
     let (deleted, gone) = first.next_json().await.unwrap();
     let (_, gone_too) = second.next_json().await.unwrap();
     assert_eq!(deleted.kind(), "DELETED");
@@ -451,10 +396,7 @@ async fn a_client_drains_what_is_queued_without_waiting_and_sees_the_cache_move_
     assert!(stream.try_next().is_none(), "nothing is queued");
     let mut progress = stream.cache_progress().expect("the cache lives");
     for name in ["a", "b"] {
-        w.registry
-            .create(&w.widgets, Some("default"), widget(name, 1), WriteOptions::default())
-            .await
-            .unwrap();
+        w.registry.create(&w.widgets, Some("default"), widget(name, 1), unadmitted()).await.unwrap();
     }
     assert_eq!(next(&mut stream).await, ("ADDED".into(), "a".into()));
     let queued = stream.try_next().expect("b is queued").expect("the watch goes on");
@@ -464,7 +406,7 @@ async fn a_client_drains_what_is_queued_without_waiting_and_sees_the_cache_move_
     // A write of another resource moves the cache on, and with it the stream's revision.
     let before = stream.revision();
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}});
-    w.registry.create(&super::namespaces(), None, namespace, WriteOptions::default()).await.unwrap();
+    w.registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
     tokio::time::timeout(Duration::from_secs(10), progress.wait_for(|reached| *reached > before))
         .await
         .expect("the cache moves in time")

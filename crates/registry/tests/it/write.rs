@@ -3,24 +3,22 @@
 use std::sync::Arc;
 
 use kayra_registry::{
-    DeleteOptions, Deleted, Part, PatchKind, RegistryError, Resource, Strategy, WriteOptions,
+    Admit, DeleteOptions, Deleted, Part, PatchKind, RegistryError, Resource, Strategy, WriteOptions,
 };
 use kayra_store::Store;
 use serde_json::json;
 
-use super::{meta, widget, widgets, world};
+use super::{meta, unadmitted, unadmitted_delete, widget, widgets, world};
 
-const DRY_RUN: WriteOptions = WriteOptions { dry_run: true, part: Part::Main, admission: None };
-const STATUS: WriteOptions = WriteOptions { dry_run: false, part: Part::Status, admission: None };
+const DRY_RUN: WriteOptions =
+    WriteOptions { dry_run: true, part: Part::Main, admit: Admit::unadmitted_housekeeping() };
+const STATUS: WriteOptions =
+    WriteOptions { dry_run: false, part: Part::Status, admit: Admit::unadmitted_housekeeping() };
 
 #[tokio::test]
 async fn create_stamps_identity_and_get_reads_it_back() {
     let w = world().await;
-    let created = w
-        .registry
-        .create(&w.widgets, Some("default"), widget("a", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    let created = w.registry.create(&w.widgets, Some("default"), widget("a", 1), unadmitted()).await.unwrap();
     assert_eq!(meta(&created, "namespace"), "default");
     assert_eq!(meta(&created, "generation"), 1);
     assert_eq!(meta(&created, "creationTimestamp"), "2026-11-30T12:00:00Z");
@@ -38,10 +36,7 @@ async fn create_stamps_identity_and_get_reads_it_back() {
 #[tokio::test]
 async fn create_refuses_what_kubernetes_refuses_and_writes_nothing() {
     let w = world().await;
-    w.registry
-        .create(&w.widgets, Some("default"), widget("taken", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    w.registry.create(&w.widgets, Some("default"), widget("taken", 1), unadmitted()).await.unwrap();
     let before = w.store.revision().await.unwrap();
     let cases: Vec<(serde_json::Value, Option<&str>, &str)> = vec![
         (widget("taken", 1), Some("default"), "AlreadyExists"),
@@ -87,11 +82,7 @@ async fn create_refuses_what_kubernetes_refuses_and_writes_nothing() {
         (widget("elsewhere", 1), Some("nowhere"), "NotFound namespaces"),
     ];
     for (body, namespace, expected) in cases {
-        let error = w
-            .registry
-            .create(&w.widgets, namespace, body.clone(), WriteOptions::default())
-            .await
-            .unwrap_err();
+        let error = w.registry.create(&w.widgets, namespace, body.clone(), unadmitted()).await.unwrap_err();
         let described = match &error {
             RegistryError::AlreadyExists { .. } => "AlreadyExists".to_owned(),
             RegistryError::Invalid { causes, .. } => format!("Invalid {}", causes[0].field),
@@ -108,9 +99,8 @@ async fn create_refuses_what_kubernetes_refuses_and_writes_nothing() {
 async fn generate_name_and_dry_run() {
     let w = world().await;
     let body = json!({"kind": "Widget", "metadata": {"generateName": "job-"}, "spec": {"size": 1}});
-    let a =
-        w.registry.create(&w.widgets, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
-    let b = w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+    let a = w.registry.create(&w.widgets, Some("default"), body.clone(), unadmitted()).await.unwrap();
+    let b = w.registry.create(&w.widgets, Some("default"), body, unadmitted()).await.unwrap();
     let (a, b) = (meta(&a, "name").as_str().unwrap(), meta(&b, "name").as_str().unwrap());
     assert!(a.starts_with("job-") && a.len() == 9 && a != b, "{a} {b}");
 
@@ -127,23 +117,15 @@ async fn generate_name_and_dry_run() {
 #[tokio::test]
 async fn updates_are_optimistic_and_generation_follows_the_spec() {
     let w = world().await;
-    let created = w
-        .registry
-        .create(&w.widgets, Some("default"), widget("u", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    let created = w.registry.create(&w.widgets, Some("default"), widget("u", 1), unadmitted()).await.unwrap();
     let mut body = serde_json::Value::Object(created.clone());
     body["metadata"]["labels"] = json!({"tier": "web"});
-    let relabelled = w
-        .registry
-        .update(&w.widgets, Some("default"), "u", body.clone(), WriteOptions::default())
-        .await
-        .unwrap();
+    let relabelled =
+        w.registry.update(&w.widgets, Some("default"), "u", body.clone(), unadmitted()).await.unwrap();
     assert_eq!(meta(&relabelled, "generation"), 1, "metadata changes leave generation alone");
     assert_ne!(meta(&relabelled, "resourceVersion"), meta(&created, "resourceVersion"));
 
-    let stale =
-        w.registry.update(&w.widgets, Some("default"), "u", body.clone(), WriteOptions::default()).await;
+    let stale = w.registry.update(&w.widgets, Some("default"), "u", body.clone(), unadmitted()).await;
     assert!(
         matches!(stale, Err(RegistryError::Conflict { ref message, .. }) if message.contains("has been modified")),
         "{stale:?}"
@@ -153,21 +135,14 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     body["spec"]["size"] = json!(2);
     body["status"] = json!({"phase": "Forged"});
     body["metadata"]["uid"] = json!("forged");
-    let resized =
-        w.registry.update(&w.widgets, Some("default"), "u", body, WriteOptions::default()).await.unwrap();
+    let resized = w.registry.update(&w.widgets, Some("default"), "u", body, unadmitted()).await.unwrap();
     assert_eq!(meta(&resized, "generation"), 2);
     assert_eq!(resized.get("status"), None, "the object's endpoint never writes status");
     assert_eq!(meta(&resized, "uid"), meta(&created, "uid"), "uid is immutable");
 
     let same = w
         .registry
-        .update(
-            &w.widgets,
-            Some("default"),
-            "u",
-            serde_json::Value::Object(resized.clone()),
-            WriteOptions::default(),
-        )
+        .update(&w.widgets, Some("default"), "u", serde_json::Value::Object(resized.clone()), unadmitted())
         .await
         .unwrap();
     assert_eq!(
@@ -188,7 +163,8 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     let mut body = serde_json::Value::Object(status.clone());
     body["status"] = json!({"phase": "Forged", "conditions": [{"type": "Approved", "status": "True"}]});
     body["spec"]["size"] = json!(99);
-    let approval = WriteOptions { dry_run: false, part: Part::Approval, admission: None };
+    let approval =
+        WriteOptions { dry_run: false, part: Part::Approval, admit: Admit::unadmitted_housekeeping() };
     let approved = w.registry.update(&w.widgets, Some("default"), "u", body, approval).await.unwrap();
     assert_eq!(
         approved["status"],
@@ -196,22 +172,50 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     );
     assert_eq!(approved["spec"]["size"], 2);
 
-    let renamed = w
-        .registry
-        .update(&w.widgets, Some("default"), "u", widget("other", 1), WriteOptions::default())
-        .await;
+    let renamed = w.registry.update(&w.widgets, Some("default"), "u", widget("other", 1), unadmitted()).await;
     assert!(matches!(renamed, Err(RegistryError::BadRequest(_))));
-    let missing = w
-        .registry
-        .update(&w.widgets, Some("default"), "gone", widget("gone", 1), WriteOptions::default())
-        .await;
+    let missing =
+        w.registry.update(&w.widgets, Some("default"), "gone", widget("gone", 1), unadmitted()).await;
     assert!(matches!(missing, Err(RegistryError::NotFound { .. })));
+}
+
+/// Placement is the control plane's decision, not a new desired state from the object's author:
+/// as kube-apiserver's `pods/binding`, a binding (and the unbinding that undoes it) writes the
+/// spec and the status and leaves `generation` where the author's last change put it.
+#[tokio::test]
+async fn a_binding_leaves_the_generation_its_author_wrote() {
+    let w = world().await;
+    let ns = Some("default");
+    w.registry.create(&w.widgets, ns, widget("placed", 1), unadmitted()).await.unwrap();
+    let binding = || WriteOptions { part: Part::Binding, ..unadmitted() };
+    let place = |node: Option<&'static str>| {
+        move |current: &kayra_registry::Object| {
+            let mut object = current.clone();
+            object["spec"]["node"] = json!(node);
+            object.insert("status".into(), json!({"scheduled": node.is_some()}));
+            Ok(object)
+        }
+    };
+    let bound =
+        w.registry.update_with(&w.widgets, ns, "placed", None, binding(), place(Some("n1"))).await.unwrap();
+    assert_eq!((&bound["spec"]["node"], &bound["status"]["scheduled"]), (&json!("n1"), &json!(true)));
+    assert_eq!(meta(&bound, "generation"), 1, "a binding is not the author's change");
+    let unbound =
+        w.registry.update_with(&w.widgets, ns, "placed", None, binding(), place(None)).await.unwrap();
+    assert_eq!(unbound["spec"]["node"], json!(null));
+    assert_eq!(meta(&unbound, "generation"), 1, "nor is undoing one");
+    assert_eq!(meta(&w.registry.get(&w.widgets, ns, "placed").await.unwrap(), "generation"), 1);
+
+    let mut body = serde_json::Value::Object(unbound);
+    body["spec"]["size"] = json!(2);
+    let resized = w.registry.update(&w.widgets, ns, "placed", body, unadmitted()).await.unwrap();
+    assert_eq!(meta(&resized, "generation"), 2, "the author's own change still counts");
 }
 
 #[tokio::test]
 async fn patches_merge_or_apply_operations_and_change_nothing_when_they_fail() {
     let w = world().await;
-    w.registry.create(&w.widgets, Some("default"), widget("p", 1), WriteOptions::default()).await.unwrap();
+    w.registry.create(&w.widgets, Some("default"), widget("p", 1), unadmitted()).await.unwrap();
     let merged = w
         .registry
         .patch(
@@ -220,7 +224,7 @@ async fn patches_merge_or_apply_operations_and_change_nothing_when_they_fail() {
             "p",
             PatchKind::Merge,
             br#"{"metadata":{"labels":{"a":"b"}},"spec":{"color":null,"size":3}}"#,
-            WriteOptions::default(),
+            unadmitted(),
         )
         .await
         .unwrap();
@@ -229,7 +233,7 @@ async fn patches_merge_or_apply_operations_and_change_nothing_when_they_fail() {
     assert_eq!(merged["spec"]["color"], "blue", "defaults fill what a patch removed");
     let patched = w
         .registry
-        .patch(&w.widgets, Some("default"), "p", PatchKind::Json, br#"[{"op":"test","path":"/spec/size","value":3},{"op":"replace","path":"/spec/size","value":4}]"#, WriteOptions::default())
+        .patch(&w.widgets, Some("default"), "p", PatchKind::Json, br#"[{"op":"test","path":"/spec/size","value":3},{"op":"replace","path":"/spec/size","value":4}]"#, unadmitted())
         .await
         .unwrap();
     assert_eq!(patched["spec"]["size"], 4);
@@ -241,19 +245,12 @@ async fn patches_merge_or_apply_operations_and_change_nothing_when_they_fail() {
         (PatchKind::Merge, br#"{"metadata":{"name":"renamed"}}"#),
         (PatchKind::Merge, b"not json"),
     ] {
-        let refused = w.registry.patch(&w.widgets, Some("default"), "p", kind, patch, WriteOptions::default()).await;
+        let refused = w.registry.patch(&w.widgets, Some("default"), "p", kind, patch, unadmitted()).await;
         assert!(matches!(refused, Err(RegistryError::BadRequest(_))), "{}: {refused:?}", String::from_utf8_lossy(patch));
     }
     let invalid = w
         .registry
-        .patch(
-            &w.widgets,
-            Some("default"),
-            "p",
-            PatchKind::Merge,
-            br#"{"spec":{"size":-1}}"#,
-            WriteOptions::default(),
-        )
+        .patch(&w.widgets, Some("default"), "p", PatchKind::Merge, br#"{"spec":{"size":-1}}"#, unadmitted())
         .await;
     assert!(matches!(invalid, Err(RegistryError::Invalid { .. })));
     let pinned = w
@@ -264,7 +261,7 @@ async fn patches_merge_or_apply_operations_and_change_nothing_when_they_fail() {
             "p",
             PatchKind::Merge,
             br#"{"metadata":{"resourceVersion":"1"},"spec":{"size":5}}"#,
-            WriteOptions::default(),
+            unadmitted(),
         )
         .await;
     assert!(
@@ -296,14 +293,12 @@ async fn finalizers_hold_a_deleted_object_until_they_are_removed() {
     let w = world().await;
     let mut body = widget("f", 1);
     body["metadata"]["finalizers"] = json!(["example.com/cleanup"]);
-    let created =
-        w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
-    let pending =
-        w.registry.delete(&w.widgets, Some("default"), "f", &DeleteOptions::default()).await.unwrap();
+    let created = w.registry.create(&w.widgets, Some("default"), body, unadmitted()).await.unwrap();
+    let pending = w.registry.delete(&w.widgets, Some("default"), "f", &unadmitted_delete()).await.unwrap();
     let Deleted::Pending(marked) = pending else { panic!("finalizers keep the object") };
     assert_eq!(meta(&marked, "deletionTimestamp"), "2026-11-30T12:00:00Z");
     assert_eq!(meta(&marked, "uid"), meta(&created, "uid"));
-    let again = w.registry.delete(&w.widgets, Some("default"), "f", &DeleteOptions::default()).await.unwrap();
+    let again = w.registry.delete(&w.widgets, Some("default"), "f", &unadmitted_delete()).await.unwrap();
     assert!(matches!(again, Deleted::Pending(_)));
     let released = w
         .registry
@@ -313,7 +308,7 @@ async fn finalizers_hold_a_deleted_object_until_they_are_removed() {
             "f",
             PatchKind::Merge,
             br#"{"metadata":{"finalizers":null}}"#,
-            WriteOptions::default(),
+            unadmitted(),
         )
         .await
         .unwrap();
@@ -327,14 +322,10 @@ async fn finalizers_hold_a_deleted_object_until_they_are_removed() {
 #[tokio::test]
 async fn deletes_honour_preconditions_policy_and_dry_run() {
     let w = world().await;
-    let created = w
-        .registry
-        .create(&w.widgets, Some("default"), widget("d", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    let created = w.registry.create(&w.widgets, Some("default"), widget("d", 1), unadmitted()).await.unwrap();
     let refusals = [
-        DeleteOptions { uid: Some("someone-else".into()), ..DeleteOptions::default() },
-        DeleteOptions { resource_version: Some("1".into()), ..DeleteOptions::default() },
+        DeleteOptions { uid: Some("someone-else".into()), ..unadmitted_delete() },
+        DeleteOptions { resource_version: Some("1".into()), ..unadmitted_delete() },
     ];
     for options in &refusals {
         let refused = w.registry.delete(&w.widgets, Some("default"), "d", options).await;
@@ -343,20 +334,19 @@ async fn deletes_honour_preconditions_policy_and_dry_run() {
             "{refused:?}"
         );
     }
-    let bad_policy =
-        DeleteOptions { propagation_policy: Some("Eventually".into()), ..DeleteOptions::default() };
+    let bad_policy = DeleteOptions { propagation_policy: Some("Eventually".into()), ..unadmitted_delete() };
     assert!(matches!(
         w.registry.delete(&w.widgets, Some("default"), "d", &bad_policy).await,
         Err(RegistryError::BadRequest(_))
     ));
-    let dry = DeleteOptions { dry_run: true, ..DeleteOptions::default() };
+    let dry = DeleteOptions { dry_run: true, ..unadmitted_delete() };
     assert!(matches!(w.registry.delete(&w.widgets, Some("default"), "d", &dry).await, Ok(Deleted::Gone(_))));
     assert!(w.registry.get(&w.widgets, Some("default"), "d").await.is_ok(), "a dry run deletes nothing");
     let exact = DeleteOptions {
         uid: meta(&created, "uid").as_str().map(str::to_owned),
         resource_version: meta(&created, "resourceVersion").as_str().map(str::to_owned),
         propagation_policy: Some("Background".into()),
-        ..DeleteOptions::default()
+        ..unadmitted_delete()
     };
     let Deleted::Gone(last) = w.registry.delete(&w.widgets, Some("default"), "d", &exact).await.unwrap()
     else {
@@ -376,14 +366,27 @@ async fn a_terminating_namespace_takes_no_new_objects() {
     let mut body =
         json!({"kind": "Namespace", "metadata": {"name": "closing", "finalizers": ["kubernetes"]}});
     body["apiVersion"] = json!("v1");
-    w.registry.create(&namespaces, None, body, WriteOptions::default()).await.unwrap();
-    w.registry.delete(&namespaces, None, "closing", &DeleteOptions::default()).await.unwrap();
-    let refused =
-        w.registry.create(&w.widgets, Some("closing"), widget("late", 1), WriteOptions::default()).await;
+    w.registry.create(&namespaces, None, body, unadmitted()).await.unwrap();
+    w.registry.delete(&namespaces, None, "closing", &unadmitted_delete()).await.unwrap();
+    let refused = w.registry.create(&w.widgets, Some("closing"), widget("late", 1), unadmitted()).await;
     assert!(
         matches!(refused, Err(RegistryError::Forbidden(ref m)) if m.contains("being terminated")),
         "{refused:?}"
     );
+}
+
+#[test]
+fn a_namespace_is_terminating_once_marked_for_deletion_or_in_phase_terminating() {
+    let cases = [
+        (json!({"metadata": {"name": "open"}}), false),
+        (json!({"metadata": {"name": "open"}, "status": {"phase": "Active"}}), false),
+        (json!({"metadata": {"name": "closing", "deletionTimestamp": "2026-11-30T12:00:00Z"}}), true),
+        (json!({"metadata": {"name": "closing"}, "status": {"phase": "Terminating"}}), true),
+    ];
+    for (namespace, terminating) in cases {
+        let object = namespace.as_object().unwrap();
+        assert_eq!(kayra_registry::namespace_terminating(object), terminating, "{namespace}");
+    }
 }
 
 #[tokio::test]
@@ -391,14 +394,14 @@ async fn deleting_a_namespace_deletes_what_it_holds_then_itself() {
     let w = world().await;
     let namespaces = super::terminating_namespaces();
     let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}, "spec": {"finalizers": ["kubernetes"]}});
-    w.registry.create(&namespaces, None, body, WriteOptions::default()).await.unwrap();
-    w.registry.create(&w.widgets, Some("doomed"), widget("plain", 1), WriteOptions::default()).await.unwrap();
+    w.registry.create(&namespaces, None, body, unadmitted()).await.unwrap();
+    w.registry.create(&w.widgets, Some("doomed"), widget("plain", 1), unadmitted()).await.unwrap();
     let mut held = widget("held", 1);
     held["metadata"]["finalizers"] = json!(["example.com/hold"]);
-    w.registry.create(&w.widgets, Some("doomed"), held, WriteOptions::default()).await.unwrap();
+    w.registry.create(&w.widgets, Some("doomed"), held, unadmitted()).await.unwrap();
 
     let Deleted::Pending(marked) =
-        w.registry.delete(&namespaces, None, "doomed", &DeleteOptions::default()).await.unwrap()
+        w.registry.delete(&namespaces, None, "doomed", &unadmitted_delete()).await.unwrap()
     else {
         panic!("a namespace waits for its contents")
     };
@@ -419,7 +422,7 @@ async fn deleting_a_namespace_deletes_what_it_holds_then_itself() {
             "held",
             PatchKind::Merge,
             br#"{"metadata":{"finalizers":null}}"#,
-            WriteOptions::default(),
+            unadmitted(),
         )
         .await
         .unwrap();
@@ -432,14 +435,12 @@ async fn a_json_patch_cannot_grow_an_object_without_bound() {
     let w = world().await;
     let mut body = widget("g", 1);
     body["spec"]["list"] = json!(vec!["0123456789"; 8]);
-    w.registry.create(&w.widgets, Some("default"), body, WriteOptions::default()).await.unwrap();
+    w.registry.create(&w.widgets, Some("default"), body, unadmitted()).await.unwrap();
     let doubling: Vec<serde_json::Value> =
         (0..40).map(|_| json!({"op": "copy", "from": "/spec/list", "path": "/spec/list/-"})).collect();
     let patch = serde_json::to_vec(&doubling).unwrap();
-    let refused = w
-        .registry
-        .patch(&w.widgets, Some("default"), "g", PatchKind::Json, &patch, WriteOptions::default())
-        .await;
+    let refused =
+        w.registry.patch(&w.widgets, Some("default"), "g", PatchKind::Json, &patch, unadmitted()).await;
     assert!(
         matches!(refused, Err(RegistryError::BadRequest(ref m)) if m.contains("would grow")),
         "{refused:?}"
@@ -454,7 +455,7 @@ struct ExpiringRules;
 impl kayra_registry::Strategy for ExpiringRules {
     fn expires_at(&self, object: &kayra_registry::Object) -> Option<std::time::SystemTime> {
         let soon = object.get("metadata")?.get("labels")?.get("expires")? == "soon";
-        soon.then(|| kayra_registry::Clock::now(&crate::FixedClock) + std::time::Duration::from_secs(2))
+        soon.then(|| kayra_api::clock::Clock::now(&crate::FixedClock) + std::time::Duration::from_secs(2))
     }
 }
 
@@ -465,11 +466,8 @@ async fn an_expiring_object_lives_on_a_lease_that_updates_keep() {
         kayra_registry::Resource { strategy: std::sync::Arc::new(ExpiringRules), ..w.widgets.clone() };
     let mut body = widget("brief", 1);
     body["metadata"]["labels"] = json!({"expires": "soon"});
-    w.registry.create(&expiring, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
-    w.registry
-        .create(&expiring, Some("default"), widget("lasting", 1), WriteOptions::default())
-        .await
-        .unwrap();
+    w.registry.create(&expiring, Some("default"), body.clone(), unadmitted()).await.unwrap();
+    w.registry.create(&expiring, Some("default"), widget("lasting", 1), unadmitted()).await.unwrap();
     let key = "/registry/fleet.example.com/widgets/default/brief";
     let lease = w.store.get(key).await.unwrap().unwrap().lease.expect("the expiring object is on a lease");
     assert!(
@@ -483,7 +481,7 @@ async fn an_expiring_object_lives_on_a_lease_that_updates_keep() {
     );
 
     body["spec"]["size"] = json!(2);
-    w.registry.update(&expiring, Some("default"), "brief", body, WriteOptions::default()).await.unwrap();
+    w.registry.update(&expiring, Some("default"), "brief", body, unadmitted()).await.unwrap();
     assert_eq!(w.store.get(key).await.unwrap().unwrap().lease, Some(lease), "an update keeps the lease");
     w.store.revoke_lease(lease).await.unwrap();
     let gone = w.registry.get(&expiring, Some("default"), "brief").await;
@@ -492,16 +490,13 @@ async fn an_expiring_object_lives_on_a_lease_that_updates_keep() {
     // An object that stops expiring leaves its lease; one that starts gets one.
     let mut body = widget("changing", 1);
     body["metadata"]["labels"] = json!({"expires": "soon"});
-    w.registry.create(&expiring, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
+    w.registry.create(&expiring, Some("default"), body.clone(), unadmitted()).await.unwrap();
     let key = "/registry/fleet.example.com/widgets/default/changing";
     body["metadata"]["labels"] = json!({"expires": "never"});
-    w.registry
-        .update(&expiring, Some("default"), "changing", body.clone(), WriteOptions::default())
-        .await
-        .unwrap();
+    w.registry.update(&expiring, Some("default"), "changing", body.clone(), unadmitted()).await.unwrap();
     assert_eq!(w.store.get(key).await.unwrap().unwrap().lease, None, "no longer expiring, no longer leased");
     body["metadata"]["labels"] = json!({"expires": "soon"});
-    w.registry.update(&expiring, Some("default"), "changing", body, WriteOptions::default()).await.unwrap();
+    w.registry.update(&expiring, Some("default"), "changing", body, unadmitted()).await.unwrap();
     assert!(w.store.get(key).await.unwrap().unwrap().lease.is_some(), "expiring again, leased again");
 }
 
@@ -528,7 +523,7 @@ async fn propagation_policies_become_garbage_collector_finalizers_on_owners_only
     let w = world().await;
     let policy = |policy: Option<&str>| DeleteOptions {
         propagation_policy: policy.map(str::to_owned),
-        ..DeleteOptions::default()
+        ..unadmitted_delete()
     };
     let finalizers_of = |deleted: &Deleted| match deleted {
         Deleted::Pending(object) => Some(kayra_registry::finalizers(object)),
@@ -552,7 +547,7 @@ async fn propagation_policies_become_garbage_collector_finalizers_on_owners_only
         let mut body = widget(&name, 1);
         body["kind"] = json!("Owner");
         body["metadata"]["finalizers"] = json!(before);
-        w.registry.create(&owners(), Some("default"), body, WriteOptions::default()).await.unwrap();
+        w.registry.create(&owners(), Some("default"), body, unadmitted()).await.unwrap();
         for (step, (policy_name, expected)) in policies.iter().zip(after.iter()).enumerate() {
             let deleted =
                 w.registry.delete(&owners(), Some("default"), &name, &policy(*policy_name)).await.unwrap();
@@ -568,10 +563,7 @@ async fn propagation_policies_become_garbage_collector_finalizers_on_owners_only
     // A Kind that owns nothing accepts every policy and is simply deleted.
     for (at, name) in ["Foreground", "Orphan"].into_iter().enumerate() {
         let widget_name = format!("plain{at}");
-        w.registry
-            .create(&w.widgets, Some("default"), widget(&widget_name, 1), WriteOptions::default())
-            .await
-            .unwrap();
+        w.registry.create(&w.widgets, Some("default"), widget(&widget_name, 1), unadmitted()).await.unwrap();
         let deleted = w.registry.delete(&w.widgets, Some("default"), &widget_name, &policy(Some(name))).await;
         assert!(matches!(deleted, Ok(Deleted::Gone(_))), "{name}: {deleted:?}");
     }
@@ -592,7 +584,7 @@ async fn objects_that_expire_together_share_a_lease_until_it_ends() {
     for name in ["a", "b"] {
         let mut body = widget(name, 1);
         body["metadata"]["labels"] = json!({"expires": "soon"});
-        w.registry.create(&expiring, Some("default"), body, WriteOptions::default()).await.unwrap();
+        w.registry.create(&expiring, Some("default"), body, unadmitted()).await.unwrap();
     }
     let shared = lease_of("a").await.unwrap();
     assert_eq!(lease_of("b").await, Some(shared), "b expires with a, on a's lease");
@@ -600,14 +592,14 @@ async fn objects_that_expire_together_share_a_lease_until_it_ends() {
     assert_eq!((lease_of("a").await, lease_of("b").await), (None, None), "both went with it");
     let mut body = widget("c", 1);
     body["metadata"]["labels"] = json!({"expires": "soon"});
-    w.registry.create(&expiring, Some("default"), body.clone(), WriteOptions::default()).await.unwrap();
+    w.registry.create(&expiring, Some("default"), body.clone(), unadmitted()).await.unwrap();
     let fresh = lease_of("c").await.unwrap();
     assert_ne!(fresh, shared, "a lease that ended is not offered again");
     // An update that moves onto the ended lease's expiry is given a live one too.
     w.store.revoke_lease(fresh).await.unwrap();
-    w.registry.create(&expiring, Some("default"), widget("d", 1), WriteOptions::default()).await.unwrap();
+    w.registry.create(&expiring, Some("default"), widget("d", 1), unadmitted()).await.unwrap();
     let mut later = widget("d", 1);
     later["metadata"]["labels"] = json!({"expires": "soon"});
-    w.registry.update(&expiring, Some("default"), "d", later, WriteOptions::default()).await.unwrap();
+    w.registry.update(&expiring, Some("default"), "d", later, unadmitted()).await.unwrap();
     assert!(lease_of("d").await.is_some_and(|lease| lease != fresh && lease != shared));
 }

@@ -247,15 +247,22 @@ impl Task {
     }
 
     /// Takes the Application as now desired; `true` when its generation changed, so the next
-    /// run starts afresh.
+    /// run starts afresh. At the same generation, a stored status that says otherwise than
+    /// this node (a write the node did not make, such as an unbinding that a binding to this
+    /// node undid before the node heard of either) is corrected by reporting it again.
     fn adopt(&mut self, application: Application) -> bool {
         let changed = application.metadata.generation != self.record.application.metadata.generation;
+        let contradicted = !changed && says_otherwise(application.status.as_ref(), &self.record.status);
         self.record.application = application;
         if changed {
             self.record.history = History::default();
             self.record.job_started_at = None;
         }
-        self.save();
+        if contradicted {
+            self.publish();
+        } else {
+            self.save();
+        }
         changed
     }
 
@@ -668,6 +675,15 @@ impl Task {
         self.save();
         self.shared.report(&self.names, Some(&self.record.status), self.record.run);
     }
+}
+
+/// Whether the status stored for an Application says otherwise than the node's about what its
+/// readers act on: its phase, and whether it is Ready.
+fn says_otherwise(stored: Option<&ApplicationStatus>, own: &ApplicationStatus) -> bool {
+    let ready = |status: &ApplicationStatus| {
+        status.conditions.iter().find(|condition| condition.type_ == "Ready").map(|c| c.status.clone())
+    };
+    stored.is_none_or(|stored| stored.phase != own.phase || ready(stored) != ready(own))
 }
 
 /// Runs one probe until aborted, sending each failure and each change of verdict.

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use kayra_api::kinds::application::{
-    EnvVar, ExecAction, Probe, Probes, ResourceList, Resources, SecretKeyRef,
+    ApplicationStatus, EnvVar, ExecAction, Probe, Probes, ResourceList, Resources, SecretKeyRef,
 };
 use kayra_runtime::runtime::Desired;
 
@@ -94,6 +94,38 @@ async fn a_new_generation_restarts_the_process_with_the_new_spec() {
     assert_eq!(status.restarts, Some(0), "a new spec is a new start, not a crash");
     runtime.apply(desired(vec![]));
     wait_gone(&mut reports, "gen").await;
+}
+
+/// The node is the authority on what runs on it. An Application pushed again at the same
+/// generation whose stored status says otherwise (an unbinding left it `Pending`, and a binding
+/// to the same node undid it before the node heard of either) is reported again, as it runs;
+/// the run goes on, since nothing the node runs changed.
+#[tokio::test]
+async fn a_stored_status_that_says_otherwise_than_the_node_is_reported_again() {
+    let node = Node::new("restated");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let app = application("placed", node.shell("sleep 1000"));
+    runtime.apply(desired(vec![app.clone()]));
+    let pid = started_pid(&wait_event(&mut events, "placed", "Started").await);
+    wait_status(&mut reports, "placed", "phase Running", |s| s.phase.as_deref() == Some("Running")).await;
+
+    let mut unbound = app;
+    unbound.status = Some(ApplicationStatus {
+        phase: Some("Pending".into()),
+        observed_generation: Some(1),
+        ..ApplicationStatus::default()
+    });
+    while reports.try_recv().is_ok() {}
+    runtime.apply(desired(vec![unbound]));
+    let restated =
+        wait_status(&mut reports, "placed", "phase Running again", |s| s.phase.as_deref() == Some("Running"))
+            .await;
+    assert!(restated.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{restated:?}");
+    assert!(alive_with_marker(pid, &node.marker), "the same run goes on");
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "placed").await;
 }
 
 #[tokio::test]

@@ -355,3 +355,38 @@ async fn a_binding_places_an_application_and_marks_it_scheduled_through_applicat
         admin(&server, Method::POST, &format!("{PODS}/api/binding"), Some(binding("api", "n1"))).await;
     assert_eq!(code, StatusCode::CONFLICT, "already bound: {again}");
 }
+
+/// Placement is the control plane's decision, not a new desired state from the author: the
+/// scheduler's binding, and an eviction's unbinding, leave `metadata.generation` as the author
+/// left it, as kube-apiserver's `pods/binding` leaves a Pod's.
+#[tokio::test]
+async fn a_placed_application_keeps_the_generation_its_author_wrote() {
+    let server = TestServer::start(Store::Memory).await;
+    node(&server, "n1").await;
+    let (code, created) = admin(
+        &server,
+        Method::POST,
+        &format!("{FLEET}/applications"),
+        Some(application("placed", None, "1Mi")),
+    )
+    .await;
+    assert_eq!((code, &created["metadata"]["generation"]), (StatusCode::CREATED, &json!(1)), "{created}");
+    let placed = eventually("placed to be placed", async || {
+        let (_, app) = admin(&server, Method::GET, &format!("{FLEET}/applications/placed"), None).await;
+        (app["spec"]["placement"]["nodeName"] == "n1").then_some(app)
+    })
+    .await;
+    assert_eq!(placed["metadata"]["generation"], 1, "the scheduler's binding is not the author's: {placed}");
+
+    // Cordoned, the node gets nothing back, and the eviction's unbinding stays.
+    let (code, _) =
+        admin(&server, Method::PATCH, "/api/v1/nodes/n1", Some(json!({"spec": {"unschedulable": true}})))
+            .await;
+    assert_eq!(code, StatusCode::OK);
+    let (code, answer) =
+        admin(&server, Method::POST, &format!("{PODS}/placed/eviction"), Some(eviction("placed"))).await;
+    assert_eq!(code, StatusCode::CREATED, "{answer}");
+    let (_, evicted) = admin(&server, Method::GET, &format!("{FLEET}/applications/placed"), None).await;
+    assert_eq!(evicted["spec"]["placement"]["nodeName"], Value::Null, "{evicted}");
+    assert_eq!(evicted["metadata"]["generation"], 1, "nor is the eviction's unbinding: {evicted}");
+}

@@ -4,8 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kayra_api::clock::SystemClock;
 use kayra_api::scheme::Scheme;
-use kayra_registry::{Registry, RegistryError, SystemClock};
+use kayra_registry::{Registry, RegistryError};
 use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;

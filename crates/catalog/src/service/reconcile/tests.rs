@@ -8,7 +8,8 @@ use kayra_store::mvcc::{MvccStore, Options};
 
 use super::*;
 use crate::steps::{Mode, Step, StepRequest};
-use crate::{IdGenerator, Scope, SyncRequest, SystemClock};
+use crate::{IdGenerator, Scope, SyncRequest};
+use kayra_api::clock::SystemClock;
 
 struct Counter(AtomicUsize);
 

@@ -1,0 +1,20 @@
+//! Where the control plane's time comes from: one port every crate that stamps or compares
+//! times holds, so that tests can fix or move it.
+
+use std::time::SystemTime;
+
+/// Where time comes from: the system's clock in a server, a fixed or moving one in tests.
+pub trait Clock: Send + Sync {
+    /// The current time.
+    fn now(&self) -> SystemTime;
+}
+
+/// The system's clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}

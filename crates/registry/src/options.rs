@@ -1,0 +1,142 @@
+//! The options and answers of the registry's operations: what a caller says about a write, a
+//! delete or a list, and what comes back.
+
+use crate::Object;
+use crate::admission::Admit;
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Part {
+    /// The object: everything but `status` when status is a subresource.
+    #[default]
+    Main,
+    /// The `/status` subresource: only `status`.
+    Status,
+    /// The `/approval` subresource of a certificate request: only `status.conditions` (what is
+    /// decided there, and what may not be, is the Kind's and admission's to say).
+    Approval,
+    /// The `/binding` subresource of an Application: the object and its status in one write,
+    /// as a placement sets the node and the `Scheduled` condition together. Admission decides
+    /// it as a write of the object; it leaves `metadata.generation` as stored, since placement
+    /// is the control plane's decision and not a new desired state from the object's author.
+    Binding,
+}
+
+impl Part {
+    /// Whether a write of this part changes the object itself (not only its status): what
+    /// admission's rules about the object decide.
+    pub fn writes_object(self) -> bool {
+        matches!(self, Part::Main | Part::Binding)
+    }
+}
+
+/// Options of a write.
+#[derive(Debug, Clone)]
+pub struct WriteOptions {
+    /// Validate and answer as if writing, but write nothing (`dryRun=All`).
+    pub dry_run: bool,
+    /// The object or its status.
+    pub part: Part,
+    /// Who decides what this writer may write, on the object as it would be stored.
+    pub admit: Admit,
+}
+
+impl WriteOptions {
+    /// A write of the object itself (not a dry run), admitted by `admit`.
+    pub fn new(admit: Admit) -> WriteOptions {
+        WriteOptions { dry_run: false, part: Part::Main, admit }
+    }
+}
+
+/// The patch formats the registry applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchKind {
+    /// RFC 7386 JSON merge patch (`application/merge-patch+json`).
+    Merge,
+    /// RFC 6902 JSON patch (`application/json-patch+json`).
+    Json,
+}
+
+/// Options of a list.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// `labelSelector`.
+    pub label_selector: Option<String>,
+    /// `fieldSelector`.
+    pub field_selector: Option<String>,
+    /// `limit`: at most this many items; a continue token brings the rest.
+    pub limit: Option<usize>,
+    /// `continue`: a token from a previous page.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`: `NotOlderThan` or `Exact`.
+    pub resource_version_match: Option<String>,
+}
+
+/// One page of a list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct List {
+    /// The objects, in key order (namespace, then name).
+    pub items: Vec<Object>,
+    /// The revision the list was read at, as `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// The token for the next page, when there is one.
+    pub continue_token: Option<String>,
+    /// How many more objects the remaining pages hold, when known.
+    pub remaining_item_count: Option<u64>,
+}
+
+/// One page of a list as each item's JSON, exactly the bytes `serde_json` writes for the
+/// object: from the watch cache's shared encodings when it can answer, else freshly encoded.
+#[derive(Debug, Clone)]
+pub struct JsonList {
+    /// Each object's JSON, in key order.
+    pub items: Vec<bytes::Bytes>,
+    /// The revision the list was read at, as `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// The token for the next page, when there is one.
+    pub continue_token: Option<String>,
+    /// How many more objects the remaining pages hold, when known.
+    pub remaining_item_count: Option<u64>,
+}
+
+/// Preconditions and policy of a delete (the `DeleteOptions` body).
+#[derive(Debug, Clone)]
+pub struct DeleteOptions {
+    /// The object must have this uid.
+    pub uid: Option<String>,
+    /// The object must be at this resourceVersion.
+    pub resource_version: Option<String>,
+    /// `Orphan`, `Background` or `Foreground`.
+    pub propagation_policy: Option<String>,
+    /// Accepted for compatibility; deletion is immediate once finalizers are done.
+    pub grace_period_seconds: Option<i64>,
+    /// Validate and answer as if deleting, but delete nothing.
+    pub dry_run: bool,
+    /// Who decides whether this deleter may delete the object, on the object as it stands.
+    pub admit: Admit,
+}
+
+impl DeleteOptions {
+    /// A delete without preconditions or policy (not a dry run), admitted by `admit`.
+    pub fn new(admit: Admit) -> DeleteOptions {
+        DeleteOptions {
+            uid: None,
+            resource_version: None,
+            propagation_policy: None,
+            grace_period_seconds: None,
+            dry_run: false,
+            admit,
+        }
+    }
+}
+
+/// What a delete did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Deleted {
+    /// The object is gone; this was its last state.
+    Gone(Object),
+    /// The object has finalizers: it is marked for deletion and stays until they are removed.
+    Pending(Object),
+}
