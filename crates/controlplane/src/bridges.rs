@@ -12,7 +12,7 @@ use kayra_catalog::ports::{NamespaceState, Namespaces};
 use kayra_catalog::reconciler::{Events, SubscriptionEvent};
 use kayra_catalog::{Catalog, CatalogError};
 use kayra_loop::ReconcileError;
-use kayra_registry::{RegistryError, Resource, meta_str};
+use kayra_registry::{Object, RegistryError, Resource, meta_str};
 use kayra_store::StoreError;
 
 /// Namespaces as the registry stores them: a namespace takes new subscriptions while it exists
@@ -31,14 +31,20 @@ impl Namespaces for RegistryNamespaces {
             Err(RegistryError::Store(error)) => return Err(error),
             Err(other) => return Err(StoreError::engine(format!("read namespace {name}"), other)),
         };
-        let phase = namespace.get("status").and_then(|status| status.get("phase"));
-        if !meta_str(&namespace, "deletionTimestamp").is_empty()
-            || phase.and_then(serde_json::Value::as_str) == Some("Terminating")
-        {
+        if namespace_terminating(&namespace) {
             return Ok(NamespaceState::Terminating);
         }
         Ok(NamespaceState::Active)
     }
+}
+
+/// The registry's rule for a namespace that takes no new objects: one being deleted, or in
+/// phase `Terminating`. The catalog's subscriptions follow the same rule; this is the one place
+/// the bridges hold it.
+fn namespace_terminating(namespace: &Object) -> bool {
+    let phase = namespace.get("status").and_then(|status| status.get("phase"));
+    !meta_str(namespace, "deletionTimestamp").is_empty()
+        || phase.and_then(serde_json::Value::as_str) == Some("Terminating")
 }
 
 /// The reconciler's Events, as core Events about the Subscription.

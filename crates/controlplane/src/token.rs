@@ -4,12 +4,14 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use kayra_api::kinds::secret::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE, bootstrap_token_name};
 use kayra_authn::bootstrap::Token;
 use serde_json::{Value, json};
 
-use crate::Config;
+use crate::ControlPlaneError;
+use crate::address::{bracketed, host_address};
+use crate::config::Config;
+use crate::pki::{admin_kubeconfig, pki_dir};
 
 /// The longest a bootstrap token may live.
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -65,32 +67,43 @@ pub async fn create(
     ttl: Duration,
     description: &str,
     groups: &[String],
-) -> anyhow::Result<String> {
+) -> Result<String, ControlPlaneError> {
     for group in groups {
         if !group.starts_with("system:bootstrappers:") {
-            bail!("--groups {group}: extra groups must start with system:bootstrappers:");
+            return Err(ControlPlaneError::Invalid(format!(
+                "--groups {group}: extra groups must start with system:bootstrappers:"
+            )));
         }
     }
-    let kubeconfig = config.data_dir.join("admin.kubeconfig");
-    if !kubeconfig.exists() {
-        bail!("cannot read {} (run `kayra-controller init` first)", kubeconfig.display());
-    }
+    let kubeconfig = admin_kubeconfig(&config.data_dir);
     // The admin kubeconfig, read as kubectl and kayra-cli read theirs.
-    let client = kayra_client::Client::from_kubeconfig(&kubeconfig)?;
+    if !kubeconfig.exists() {
+        let source = std::io::Error::from(std::io::ErrorKind::NotFound);
+        return Err(ControlPlaneError::NotInitialised { path: kubeconfig, source });
+    }
+    let client = kayra_client::Client::from_kubeconfig(&kubeconfig).map_err(|source| {
+        ControlPlaneError::Client { what: "cannot use the admin kubeconfig".into(), source }
+    })?;
     let token = Token::generate();
+    let out_of_range = || ControlPlaneError::Invalid(format!("a TTL of {ttl:?} is out of range"));
     let expires = jiff::Timestamp::now()
-        .checked_add(jiff::SignedDuration::try_from(ttl).context("the TTL is out of range")?)
-        .context("the expiry is out of range")?;
+        .checked_add(jiff::SignedDuration::try_from(ttl).map_err(|_| out_of_range())?)
+        .map_err(|_| out_of_range())?;
     let secret = secret_for(&config.domain, &token, expires, description, groups);
     let path = format!("/apis/fleet.{}/v1/namespaces/{BOOTSTRAP_TOKEN_NAMESPACE}/secrets", config.domain);
     match client.send(reqwest::Method::POST, &path, Some(&secret)).await {
         Ok(_) => {}
-        Err(kayra_client::ClientError::Status { code, message }) => {
-            bail!("the controller refused the token ({code}): {message}")
+        Err(source @ kayra_client::ClientError::Status { .. }) => {
+            return Err(ControlPlaneError::Client {
+                what: "the controller refused the token".into(),
+                source,
+            });
         }
-        Err(error) => {
-            return Err(anyhow::Error::new(error)
-                .context(format!("cannot reach the controller at {}; is it running?", client.server())));
+        Err(source) => {
+            return Err(ControlPlaneError::Client {
+                what: format!("cannot reach the controller at {}; is it running?", client.server()),
+                source,
+            });
         }
     }
     Ok(token.to_string())
@@ -120,20 +133,6 @@ pub fn join_server(config: &Config, server: Option<&str>) -> String {
     format!("https://{}:{port}", bracketed(&ip.to_string()))
 }
 
-/// An IPv6 address in brackets, as a URL needs it.
-fn bracketed(host: &str) -> String {
-    if host.contains(':') && !host.starts_with('[') { format!("[{host}]") } else { host.to_owned() }
-}
-
-/// The host's address on its default route, when it has one that is not loopback. Connecting a
-/// UDP socket sends nothing; it only asks the kernel which address it would send from.
-pub fn host_address() -> Option<std::net::IpAddr> {
-    let socket = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
-    socket.connect("192.0.2.1:9").ok()?;
-    let ip = socket.local_addr().ok()?.ip();
-    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
-}
-
 /// The line an operator pastes on a new host, as `kubeadm token create --print-join-command`
 /// prints it.
 pub fn join_command(server: &str, token: &str, ca_cert_hash: &str) -> String {
@@ -141,48 +140,12 @@ pub fn join_command(server: &str, token: &str, ca_cert_hash: &str) -> String {
 }
 
 /// The pin of the cluster's CA a joining node checks: `sha256:<hex>` of its public key.
-pub fn ca_cert_hash(config: &Config) -> anyhow::Result<String> {
-    let path = config.data_dir.join("pki").join("ca.crt");
+pub fn ca_cert_hash(config: &Config) -> Result<String, ControlPlaneError> {
+    let path = pki_dir(&config.data_dir).join("ca.crt");
     let pem = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {} (run `kayra-controller init` first)", path.display()))?;
-    Ok(kayra_pki::ca_cert_hash(&pem)?)
+        .map_err(|source| ControlPlaneError::NotInitialised { path: path.clone(), source })?;
+    kayra_pki::ca_cert_hash(&pem).map_err(ControlPlaneError::pki(format!("cannot read {}", path.display())))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_join_command_names_the_server_token_and_ca_pin() {
-        let listening = |listen: &str| Config { listen: listen.parse().unwrap(), ..Config::default() };
-        let config = listening("10.1.2.3:6443");
-        assert_eq!(join_server(&config, None), "https://10.1.2.3:6443");
-        assert_eq!(
-            join_server(&config, Some("https://kayra.example.com:443/")),
-            "https://kayra.example.com:443"
-        );
-        assert_eq!(join_server(&config, Some("kayra.example.com")), "https://kayra.example.com:6443");
-        assert_eq!(join_server(&config, Some("kayra.example.com:7443")), "https://kayra.example.com:7443");
-        assert_eq!(join_server(&config, Some("fd00::1")), "https://[fd00::1]:6443");
-        assert_eq!(join_server(&listening("[fd00::2]:6443"), None), "https://[fd00::2]:6443");
-        let everywhere = join_server(&listening("0.0.0.0:6443"), None);
-        let expected = host_address().map_or("127.0.0.1".to_owned(), |ip| bracketed(&ip.to_string()));
-        assert_eq!(everywhere, format!("https://{expected}:6443"));
-        assert!(!everywhere.contains("0.0.0.0"));
-        assert_eq!(
-            join_command("https://10.1.2.3:6443", "abcdef.0123456789abcdef", "sha256:00ff"),
-            "kayra-agent join --server https://10.1.2.3:6443 --token abcdef.0123456789abcdef --ca-cert-hash sha256:00ff"
-        );
-    }
-
-    #[test]
-    fn ttls_are_durations_within_a_week() {
-        assert_eq!(parse_ttl("24h"), Ok(Duration::from_secs(86_400)));
-        assert_eq!(parse_ttl("1h30m"), Ok(Duration::from_secs(5_400)));
-        assert!(parse_ttl("0s").is_err());
-        assert!(parse_ttl("-1h").is_err());
-        assert_eq!(parse_ttl("168h"), Ok(MAX_TTL));
-        assert!(parse_ttl("169h").is_err());
-        assert!(parse_ttl("soon").is_err());
-    }
-}
+mod tests;
