@@ -2,11 +2,10 @@
 //! token is stored (as a Secret in `kayra-system` holding only its digest) through the running
 //! controller's API, as the admin of the data directory; the store deletes it when it expires.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use kayra_api::kinds::secret::{BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE, bootstrap_token_name};
-use kayra_authn::bootstrap::Token;
-use serde_json::{Value, json};
+use kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE;
+use kayra_authn::bootstrap::{Stored, Token};
 
 use crate::ControlPlaneError;
 use crate::address::{bracketed, host_address};
@@ -29,36 +28,6 @@ pub fn parse_ttl(text: &str) -> Result<Duration, String> {
         return Err(format!("--ttl {text}: a bootstrap token may live at most 7 days"));
     }
     Ok(ttl)
-}
-
-/// The Secret that stores `token`: its id, the digest of its secret half, and its expiry.
-pub fn secret_for(
-    domain: &str,
-    token: &Token,
-    expires: jiff::Timestamp,
-    description: &str,
-    groups: &[String],
-) -> Value {
-    use base64::Engine;
-    let encode = |text: &str| Value::String(base64::engine::general_purpose::STANDARD.encode(text));
-    let mut data = serde_json::Map::new();
-    data.insert("token-id".into(), encode(&token.id));
-    data.insert("token-secret-sha256".into(), encode(&token.secret_digest()));
-    data.insert("expiration".into(), encode(&expires.to_string()));
-    data.insert("usage-bootstrap-authentication".into(), encode("true"));
-    if !description.is_empty() {
-        data.insert("description".into(), encode(description));
-    }
-    if !groups.is_empty() {
-        data.insert("auth-extra-groups".into(), encode(&groups.join(",")));
-    }
-    json!({
-        "apiVersion": format!("fleet.{domain}/v1"),
-        "kind": "Secret",
-        "metadata": {"name": bootstrap_token_name(&token.id), "namespace": BOOTSTRAP_TOKEN_NAMESPACE},
-        "type": BOOTSTRAP_TOKEN_TYPE,
-        "data": data,
-    })
 }
 
 /// Creates a bootstrap token through the running controller; answers the token.
@@ -85,11 +54,17 @@ pub async fn create(
         ControlPlaneError::Client { what: "cannot use the admin kubeconfig".into(), source }
     })?;
     let token = Token::generate();
-    let out_of_range = || ControlPlaneError::Invalid(format!("a TTL of {ttl:?} is out of range"));
-    let expires = jiff::Timestamp::now()
-        .checked_add(jiff::SignedDuration::try_from(ttl).map_err(|_| out_of_range())?)
-        .map_err(|_| out_of_range())?;
-    let secret = secret_for(&config.domain, &token, expires, description, groups);
+    let stored = Stored {
+        id: token.id.clone(),
+        secret_digest: token.secret_digest(),
+        expires: SystemTime::now()
+            .checked_add(ttl)
+            .ok_or_else(|| ControlPlaneError::Invalid(format!("a TTL of {ttl:?} is out of range")))?,
+        extra_groups: groups.to_vec(),
+    };
+    let secret =
+        serde_json::to_value(kayra_authn::bootstrap::secret::encode(&config.domain, &stored, description))
+            .expect("a Secret is JSON");
     let path = format!("/apis/fleet.{}/v1/namespaces/{BOOTSTRAP_TOKEN_NAMESPACE}/secrets", config.domain);
     match client.send(reqwest::Method::POST, &path, Some(&secret)).await {
         Ok(_) => {}
