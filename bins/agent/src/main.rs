@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct Node {
-    /// The node's name (default: the host's name).
+    /// The node's name (default: the one the data directory joined as, else the host's name).
     #[arg(long)]
     name: Option<String>,
     /// Where the agent keeps its credentials and Applications (default `/var/lib/kayra-agent`
@@ -104,7 +104,11 @@ fn main() -> ExitCode {
             Command::Run { node } => (node, None),
             Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
         };
-        let node_name = node.name.clone().unwrap_or_else(kayra_nodeagent::default_node_name);
+        // A join names the node; a later run takes the name the data directory was joined as.
+        let node_name = match join {
+            Some(_) => node.name.clone().unwrap_or_else(kayra_nodeagent::default_node_name),
+            None => kayra_nodeagent::run_node_name(&data_dir(node), node.name.as_deref())?,
+        };
         let config = config(node, node_name).map_err(anyhow::Error::msg)?;
         if let Some((server, token, hash, join_only)) = join {
             kayra_nodeagent::join(&config, server, token, hash).await?;

@@ -86,6 +86,21 @@ pub fn joined_node_name(data_dir: &Path) -> Result<Option<String>, NodeAgentErro
     }
 }
 
+/// The name a node runs under from `data_dir`: the one it joined as, which `given` (a
+/// `--name`) may repeat but not contradict; before a join, `given` or the host's name.
+pub fn run_node_name(data_dir: &Path, given: Option<&str>) -> Result<String, NodeAgentError> {
+    match (joined_node_name(data_dir)?, given) {
+        (Some(joined_as), Some(asked)) if joined_as != asked => Err(NodeAgentError::OtherNode {
+            data_dir: data_dir.to_owned(),
+            joined_as,
+            asked: asked.to_owned(),
+        }),
+        (Some(joined_as), _) => Ok(joined_as),
+        (None, Some(asked)) => Ok(asked.to_owned()),
+        (None, None) => Ok(default_node_name()),
+    }
+}
+
 /// Joins the fleet: verifies the controller by the hash of its CA's public key before anything
 /// is sent, then asks for a node certificate with the bootstrap token, and keeps key,
 /// certificate, CA and the controller's address under the data directory.
@@ -182,3 +197,6 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> Result<(), Nod
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
