@@ -1,7 +1,9 @@
 //! The data directory's credentials: `init` writes a CA, a serving certificate, an admin client
 //! certificate in an admin kubeconfig, and an admin bearer token, keeping whatever is already
-//! there; the serving side reads them back from here.
+//! there; the serving side reads them back from here, and has the serving certificate cover
+//! the address it serves on.
 
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -129,6 +131,49 @@ pub(crate) fn serving_tls(data_dir: &Path) -> Result<Arc<rustls::ServerConfig>, 
         .map_err(ControlPlaneError::Tls)
 }
 
+/// Makes the serving certificate cover `host`, the address the controller serves on: when it
+/// does not, the cluster CA issues it again for the names it had and `host`.
+pub(crate) fn cover_serving_host(data_dir: &Path, host: IpAddr) -> Result<(), ControlPlaneError> {
+    let dir = pki_dir(data_dir);
+    let path = dir.join("server.crt");
+    let mut names = certificate_names(&read_text(&path)?).map_err(ControlPlaneError::Tls)?;
+    if names.iter().any(|name| name.parse::<IpAddr>() == Ok(host)) {
+        return Ok(());
+    }
+    names.push(host.to_string());
+    let server = read_ca(data_dir)?
+        .issue(Usage::Server, "kayra-controller", None, &names)
+        .map_err(ControlPlaneError::pki("cannot issue the serving certificate"))?;
+    write_private(&dir.join("server.key"), &server.key_pem)?;
+    write_public(&path, &server.cert_pem)?;
+    tracing::info!(%host, "the serving certificate was issued again to cover the address served on");
+    Ok(())
+}
+
+/// The DNS names and IP addresses a certificate is for.
+fn certificate_names(pem: &str) -> Result<Vec<String>, String> {
+    use x509_parser::extensions::GeneralName;
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).map_err(|error| error.to_string())?;
+    let certificate = block.parse_x509().map_err(|error| error.to_string())?;
+    let Some(alternative) = certificate.subject_alternative_name().map_err(|error| error.to_string())? else {
+        return Ok(Vec::new());
+    };
+    Ok(alternative
+        .value
+        .general_names
+        .iter()
+        .filter_map(|name| match name {
+            GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+            GeneralName::IPAddress(bytes) => match bytes.len() {
+                4 => <[u8; 4]>::try_from(*bytes).ok().map(|ip| IpAddr::from(ip).to_string()),
+                16 => <[u8; 16]>::try_from(*bytes).ok().map(|ip| IpAddr::from(ip).to_string()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect())
+}
+
 fn read_text(path: &Path) -> Result<String, ControlPlaneError> {
     std::fs::read_to_string(path)
         .map_err(|source| ControlPlaneError::NotInitialised { path: path.to_owned(), source })
@@ -163,3 +208,6 @@ fn random_token() -> String {
     ring::rand::SystemRandom::new().fill(&mut bytes).expect("the system has randomness");
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,11 +10,12 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::ControlPlaneError;
+use crate::address;
 use crate::assemble::{ControlPlane, assemble};
 use crate::config::Config;
 use crate::local;
 use crate::loops::loops;
-use crate::pki::serving_tls;
+use crate::pki::{cover_serving_host, serving_tls};
 use crate::store::open_store;
 
 /// Opens the store, assembles the control plane, binds the configured listeners and serves
@@ -65,7 +66,8 @@ async fn bind(address: std::net::SocketAddr) -> Result<TcpListener, ControlPlane
 }
 
 /// Serves the API on the listeners until `shutdown` resolves, with the loops running; then
-/// ends the node sessions, drains the servers and the loops.
+/// ends the node sessions, drains the servers and the loops. The URL the HTTPS listener answers
+/// to is recorded in the data directory once it serves, and the serving certificate covers it.
 pub async fn run(
     config: &Config,
     control_plane: ControlPlane,
@@ -73,6 +75,9 @@ pub async fn run(
     http: Option<TcpListener>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ControlPlaneError> {
+    let bound = https.local_addr().map_err(ControlPlaneError::io("cannot read the bound address"))?;
+    let host = address::serving_host(bound.ip());
+    cover_serving_host(&config.data_dir, host)?;
     let tls = serving_tls(&config.data_dir)?;
     let loops = loops(config, &control_plane)?;
     let state = control_plane.state;
@@ -111,6 +116,8 @@ pub async fn run(
         }
         servers.spawn(kayra_apiserver::serve(http, None, app, ServeOptions::default(), stopped(&stop)));
     }
+    // What prints a join command names where the controller answers, not what it was told.
+    address::record_serving_url(&config.data_dir, &address::serving_url(host, bound.port()))?;
     let nodes = control_plane.nodes.clone();
     shutdown.await;
     // Node sessions never end by themselves: end them so the servers can drain.

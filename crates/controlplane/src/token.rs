@@ -8,7 +8,7 @@ use kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE;
 use kayra_authn::bootstrap::{Stored, Token};
 
 use crate::ControlPlaneError;
-use crate::address::{bracketed, host_address};
+use crate::address::{bracketed, recorded_serving_url, serving_host, serving_url, url_port};
 use crate::config::Config;
 use crate::pki::{admin_kubeconfig, pki_dir};
 
@@ -85,10 +85,12 @@ pub async fn create(
 }
 
 /// The server a joining node dials: `server` when given (a URL, or a host with or without a
-/// port), else the address the controller listens on, and when that is every address, one of
-/// the host's own that is not loopback (127.0.0.1 when it has none).
+/// port, the port then being the one served on), else the URL the serving controller recorded,
+/// else the address the configuration listens on (when that is every address, one of the
+/// host's own that is not loopback, 127.0.0.1 when it has none).
 pub fn join_server(config: &Config, server: Option<&str>) -> String {
-    let port = config.listen.port();
+    let recorded = recorded_serving_url(&config.data_dir);
+    let port = recorded.as_deref().and_then(url_port).unwrap_or(config.listen.port());
     if let Some(server) = server {
         let server = server.trim_end_matches('/');
         if server.starts_with("https://") {
@@ -102,10 +104,7 @@ pub fn join_server(config: &Config, server: Option<&str>) -> String {
             format!("https://{}:{port}", bracketed(server))
         };
     }
-    let ip = config.listen.ip();
-    let ip =
-        if ip.is_unspecified() { host_address().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into()) } else { ip };
-    format!("https://{}:{port}", bracketed(&ip.to_string()))
+    recorded.unwrap_or_else(|| serving_url(serving_host(config.listen.ip()), port))
 }
 
 /// The line an operator pastes on a new host, as `kubeadm token create --print-join-command`

@@ -33,3 +33,14 @@ fn ttls_are_durations_within_a_week() {
     assert!(parse_ttl("169h").is_err());
     assert!(parse_ttl("soon").is_err());
 }
+
+#[test]
+fn the_join_command_names_the_address_served_on_unless_told_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { data_dir: dir.path().to_owned(), ..Config::default() };
+    assert_eq!(join_server(&config, None), "https://127.0.0.1:6443", "before it served, the configured");
+    crate::address::record_serving_url(dir.path(), "https://127.0.0.1:7443").unwrap();
+    assert_eq!(join_server(&config, None), "https://127.0.0.1:7443");
+    assert_eq!(join_server(&config, Some("kayra.example.com")), "https://kayra.example.com:7443");
+    assert_eq!(join_server(&config, Some("kayra.example.com:443")), "https://kayra.example.com:443");
+}
