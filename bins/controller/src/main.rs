@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use kayra_controlplane::config::{Config, StoreKind};
+use kayra_controlplane::pki::{AdminToken, Initialised};
 
 #[derive(Parser)]
 #[command(name = "kayra-controller", version, about = "The Kayra control plane")]
@@ -150,7 +151,9 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime starts");
     let result = runtime.block_on(async {
         match cli.command {
-            Some(Command::Init) => kayra_controlplane::pki::init(&config).map(|paths| announce(&paths))?,
+            Some(Command::Init) => {
+                kayra_controlplane::pki::init(&config).map(|initialised| announce(&initialised))?
+            }
             Some(Command::Serve) => kayra_controlplane::run::serve(&config, shutdown_signal()).await?,
             Some(Command::Token(TokenCommand::Create {
                 ttl,
@@ -174,8 +177,7 @@ fn main() -> ExitCode {
             }
             Some(Command::Supervise { .. }) => unreachable!("handled before the runtime starts"),
             None => {
-                let paths = kayra_controlplane::pki::init(&config)?;
-                announce(&paths);
+                announce(&kayra_controlplane::pki::init(&config)?);
                 kayra_controlplane::run::serve(&config, shutdown_signal()).await?
             }
         }
@@ -196,12 +198,19 @@ fn print_result(text: &str) {
     println!("{text}");
 }
 
-fn announce(paths: &kayra_controlplane::pki::Paths) {
+/// The lines to paste into a shell. The admin token stays in its file, so that logs and
+/// service managers never hold it; it is shown at most once, on the terminal that made it.
+fn announce(initialised: &Initialised) {
     let absolute = |path: &std::path::Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    let token = std::fs::read_to_string(&paths.admin_token).unwrap_or_default();
+    let paths = &initialised.paths;
     eprintln!("Kayra is initialised. To use it from a shell:\n");
     eprintln!("  export KUBECONFIG={}", absolute(&paths.kubeconfig).display());
-    eprintln!("  export TOKEN={}\n", token.trim());
+    eprintln!("  export TOKEN=$(cat {})\n", absolute(&paths.admin_token).display());
+    if initialised.admin_token == AdminToken::Created && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    {
+        let token = std::fs::read_to_string(&paths.admin_token).unwrap_or_default();
+        eprintln!("The admin bearer token, shown this once: {}\n", token.trim());
+    }
 }
 
 async fn shutdown_signal() {

@@ -25,6 +25,24 @@ pub struct Paths {
     pub admin_token: PathBuf,
 }
 
+/// What `init` did.
+#[derive(Debug, Clone)]
+pub struct Initialised {
+    /// Where it put things.
+    pub paths: Paths,
+    /// Whether it made the admin bearer token or kept the one already there.
+    pub admin_token: AdminToken,
+}
+
+/// Whether `init` made the admin bearer token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminToken {
+    /// This `init` wrote it: the data directory is new.
+    Created,
+    /// It was there already.
+    Kept,
+}
+
 /// The directory of the cluster's certificates and keys.
 pub(crate) fn pki_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("pki")
@@ -38,7 +56,7 @@ pub(crate) fn admin_kubeconfig(data_dir: &Path) -> PathBuf {
 /// Writes a CA, a serving certificate, an admin client certificate (`O=system:masters`), an
 /// admin kubeconfig and an admin bearer token under the data directory; keeps whatever is
 /// already there.
-pub fn init(config: &Config) -> Result<Paths, ControlPlaneError> {
+pub fn init(config: &Config) -> Result<Initialised, ControlPlaneError> {
     let dir = pki_dir(&config.data_dir);
     std::fs::create_dir_all(&dir)
         .map_err(ControlPlaneError::io(format!("cannot create {}", dir.display())))?;
@@ -99,14 +117,15 @@ pub fn init(config: &Config) -> Result<Paths, ControlPlaneError> {
         )?;
     }
     let token_file = config.token_file();
-    if !paths.admin_token.exists() {
-        let token = random_token();
-        write_private(&paths.admin_token, &format!("{token}\n"))?;
-        let mut tokens = std::fs::read_to_string(&token_file).unwrap_or_default();
-        tokens.push_str(&format!("{token},admin,admin,\"system:masters\"\n"));
-        write_private(&token_file, &tokens)?;
+    if paths.admin_token.exists() {
+        return Ok(Initialised { paths, admin_token: AdminToken::Kept });
     }
-    Ok(paths)
+    let token = random_token();
+    write_private(&paths.admin_token, &format!("{token}\n"))?;
+    let mut tokens = std::fs::read_to_string(&token_file).unwrap_or_default();
+    tokens.push_str(&format!("{token},admin,admin,\"system:masters\"\n"));
+    write_private(&token_file, &tokens)?;
+    Ok(Initialised { paths, admin_token: AdminToken::Created })
 }
 
 /// The cluster's CA, certificate and key, as `init` wrote them.

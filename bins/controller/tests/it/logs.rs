@@ -53,3 +53,28 @@ fn the_startup_line_says_off_for_a_disabled_listener() {
     let _ = child.wait();
     assert!(line.contains(&format!("https=127.0.0.1:{https}")) && line.contains("http=off"), "{line}");
 }
+
+/// The admin token stays in its file: what the controller prints to a log (on the first start,
+/// on a restart, and from `init`) reads the token from there instead of carrying it.
+#[test]
+fn the_admin_token_never_reaches_the_log_only_the_command_that_reads_it() {
+    let mut controller = Controller::start(&["--store", "sled"]);
+    serving_line(|| controller.log());
+    let token = controller.token();
+    let data = std::fs::canonicalize(controller.scratch().join("data")).unwrap();
+    let export = format!("export TOKEN=$(cat {}/admin.token)", data.display());
+    let log = controller.log();
+    assert!(!log.contains(&token), "the first start printed the token:\n{log}");
+    assert!(log.contains(&export), "{log}");
+    controller.restart();
+    let restarted = controller.log();
+    assert!(restarted.matches(&export).count() >= 2 && !restarted.contains(&token), "{restarted}");
+    let init = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("init")
+        .output()
+        .expect("the controller binary runs");
+    let said = format!("{}{}", String::from_utf8_lossy(&init.stdout), String::from_utf8_lossy(&init.stderr));
+    assert!(init.status.success() && said.contains(&export) && !said.contains(&token), "{said}");
+}

@@ -20,3 +20,14 @@ fn the_serving_certificate_is_issued_again_only_for_an_address_it_does_not_cover
     assert_eq!(certificate(), covering);
     serving_tls(dir.path()).expect("the new certificate and key serve together");
 }
+
+#[test]
+fn init_makes_the_admin_token_once_and_keeps_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config { data_dir: dir.path().to_owned(), ..Config::default() };
+    let first = init(&config).unwrap();
+    assert_eq!(first.admin_token, AdminToken::Created);
+    let token = std::fs::read_to_string(&first.paths.admin_token).unwrap();
+    assert_eq!(init(&config).unwrap().admin_token, AdminToken::Kept);
+    assert_eq!(std::fs::read_to_string(&first.paths.admin_token).unwrap(), token);
+}
