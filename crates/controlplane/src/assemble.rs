@@ -58,7 +58,8 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
             .map_err(ControlPlaneError::io(format!("cannot create {}", dir.display())))?;
     }
     let audit = kayra_apiserver::audit::AuditLog::open(&audit_path)
-        .map_err(ControlPlaneError::io(format!("cannot open the audit log {}", audit_path.display())))?;
+        .map_err(ControlPlaneError::io(format!("cannot open the audit log {}", audit_path.display())))?
+        .with_console(config.audit_to_console);
     let namespaces =
         client.resource("", "namespaces").map_err(ControlPlaneError::registry("find namespaces"))?;
     // Kayra's own groups cannot be registered, and subscribers live in Kayra's namespaces.

@@ -29,6 +29,9 @@ pub struct Config {
     pub token_file: Option<PathBuf>,
     /// The audit log: a JSON line per mutating request. Defaults to `<dataDir>/audit.log`.
     pub audit_log: Option<PathBuf>,
+    /// Whether each audit line also goes to the console, beside the operator's log (default
+    /// false: the audit log alone holds them).
+    pub audit_to_console: bool,
     /// The instance's platform (`INFRAPI_APP_PLATFORM`).
     pub platform: String,
     /// The instance's region (`INFRAPI_APP_REGION`).
@@ -119,6 +122,7 @@ impl Default for Config {
             etcd: EtcdConfig::default(),
             token_file: None,
             audit_log: None,
+            audit_to_console: false,
             platform: String::new(),
             region: String::new(),
             reconciler: kayra_catalog::steps::ReconcilerConfig::default(),

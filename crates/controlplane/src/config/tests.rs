@@ -36,3 +36,9 @@ fn nodes_count_as_not_ready_after_40_seconds_and_lost_after_5_minutes_unless_tol
     let told = Config::from_yaml("nodeReadyTimeoutSeconds: 10\nnodeLostTimeoutSeconds: 60\n").unwrap();
     assert_eq!((told.node_ready_timeout_seconds, told.node_lost_timeout_seconds), (10, 60));
 }
+
+#[test]
+fn audit_lines_reach_the_console_only_when_asked() {
+    assert!(!Config::from_yaml("").unwrap().audit_to_console);
+    assert!(Config::from_yaml("auditToConsole: true\n").unwrap().audit_to_console);
+}
