@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
-use kayra_agent::AgentConfig;
+use kayra_nodeagent::AgentConfig;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -17,7 +17,7 @@ struct Cli {
 
 #[derive(Args, Clone)]
 struct Node {
-    /// The node's name (default: the host's name).
+    /// The node's name (default: the one the data directory joined as, else the host's name).
     #[arg(long)]
     name: Option<String>,
     /// Where the agent keeps its credentials and Applications (default `/var/lib/kayra-agent`
@@ -60,21 +60,25 @@ enum Command {
     },
 }
 
-fn config(node: &Node) -> Result<AgentConfig, String> {
+/// The agent's configuration, for the node named `node_name`.
+fn config(node: &Node, node_name: String) -> Result<AgentConfig, String> {
     let exe = std::env::current_exe().map_err(|error| format!("cannot find this executable: {error}"))?;
-    let node_name = node.name.clone().unwrap_or_else(kayra_agent::default_node_name);
     if !node_name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
         || node_name.is_empty()
     {
         return Err(format!("the node name {node_name:?} is not a DNS subdomain; pass --name"));
     }
     Ok(AgentConfig {
-        data_dir: node.data_dir.clone().unwrap_or_else(kayra_agent::default_data_dir),
+        data_dir: data_dir(node),
         node_name,
         supervisor: vec![exe.display().to_string(), "supervise".to_owned()],
         server: None,
-        session: kayra_agent::SessionConfig::default(),
+        session: kayra_nodeagent::SessionConfig::default(),
     })
+}
+
+fn data_dir(node: &Node) -> PathBuf {
+    node.data_dir.clone().unwrap_or_else(kayra_nodeagent::default_data_dir)
 }
 
 fn main() -> ExitCode {
@@ -100,9 +104,14 @@ fn main() -> ExitCode {
             Command::Run { node } => (node, None),
             Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
         };
-        let config = config(node).map_err(anyhow::Error::msg)?;
+        // A join names the node; a later run takes the name the data directory was joined as.
+        let node_name = match join {
+            Some(_) => node.name.clone().unwrap_or_else(kayra_nodeagent::default_node_name),
+            None => kayra_nodeagent::run_node_name(&data_dir(node), node.name.as_deref())?,
+        };
+        let config = config(node, node_name).map_err(anyhow::Error::msg)?;
         if let Some((server, token, hash, join_only)) = join {
-            kayra_agent::join(&config, server, token, hash).await?;
+            kayra_nodeagent::join(&config, server, token, hash).await?;
             if join_only {
                 return Ok(());
             }
@@ -115,12 +124,12 @@ fn main() -> ExitCode {
                 stop.cancel();
             }
         });
-        kayra_agent::run(config, stop).await
+        kayra_nodeagent::run(config, stop).await.map_err(anyhow::Error::from)
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("kayra-agent: {error:#}");
+            eprintln!("kayra-agent: {error}");
             ExitCode::FAILURE
         }
     }

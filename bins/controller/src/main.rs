@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kayra_controller::{Config, StoreKind};
+use kayra_controlplane::config::{Config, StoreKind};
+use kayra_controlplane::pki::{AdminToken, Initialised};
 
 #[derive(Parser)]
 #[command(name = "kayra-controller", version, about = "The Kayra control plane")]
@@ -150,8 +151,10 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime starts");
     let result = runtime.block_on(async {
         match cli.command {
-            Some(Command::Init) => kayra_controller::init(&config).map(|paths| announce(&paths)),
-            Some(Command::Serve) => serve(&config).await,
+            Some(Command::Init) => {
+                kayra_controlplane::pki::init(&config).map(|initialised| announce(&initialised))?
+            }
+            Some(Command::Serve) => kayra_controlplane::run::serve(&config, shutdown_signal()).await?,
             Some(Command::Token(TokenCommand::Create {
                 ttl,
                 description,
@@ -159,7 +162,7 @@ fn main() -> ExitCode {
                 print_join_command,
                 server,
             })) => {
-                use kayra_controller::token;
+                use kayra_controlplane::token;
                 let ttl = token::parse_ttl(&ttl).map_err(anyhow::Error::msg)?;
                 // The pin is read first: a data directory without a CA mints no token.
                 let pin = if print_join_command { Some(token::ca_cert_hash(&config)?) } else { None };
@@ -171,20 +174,19 @@ fn main() -> ExitCode {
                     }
                     None => print_result(&minted),
                 }
-                Ok(())
             }
             Some(Command::Supervise { .. }) => unreachable!("handled before the runtime starts"),
             None => {
-                let paths = kayra_controller::init(&config)?;
-                announce(&paths);
-                serve(&config).await
+                announce(&kayra_controlplane::pki::init(&config)?);
+                kayra_controlplane::run::serve(&config, shutdown_signal()).await?
             }
         }
+        anyhow::Ok(())
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("kayra-controller: {error:#}");
+            eprintln!("kayra-controller: {error}");
             ExitCode::FAILURE
         }
     }
@@ -196,56 +198,19 @@ fn print_result(text: &str) {
     println!("{text}");
 }
 
-fn announce(paths: &kayra_controller::Paths) {
+/// The lines to paste into a shell. The admin token stays in its file, so that logs and
+/// service managers never hold it; it is shown at most once, on the terminal that made it.
+fn announce(initialised: &Initialised) {
     let absolute = |path: &std::path::Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
-    let token = std::fs::read_to_string(&paths.admin_token).unwrap_or_default();
+    let paths = &initialised.paths;
     eprintln!("Kayra is initialised. To use it from a shell:\n");
     eprintln!("  export KUBECONFIG={}", absolute(&paths.kubeconfig).display());
-    eprintln!("  export TOKEN={}\n", token.trim());
-}
-
-async fn serve(config: &Config) -> anyhow::Result<()> {
-    let store = kayra_controller::open_store(config).await?;
-    let state = kayra_controller::api(config, store).await?;
-    let https = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
-    let http = match config.http_listen {
-        Some(address) => Some(
-            tokio::net::TcpListener::bind(address)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot listen on {address}: {e}"))?,
-        ),
-        None => None,
-    };
-    let bound = |listener: &tokio::net::TcpListener| listener.local_addr().map(|a| a.to_string()).ok();
-    let http_address = http.as_ref().and_then(bound).unwrap_or_else(|| "off".to_owned());
-    let https_address = bound(&https).unwrap_or_else(|| config.listen.to_string());
-    tracing::info!(https = %https_address, http = %http_address, store = ?config.store, "serving");
-    let stop = tokio_util::sync::CancellationToken::new();
-    let local = if config.agent {
-        let port = https.local_addr()?.port();
-        let agent = kayra_controller::local::agent_config(config, port)?;
-        let (config, stop) = (config.clone(), stop.clone());
-        Some(tokio::spawn(async move {
-            if let Err(error) = kayra_controller::local::run(config, agent, stop).await {
-                tracing::error!("the local node stopped: {error:#}");
-            }
-        }))
-    } else {
-        None
-    };
-    let stopping = stop.clone();
-    let served = kayra_controller::run(config, state, https, http, async move {
-        shutdown_signal().await;
-        stopping.cancel();
-    })
-    .await;
-    stop.cancel();
-    if let Some(local) = local {
-        let _ = local.await;
+    eprintln!("  export TOKEN=$(cat {})\n", absolute(&paths.admin_token).display());
+    if initialised.admin_token == AdminToken::Created && std::io::IsTerminal::is_terminal(&std::io::stderr())
+    {
+        let token = std::fs::read_to_string(&paths.admin_token).unwrap_or_default();
+        eprintln!("The admin bearer token, shown this once: {}\n", token.trim());
     }
-    served
 }
 
 async fn shutdown_signal() {

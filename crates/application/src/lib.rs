@@ -241,31 +241,13 @@ impl ApplicationLayer {
         &self,
         token: &kayra_authn::bootstrap::Token,
     ) -> Option<kayra_authn::Identity> {
-        use kayra_api::kinds::secret::{
-            BOOTSTRAP_TOKEN_NAMESPACE, BOOTSTRAP_TOKEN_TYPE, Secret, bootstrap_token_name,
-        };
+        use kayra_api::kinds::secret::{BOOTSTRAP_TOKEN_NAMESPACE, Secret, bootstrap_token_name};
         let kind = self.scheme.find(&format!("fleet.{}", self.scheme.domain()), "v1", "secrets")?;
         let name = bootstrap_token_name(&token.id);
         let object =
             self.registry.get(self.resource(kind), Some(BOOTSTRAP_TOKEN_NAMESPACE), &name).await.ok()?;
         let secret: Secret = serde_json::from_value(Value::Object(object)).ok()?;
-        let for_authentication = secret.text("usage-bootstrap-authentication").as_deref() == Some("true");
-        if secret.type_.as_deref() != Some(BOOTSTRAP_TOKEN_TYPE) || !for_authentication {
-            return None;
-        }
-        let expires: jiff::Timestamp = secret.text("expiration")?.parse().ok()?;
-        let stored = kayra_authn::bootstrap::Stored {
-            id: secret.text("token-id")?,
-            secret_digest: secret.text("token-secret-sha256")?,
-            expires: expires.into(),
-            extra_groups: secret
-                .text("auth-extra-groups")
-                .unwrap_or_default()
-                .split(',')
-                .filter(|group| !group.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        };
+        let stored = kayra_authn::bootstrap::secret::decode(&secret)?;
         kayra_authn::bootstrap::authenticate(token, &stored, std::time::SystemTime::now())
     }
 }

@@ -2,7 +2,9 @@
 //! the id is 6 and the secret 16 characters of `[a-z0-9]`. What is stored is the id, the
 //! SHA-256 of the secret and an expiry; the secret itself exists only where it was printed.
 //! A token authenticates as `system:bootstrap:<id>` in `system:bootstrappers` (and the extra
-//! groups it carries).
+//! groups it carries). [`secret`] is how that record is stored as a Secret and read back.
+
+pub mod secret;
 
 use std::time::SystemTime;
 

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 
 use base64::Engine;
-use kayra_controller::{Config, StoreKind};
+use kayra_controlplane::config::{Config, StoreKind};
 use reqwest::{Certificate, Client, Identity};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -58,7 +58,7 @@ impl TestServer {
             ..Config::default()
         };
         configure(&mut config);
-        kayra_controller::init(&config).expect("init writes the PKI");
+        kayra_controlplane::pki::init(&config).expect("init writes the PKI");
         let mut server = TestServer {
             config,
             _dir: dir,
@@ -80,22 +80,23 @@ impl TestServer {
         // The embedded store is released once the last task of the previous run lets go of it.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         let store = loop {
-            match kayra_controller::open_store(&self.config).await {
+            match kayra_controlplane::store::open_store(&self.config).await {
                 Ok(store) => break store,
                 Err(error) if tokio::time::Instant::now() > deadline => {
-                    panic!("the store does not open: {error:#}")
+                    panic!("the store does not open: {error}")
                 }
                 Err(_) => tokio::task::yield_now().await,
             }
         };
-        let state = kayra_controller::api(&self.config, store).await.expect("the API assembles");
+        let state =
+            kayra_controlplane::assemble::assemble(&self.config, store).await.expect("the API assembles");
         let (stop, stopped) = oneshot::channel::<()>();
         let config = self.config.clone();
         self.task = Some(tokio::spawn(async move {
             let shutdown = async move {
                 let _ = stopped.await;
             };
-            kayra_controller::run(&config, state, https, Some(http), shutdown)
+            kayra_controlplane::run::run(&config, state, https, Some(http), shutdown)
                 .await
                 .expect("the server runs");
         }));

@@ -113,9 +113,19 @@ impl Agent {
 
     /// `kayra-agent run` on the same data directory.
     pub(crate) fn run(&mut self) {
+        self.start(&["run", "--name", &self.name.clone()]);
+    }
+
+    /// `kayra-agent run` with the data directory alone, as the README says later starts are.
+    pub(crate) fn run_from_data_dir(&mut self) {
+        self.start(&["run"]);
+    }
+
+    fn start(&mut self, args: &[&str]) {
         let log = std::fs::OpenOptions::new().append(true).open(self.dir.path().join("agent.log")).unwrap();
         let child = Command::new(agent_binary())
-            .args(["run", "--name", &self.name, "--data-dir"])
+            .args(args)
+            .arg("--data-dir")
             .arg(self.data())
             .stdout(Stdio::null())
             .stderr(log)
@@ -701,4 +711,30 @@ fn an_agent_renews_its_certificate_before_it_expires() {
     wait_for("a session with the renewed certificate", Duration::from_secs(30), || {
         (agent.log().matches("the node session is open").count() > opened).then_some(())
     });
+}
+
+/// Later starts are `kayra-agent run` (a systemd unit written from the README says no more):
+/// the data directory knows the node it joined as, and only a `--name` that contradicts it is
+/// refused.
+#[test]
+fn a_joined_agent_runs_again_from_its_data_directory_alone() {
+    let controller = Controller::start(&["--store", "memory"]);
+    let mut agent = Agent::join(&join_line(&controller), &unique("rejoin"));
+    let sessions = |agent: &Agent| agent.log().matches("the node session is open").count();
+    wait_for("the joined agent's session", Duration::from_secs(30), || (sessions(&agent) >= 1).then_some(()));
+    agent.kill();
+    let refused = Command::new(agent_binary())
+        .args(["run", "--name", "someone-else", "--data-dir"])
+        .arg(agent.data())
+        .output()
+        .expect("the agent runs");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "another name was accepted: {said}");
+    assert!(said.contains(&format!("belongs to node \"{}\"", agent.name)), "{said}");
+    agent.run_from_data_dir();
+    wait_for("the agent to be back as the node it joined as", Duration::from_secs(30), || {
+        (sessions(&agent) >= 2).then_some(())
+    });
+    let status = agent.child.as_mut().unwrap().try_wait().unwrap();
+    assert!(status.is_none(), "the agent exited: {}", agent.log());
 }

@@ -53,3 +53,58 @@ fn the_startup_line_says_off_for_a_disabled_listener() {
     let _ = child.wait();
     assert!(line.contains(&format!("https=127.0.0.1:{https}")) && line.contains("http=off"), "{line}");
 }
+
+/// The admin token stays in its file: what the controller prints to a log (on the first start,
+/// on a restart, and from `init`) reads the token from there instead of carrying it.
+#[test]
+fn the_admin_token_never_reaches_the_log_only_the_command_that_reads_it() {
+    let mut controller = Controller::start(&["--store", "sled"]);
+    serving_line(|| controller.log());
+    let token = controller.token();
+    let data = std::fs::canonicalize(controller.scratch().join("data")).unwrap();
+    let export = format!("export TOKEN=$(cat {}/admin.token)", data.display());
+    let log = controller.log();
+    assert!(!log.contains(&token), "the first start printed the token:\n{log}");
+    assert!(log.contains(&export), "{log}");
+    controller.restart();
+    let restarted = controller.log();
+    assert!(restarted.matches(&export).count() >= 2 && !restarted.contains(&token), "{restarted}");
+    let init = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
+        .arg("--data-dir")
+        .arg(&data)
+        .arg("init")
+        .output()
+        .expect("the controller binary runs");
+    let said = format!("{}{}", String::from_utf8_lossy(&init.stdout), String::from_utf8_lossy(&init.stderr));
+    assert!(init.status.success() && said.contains(&export) && !said.contains(&token), "{said}");
+}
+
+/// The console carries the operator's log: audit lines go to the audit log only, unless
+/// `auditToConsole: true` asks for them on the console as well.
+#[test]
+fn audit_lines_stay_off_the_console_unless_asked_for() {
+    for (settings, on_console) in [("", false), ("auditToConsole: true\n", true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("kayra.yaml");
+        std::fs::write(&config, settings).unwrap();
+        let controller = Controller::start(&["--store", "memory", "--config", config.to_str().unwrap()]);
+        let created = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"])
+            .args(["-H", &format!("Authorization: Bearer {}", controller.token())])
+            .args(["-H", "Content-Type: application/json", "-H", "Audit-Id: audited-write"])
+            .args(["-d", r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"audited"}}"#])
+            .arg(format!("{}/api/v1/namespaces", controller.http_url()))
+            .output()
+            .expect("curl runs");
+        assert_eq!(String::from_utf8_lossy(&created.stdout), "201", "{settings:?}");
+        let audited = "\"auditID\":\"audited-write\"";
+        let audit_log = controller.scratch().join("data/audit.log");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&audit_log).unwrap_or_default().contains(audited) {
+            assert!(Instant::now() < deadline, "the write is not in the audit log");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let log = controller.log();
+        assert_eq!(log.contains(audited), on_console, "{settings:?}:\n{log}");
+    }
+}

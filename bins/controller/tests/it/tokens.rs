@@ -1,10 +1,12 @@
 //! Bootstrap tokens from `kayra-controller token create`, against the real binary: they
 //! authenticate as `system:bootstrap:<id>`, are stored only as a digest, and stop working when
-//! they expire, when the store deletes them.
+//! they expire, when the store deletes them; the join command names the address the
+//! controller serves on.
 
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+use crate::agents::{Agent, unique, wait_for};
 use crate::{Controller, have_kubectl};
 
 fn token_create(controller: &Controller, args: &[&str]) -> Output {
@@ -86,4 +88,33 @@ fn bootstrap_tokens_authenticate_until_they_expire() {
     let too_long = token_create(&controller, &["--ttl", "200h"]);
     assert!(!too_long.status.success());
     assert!(String::from_utf8_lossy(&too_long.stderr).contains("at most 7 days"));
+}
+
+/// `token create` with the data directory alone, as an operator runs it beside the service.
+fn token_create_from_data_dir(controller: &Controller, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
+        .arg("--data-dir")
+        .arg(controller.scratch().join("data"))
+        .args(["token", "create", "--print-join-command"])
+        .args(args)
+        .output()
+        .expect("the controller binary runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// The join command names the address the controller serves on (here a port other than the
+/// configuration's default 6443), which its serving certificate covers: the printed line
+/// joins. An explicit `--server` still wins.
+#[test]
+fn the_join_command_names_the_address_the_controller_serves_on() {
+    let controller = Controller::start(&["--store", "memory"]);
+    let line = token_create_from_data_dir(&controller, &[]);
+    assert!(line.contains(&format!("--server {} ", controller.url())), "{line}");
+    let elsewhere = token_create_from_data_dir(&controller, &["--server", "kayra.example.com:443"]);
+    assert!(elsewhere.contains("--server https://kayra.example.com:443 "), "{elsewhere}");
+    let agent = Agent::join(&line, &unique("served"));
+    wait_for("the agent joined through the printed line", Duration::from_secs(30), || {
+        agent.log().contains("the node session is open").then_some(())
+    });
 }

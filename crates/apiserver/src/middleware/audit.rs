@@ -1,5 +1,6 @@
 //! The audit log: one JSON line per mutating request (and per log or exec-like read), allowed
-//! or not, to a file and to tracing: what was asked, by whom, from where, and what was answered.
+//! or not, to a file (and, when asked, to tracing as well): what was asked, by whom, from where,
+//! and what was answered.
 //!
 //! The layer sits above authentication, so that requests refused there are recorded too; the
 //! layers below tell it who the request turned out to be through the [`Subject`] it puts in the
@@ -74,6 +75,8 @@ impl Subject {
 #[derive(Debug)]
 pub struct AuditLog {
     file: Mutex<std::fs::File>,
+    /// Whether each line also goes to tracing (target `audit`), and so to the console.
+    console: bool,
 }
 
 /// One audited request.
@@ -93,7 +96,13 @@ impl AuditLog {
     pub fn open(path: &Path) -> std::io::Result<AuditLog> {
         use std::os::unix::fs::OpenOptionsExt;
         let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-        Ok(AuditLog { file: Mutex::new(file) })
+        Ok(AuditLog { file: Mutex::new(file), console: false })
+    }
+
+    /// The same log, writing each line to tracing (target `audit`) as well when `console` is
+    /// true; by default the console carries the operator's log, not a second audit trail.
+    pub fn with_console(self, console: bool) -> AuditLog {
+        AuditLog { console, ..self }
     }
 
     /// Whether a request is audited: every write, and reads of logs or exec-like subresources.
@@ -132,7 +141,9 @@ impl AuditLog {
         // One rendering, shared by tracing and the file; one write per line (formatting into
         // the file directly would issue a system call for every token of the JSON).
         let mut text = line.to_string();
-        tracing::info!(target: "audit", line = %text);
+        if self.console {
+            tracing::info!(target: "audit", line = %text);
+        }
         text.push('\n');
         let mut file = self.file.lock().expect("audit log lock poisoned");
         if let Err(error) = file.write_all(text.as_bytes()) {

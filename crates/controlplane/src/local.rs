@@ -6,12 +6,14 @@
 
 use std::time::Duration;
 
-use anyhow::Context;
-use kayra_agent::AgentConfig;
+use kayra_nodeagent::AgentConfig;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::{Config, token};
+use crate::ControlPlaneError;
+use crate::config::Config;
+use crate::pki::admin_kubeconfig;
+use crate::token;
 
 /// How long the local node's bootstrap token lives: long enough to join.
 const JOIN_TOKEN_TTL: Duration = Duration::from_secs(600);
@@ -21,22 +23,29 @@ const READY_WITHIN: Duration = Duration::from_secs(30);
 
 /// The local node's agent configuration: data under `<dataDir>/agent`, named after the host,
 /// talking to the controller over loopback.
-pub fn agent_config(config: &Config, https_port: u16) -> anyhow::Result<AgentConfig> {
-    let exe = std::env::current_exe().context("cannot find this executable")?;
+pub(crate) fn agent_config(config: &Config, https_port: u16) -> Result<AgentConfig, ControlPlaneError> {
+    let exe = std::env::current_exe().map_err(ControlPlaneError::io("cannot find this executable"))?;
     Ok(AgentConfig {
         data_dir: config.data_dir.join("agent"),
-        node_name: kayra_agent::default_node_name(),
+        node_name: kayra_nodeagent::default_node_name(),
         supervisor: vec![exe.display().to_string(), "supervise".to_owned()],
         server: Some(format!("https://127.0.0.1:{https_port}")),
-        session: kayra_agent::SessionConfig::default(),
+        session: kayra_nodeagent::SessionConfig::default(),
     })
 }
 
 /// Joins the local node if it has not joined yet, then runs it until `stop`.
-pub async fn run(config: Config, agent: AgentConfig, stop: CancellationToken) -> anyhow::Result<()> {
-    if !kayra_agent::joined(&agent) {
+pub(crate) async fn run(
+    config: Config,
+    agent: AgentConfig,
+    stop: CancellationToken,
+) -> Result<(), ControlPlaneError> {
+    if !kayra_nodeagent::joined(&agent) {
         let server = agent.server.clone().unwrap_or_default();
-        let client = kayra_client::Client::from_kubeconfig(&config.data_dir.join("admin.kubeconfig"))?;
+        let client =
+            kayra_client::Client::from_kubeconfig(&admin_kubeconfig(&config.data_dir)).map_err(|source| {
+                ControlPlaneError::Client { what: "cannot use the admin kubeconfig".into(), source }
+            })?;
         let deadline = tokio::time::Instant::now() + READY_WITHIN;
         // The Node exists, schedulable, before the node registers: a self-registered Node would
         // start cordoned.
@@ -50,13 +59,18 @@ pub async fn run(config: Config, agent: AgentConfig, stop: CancellationToken) ->
                     tracing::debug!(%error, "the controller is not answering yet");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Err(error) => return Err(anyhow::Error::new(error).context("cannot register the local node")),
+                Err(source) => {
+                    return Err(ControlPlaneError::Client {
+                        what: "cannot register the local node".into(),
+                        source,
+                    });
+                }
             }
         }
         let secret = token::create(&config, JOIN_TOKEN_TTL, "the controller's local node", &[]).await?;
         let hash = token::ca_cert_hash(&config)?;
-        kayra_agent::join(&agent, &server, &secret, &hash).await.context("the local node cannot join")?;
+        kayra_nodeagent::join(&agent, &server, &secret, &hash).await?;
     }
     tracing::info!(node = %agent.node_name, "the local node runs");
-    kayra_agent::run(agent, stop).await
+    Ok(kayra_nodeagent::run(agent, stop).await?)
 }

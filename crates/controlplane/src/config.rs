@@ -29,6 +29,9 @@ pub struct Config {
     pub token_file: Option<PathBuf>,
     /// The audit log: a JSON line per mutating request. Defaults to `<dataDir>/audit.log`.
     pub audit_log: Option<PathBuf>,
+    /// Whether each audit line also goes to the console, beside the operator's log (default
+    /// false: the audit log alone holds them).
+    pub audit_to_console: bool,
     /// The instance's platform (`INFRAPI_APP_PLATFORM`).
     pub platform: String,
     /// The instance's region (`INFRAPI_APP_REGION`).
@@ -119,6 +122,7 @@ impl Default for Config {
             etcd: EtcdConfig::default(),
             token_file: None,
             audit_log: None,
+            audit_to_console: false,
             platform: String::new(),
             region: String::new(),
             reconciler: kayra_catalog::steps::ReconcilerConfig::default(),
@@ -180,42 +184,4 @@ impl Config {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn yaml_keys_are_read_and_unknown_ones_refused() {
-        let config = Config::from_yaml(
-            "domain: acme.io\nstore: etcd\netcd:\n  endpoints: [\"http://10.0.0.1:2379\"]\n",
-        )
-        .unwrap();
-        assert_eq!((config.domain.as_str(), config.store), ("acme.io", StoreKind::Etcd));
-        assert_eq!(config.etcd.prefix, "/kayra/");
-        assert_eq!(Config::from_yaml("").unwrap().listen.port(), 6443);
-        let error = Config::from_yaml("domian: typo.io\n").unwrap_err();
-        assert!(error.contains("domian"), "{error}");
-        assert!(Config::from_yaml("store: floppy\n").is_err());
-        assert_eq!(Config::from_yaml("").unwrap().max_connections, 4096);
-        assert_eq!(Config::from_yaml("maxConnections: 12000\n").unwrap().max_connections, 12000);
-        assert!(Config { max_connections: 0, ..Config::default() }.validate().is_err());
-        let watch = Config::from_yaml("").unwrap();
-        assert_eq!((watch.watch_stall_timeout_seconds, watch.watch_window_bytes), (10, 64 << 20));
-        let watch = Config::from_yaml("watchStallTimeoutSeconds: 3\nwatchWindowBytes: 8388608\n").unwrap();
-        assert_eq!((watch.watch_stall_timeout_seconds, watch.watch_window_bytes), (3, 8 << 20));
-        assert!(Config { watch_stall_timeout_seconds: 0, ..Config::default() }.validate().is_err());
-        assert!(Config { watch_window_bytes: 1000, ..Config::default() }.validate().is_err());
-        assert!(Config { domain: "Not A Domain".into(), ..Config::default() }.validate().is_err());
-        assert_eq!(Config::from_yaml("").unwrap().scheduler.policy, SchedulerPolicy::Spread);
-        let binpack = Config::from_yaml("scheduler:\n  policy: binpack\n").unwrap();
-        assert_eq!(binpack.scheduler.policy, SchedulerPolicy::Binpack);
-        assert!(Config::from_yaml("scheduler:\n  policy: random\n").is_err());
-    }
-
-    #[test]
-    fn nodes_count_as_not_ready_after_40_seconds_and_lost_after_5_minutes_unless_told() {
-        let defaults = Config::from_yaml("").unwrap();
-        assert_eq!((defaults.node_ready_timeout_seconds, defaults.node_lost_timeout_seconds), (40, 300));
-        let told = Config::from_yaml("nodeReadyTimeoutSeconds: 10\nnodeLostTimeoutSeconds: 60\n").unwrap();
-        assert_eq!((told.node_ready_timeout_seconds, told.node_lost_timeout_seconds), (10, 60));
-    }
-}
+mod tests;

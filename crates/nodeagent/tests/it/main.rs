@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::stream::BoxStream;
-use kayra_agent::session::{self, CredentialSource, SessionConfig, Workloads};
 use kayra_api::kinds::application::ApplicationStatus;
 use kayra_api::session::{ApplicationReport, DesiredState, LogRequest, NodeEvent, NodeReport, UsageSample};
 use kayra_grpc::client::Credentials;
+use kayra_nodeagent::session::{self, CredentialSource, SessionConfig, Workloads};
 use kayra_pki::{Ca, Usage};
 use kayra_testkit::{Store, TestServer};
 use serde_json::{Value, json};

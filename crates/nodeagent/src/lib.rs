@@ -1,21 +1,28 @@
-//! The node agent: `join` makes the node a member of the fleet (the controller's CA pinned by
-//! hash, a bootstrap token, a key and certificate request made locally); `run` holds the node's
-//! session with the controller and runs the node's Applications through the process runtime
-//! (`kayra-runtime`), renewing the node's certificate before it expires. The binary (`main.rs`)
-//! and the controller's in-process local node both start the agent through here.
+//! The node agent: [`join`] makes the node a member of the fleet (the controller's CA pinned by
+//! hash, a bootstrap token, a key and certificate request made locally); [`run`] holds the
+//! node's session with the controller and runs the node's Applications through the process
+//! runtime (`kayra-runtime`), renewing the node's certificate before it expires. The
+//! `kayra-agent` binary and the controller's in-process local node both start the agent here.
+//!
+//! Start reading at [`run`]; `session.rs` is the agent's half of the node session protocol,
+//! `node.rs` the adapter from desired state to the process runtime, `renewal.rs` the
+//! certificate's renewal. This crate never knows the controller's side: it reaches the
+//! controller only through `kayra-client` (joining, renewing) and `kayra-grpc` (the session),
+//! and it never reads or parses command lines (the binary does).
 
+mod error;
 mod node;
+mod renewal;
 pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
-use anyhow::Context;
 use kayra_client::join::{self, Credentials as Joined};
 use kayra_grpc::client::Credentials;
 use tokio_util::sync::CancellationToken;
 
+pub use error::NodeAgentError;
 pub use session::SessionConfig;
 
 /// Where an agent keeps its state and who it is.
@@ -69,10 +76,40 @@ pub fn joined(config: &AgentConfig) -> bool {
     matches!(join::load(&pki(&config.data_dir)), Ok(Some(_))) && config.data_dir.join(SERVER_FILE).exists()
 }
 
+/// The node the data directory was joined as; `None` before it joined.
+pub fn joined_node_name(data_dir: &Path) -> Result<Option<String>, NodeAgentError> {
+    let path = data_dir.join(NAME_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(name) => Ok(Some(name.trim().to_owned())),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(error) => Err(NodeAgentError::io(format!("cannot read {}", path.display()))(error)),
+    }
+}
+
+/// The name a node runs under from `data_dir`: the one it joined as, which `given` (a
+/// `--name`) may repeat but not contradict; before a join, `given` or the host's name.
+pub fn run_node_name(data_dir: &Path, given: Option<&str>) -> Result<String, NodeAgentError> {
+    match (joined_node_name(data_dir)?, given) {
+        (Some(joined_as), Some(asked)) if joined_as != asked => Err(NodeAgentError::OtherNode {
+            data_dir: data_dir.to_owned(),
+            joined_as,
+            asked: asked.to_owned(),
+        }),
+        (Some(joined_as), _) => Ok(joined_as),
+        (None, Some(asked)) => Ok(asked.to_owned()),
+        (None, None) => Ok(default_node_name()),
+    }
+}
+
 /// Joins the fleet: verifies the controller by the hash of its CA's public key before anything
 /// is sent, then asks for a node certificate with the bootstrap token, and keeps key,
 /// certificate, CA and the controller's address under the data directory.
-pub async fn join(config: &AgentConfig, server: &str, token: &str, ca_cert_hash: &str) -> anyhow::Result<()> {
+pub async fn join(
+    config: &AgentConfig,
+    server: &str,
+    token: &str,
+    ca_cert_hash: &str,
+) -> Result<(), NodeAgentError> {
     let joined =
         join::join(server, ca_cert_hash, token, &config.node_name, join::DEFAULT_CERTIFICATE_TIMEOUT).await?;
     join::store(&pki(&config.data_dir), &joined)?;
@@ -82,20 +119,21 @@ pub async fn join(config: &AgentConfig, server: &str, token: &str, ca_cert_hash:
     Ok(())
 }
 
-fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
+fn write_private(path: &Path, text: &str) -> Result<(), NodeAgentError> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let temporary = path.with_extension("tmp");
+    let failed = || NodeAgentError::io(format!("cannot write {}", temporary.display()));
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(&temporary)
-        .with_context(|| format!("cannot write {}", temporary.display()))?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path).with_context(|| format!("cannot write {}", path.display()))
+        .map_err(failed())?;
+    file.write_all(text.as_bytes()).map_err(failed())?;
+    file.sync_all().map_err(failed())?;
+    std::fs::rename(&temporary, path).map_err(NodeAgentError::io(format!("cannot write {}", path.display())))
 }
 
 /// The session's credentials, read from the data directory at each connection, so that a
@@ -121,30 +159,26 @@ impl session::CredentialSource for Stored {
 
 /// Runs the node until `stop`: opens the process runtime (reattaching to whatever a previous
 /// agent left running), holds the session, renews the certificate. Stopping the agent stops
-/// nothing it runs.
-pub async fn run(config: AgentConfig, stop: CancellationToken) -> anyhow::Result<()> {
+/// nothing it runs. A data directory joined as another node than `config.node_name` is refused.
+pub async fn run(config: AgentConfig, stop: CancellationToken) -> Result<(), NodeAgentError> {
     // Supervisors outlive the agent and do not share its working directory: paths are absolute.
     let data_dir = &std::path::absolute(&config.data_dir)
-        .with_context(|| format!("cannot resolve {}", config.data_dir.display()))?;
+        .map_err(NodeAgentError::io(format!("cannot resolve {}", config.data_dir.display())))?;
     let server = match &config.server {
         Some(server) => server.clone(),
         None => std::fs::read_to_string(data_dir.join(SERVER_FILE))
-            .with_context(|| {
-                format!("{} has not joined a fleet; run `kayra-agent join` first", data_dir.display())
-            })?
+            .map_err(|_| NodeAgentError::NotJoined { data_dir: data_dir.clone() })?
             .trim()
             .to_owned(),
     };
-    if let Ok(joined_as) = std::fs::read_to_string(data_dir.join(NAME_FILE))
-        && joined_as.trim() != config.node_name
+    if let Some(joined_as) = joined_node_name(data_dir)?
+        && joined_as != config.node_name
     {
-        anyhow::bail!(
-            "{} belongs to node {:?}, not {:?}; pass --name {} or another --data-dir",
-            data_dir.display(),
-            joined_as.trim(),
-            config.node_name,
-            joined_as.trim()
-        );
+        return Err(NodeAgentError::OtherNode {
+            data_dir: data_dir.clone(),
+            joined_as,
+            asked: config.node_name.clone(),
+        });
     }
     let runtime_config = kayra_runtime::runtime::RuntimeConfig::new(
         config.node_name.clone(),
@@ -153,7 +187,8 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> anyhow::Result
     );
     let runtime = kayra_runtime::runtime::Runtime::open(runtime_config).await?;
     let workloads = Arc::new(node::Node::new(runtime));
-    let renewal = tokio::spawn(renew(pki(data_dir), server.clone(), config.node_name.clone(), stop.clone()));
+    let renewal =
+        tokio::spawn(renewal::renew(pki(data_dir), server.clone(), config.node_name.clone(), stop.clone()));
     let credentials = Arc::new(Stored { dir: pki(data_dir), server });
     session::run(workloads.clone(), credentials, config.session.clone(), stop).await;
     renewal.abort();
@@ -163,39 +198,5 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> anyhow::Result
     Ok(())
 }
 
-/// How long a failed renewal waits before it is tried again.
-const RENEWAL_RETRY: Duration = Duration::from_secs(60);
-
-/// Renews the node's certificate when 70–90 % of its lifetime has passed, as kubelet does.
-async fn renew(dir: PathBuf, server: String, node: String, stop: CancellationToken) {
-    loop {
-        let current = match join::load(&dir) {
-            Ok(Some(current)) => current,
-            _ => return,
-        };
-        let jitter = f64::from(
-            SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().subsec_millis(),
-        ) / 1000.0;
-        let wait = join::certificate_renewal_due(&current.cert_pem, jitter)
-            .ok()
-            .and_then(|due| due.duration_since(SystemTime::now()).ok())
-            .unwrap_or_default();
-        tokio::select! {
-            () = stop.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
-        }
-        match join::renew(&server, &current, &node, join::DEFAULT_CERTIFICATE_TIMEOUT).await {
-            Ok(renewed) => match join::store(&dir, &renewed) {
-                Ok(()) => tracing::info!(node, "renewed the node's certificate"),
-                Err(error) => tracing::warn!(%error, "cannot keep the renewed certificate"),
-            },
-            Err(error) => {
-                tracing::warn!(%error, "cannot renew the node's certificate; trying again shortly");
-                tokio::select! {
-                    () = stop.cancelled() => return,
-                    () = tokio::time::sleep(RENEWAL_RETRY) => {}
-                }
-            }
-        }
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -12,7 +12,7 @@ use kayra_catalog::ports::{NamespaceState, Namespaces};
 use kayra_catalog::reconciler::{Events, SubscriptionEvent};
 use kayra_catalog::{Catalog, CatalogError};
 use kayra_loop::ReconcileError;
-use kayra_registry::{RegistryError, Resource, meta_str};
+use kayra_registry::{RegistryError, Resource};
 use kayra_store::StoreError;
 
 /// Namespaces as the registry stores them: a namespace takes new subscriptions while it exists
@@ -31,10 +31,7 @@ impl Namespaces for RegistryNamespaces {
             Err(RegistryError::Store(error)) => return Err(error),
             Err(other) => return Err(StoreError::engine(format!("read namespace {name}"), other)),
         };
-        let phase = namespace.get("status").and_then(|status| status.get("phase"));
-        if !meta_str(&namespace, "deletionTimestamp").is_empty()
-            || phase.and_then(serde_json::Value::as_str) == Some("Terminating")
-        {
+        if kayra_registry::namespace_terminating(&namespace) {
             return Ok(NamespaceState::Terminating);
         }
         Ok(NamespaceState::Active)

@@ -1,0 +1,122 @@
+//! The assembly: the application layer over the store, the catalog beside it, the node server,
+//! the metrics the loops report to, and the HTTP surface's state over all of them. What exists
+//! when [`assemble`] returns: namespaces `default` and `kayra-system`, the bootstrap roles, a
+//! first RBAC index, and a watch cache for every stored resource.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kayra_api::clock::SystemClock;
+use kayra_api::scheme::Scheme;
+use kayra_apiserver::ApiState;
+use kayra_application::ApplicationLayer;
+use kayra_application::loops::bootstrap::BootstrapReconciler;
+use kayra_application::loops::rbac::IndexReconciler;
+use kayra_authn::TokenFile;
+use kayra_registry::Registry;
+use kayra_store::Store;
+use serde_json::json;
+
+use crate::ControlPlaneError;
+use crate::bridges;
+use crate::config::Config;
+use crate::retry::patiently;
+
+/// The assembled control plane: the application layer, the HTTP surface's state over it, the
+/// catalog, the node server, and the metrics its loops report to.
+pub struct ControlPlane {
+    pub(crate) application: Arc<ApplicationLayer>,
+    /// The store, for the loops' elections.
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) state: Arc<ApiState>,
+    pub(crate) catalog: Arc<kayra_catalog::Catalog>,
+    pub(crate) nodes: kayra_nodeserver::NodeServer,
+    pub(crate) metrics: kayra_loop::metrics::Metrics,
+}
+
+impl std::fmt::Debug for ControlPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ControlPlane").finish_non_exhaustive()
+    }
+}
+
+/// Builds the application layer and the API over `store`: namespaces `default` and
+/// `kayra-system`, the bootstrap roles and a first RBAC index exist when it returns.
+pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlPlane, ControlPlaneError> {
+    let scheme = Arc::new(Scheme::new(&config.domain));
+    let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/")
+        .with_watch_window_bytes(config.watch_window_bytes);
+    let application = Arc::new(ApplicationLayer::new(scheme.clone(), registry));
+    let client = application.client(kayra_application::controller_identity("controller"));
+    let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
+        if config.token_file.is_none() && !config.token_file().exists() {
+            Ok(TokenFile::none())
+        } else {
+            Err(error)
+        }
+    })?);
+    let audit_path = config.audit_log();
+    if let Some(dir) = audit_path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(ControlPlaneError::io(format!("cannot create {}", dir.display())))?;
+    }
+    let audit = kayra_apiserver::AuditLog::open(&audit_path)
+        .map_err(ControlPlaneError::io(format!("cannot open the audit log {}", audit_path.display())))?
+        .with_console(config.audit_to_console);
+    let namespaces =
+        client.resource("", "namespaces").map_err(ControlPlaneError::registry("find namespaces"))?;
+    // Kayra's own groups cannot be registered, and subscribers live in Kayra's namespaces.
+    let mut reserved_groups: Vec<String> = scheme.kinds().iter().map(|kind| kind.group.clone()).collect();
+    reserved_groups.retain(|group| !group.is_empty());
+    reserved_groups.sort();
+    reserved_groups.dedup();
+    let catalog = Arc::new(kayra_catalog::Catalog::new(
+        store.clone(),
+        kayra_catalog::Scope {
+            root: "/registry/".to_owned(),
+            domain: config.domain.clone(),
+            platform: config.platform.clone(),
+            region: config.region.clone(),
+            reserved_groups,
+        },
+        Arc::new(bridges::RegistryNamespaces { client: client.clone(), namespaces: namespaces.clone() }),
+        Arc::new(kayra_catalog::RandomIds),
+        Arc::new(SystemClock),
+    ));
+    for name in ["default", kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE] {
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        patiently(&format!("create namespace {name}"), || async {
+            match client.create(&namespaces, None, namespace.clone()).await {
+                Ok(_) | Err(kayra_registry::RegistryError::AlreadyExists { .. }) => Ok(()),
+                Err(error) => Err(error),
+            }
+        })
+        .await?;
+    }
+    let bootstrap = BootstrapReconciler::new(client.clone());
+    patiently("create the bootstrap roles", || bootstrap.ensure_all()).await?;
+    let index = IndexReconciler::new(client.clone()).map_err(ControlPlaneError::registry("index RBAC"))?;
+    application.set_rbac(patiently("read the RBAC objects", || index.rebuild()).await?);
+    // Every resource's watch cache starts now, so a list can always be watched from its revision.
+    for resource in application.stored_resources() {
+        patiently(&format!("start watching {}", resource.plural), || application.prime(resource)).await?;
+    }
+    let mut metrics_registry = prometheus_client::registry::Registry::default();
+    let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
+    let ready_timeout = Duration::from_secs(config.node_ready_timeout_seconds);
+    let node_config = kayra_nodeserver::Config {
+        ready_timeout,
+        heartbeat_write: ready_timeout / 4,
+        lost_timeout: Duration::from_secs(config.node_lost_timeout_seconds),
+        ..kayra_nodeserver::Config::default()
+    };
+    let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)
+        .map_err(ControlPlaneError::registry("start the node server"))?;
+    let state = ApiState::new(application.clone(), tokens, config.listen.to_string())
+        .with_audit_log(audit)
+        .with_catalog(catalog.clone())
+        .with_nodes(nodes.clone())
+        .with_metrics(Arc::new(metrics_registry))
+        .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
+    Ok(ControlPlane { application, store, state: Arc::new(state), catalog, nodes, metrics })
+}

@@ -1,0 +1,130 @@
+//! Serving: [`serve`] binds the configured listeners, runs the local node beside the
+//! controller when the configuration asks for one, and [`run`]s until told to stop; [`run`]
+//! serves the API and the node sessions on listeners it is given, runs the loops, and drains
+//! both when its shutdown future resolves.
+
+use std::future::Future;
+
+use kayra_apiserver::ServeOptions;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use crate::ControlPlaneError;
+use crate::address;
+use crate::assemble::{ControlPlane, assemble};
+use crate::config::Config;
+use crate::local;
+use crate::loops::loops;
+use crate::pki::{cover_serving_host, serving_tls};
+use crate::store::open_store;
+
+/// Opens the store, assembles the control plane, binds the configured listeners and serves
+/// (with the local node, when `agent` is on) until `shutdown` resolves.
+pub async fn serve(
+    config: &Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ControlPlaneError> {
+    let store = open_store(config).await?;
+    let control_plane = assemble(config, store).await?;
+    let https = bind(config.listen).await?;
+    let http = match config.http_listen {
+        Some(address) => Some(bind(address).await?),
+        None => None,
+    };
+    let bound = |listener: &TcpListener| listener.local_addr().map(|a| a.to_string()).ok();
+    let http_address = http.as_ref().and_then(bound).unwrap_or_else(|| "off".to_owned());
+    let https_address = bound(&https).unwrap_or_else(|| config.listen.to_string());
+    tracing::info!(https = %https_address, http = %http_address, store = ?config.store, "serving");
+    let stop = CancellationToken::new();
+    let local = if config.agent {
+        let port = https.local_addr().map_err(ControlPlaneError::io("cannot read the bound address"))?.port();
+        let agent = local::agent_config(config, port)?;
+        let (config, stop) = (config.clone(), stop.clone());
+        Some(tokio::spawn(async move {
+            if let Err(error) = local::run(config, agent, stop).await {
+                tracing::error!("the local node stopped: {error}");
+            }
+        }))
+    } else {
+        None
+    };
+    let stopping = stop.clone();
+    let served = run(config, control_plane, https, http, async move {
+        shutdown.await;
+        stopping.cancel();
+    })
+    .await;
+    stop.cancel();
+    if let Some(local) = local {
+        let _ = local.await;
+    }
+    served
+}
+
+async fn bind(address: std::net::SocketAddr) -> Result<TcpListener, ControlPlaneError> {
+    TcpListener::bind(address).await.map_err(|source| ControlPlaneError::Listen { address, source })
+}
+
+/// Serves the API on the listeners until `shutdown` resolves, with the loops running; then
+/// ends the node sessions, drains the servers and the loops. The URL the HTTPS listener answers
+/// to is recorded in the data directory once it serves, and the serving certificate covers it.
+pub async fn run(
+    config: &Config,
+    control_plane: ControlPlane,
+    https: TcpListener,
+    http: Option<TcpListener>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ControlPlaneError> {
+    let bound = https.local_addr().map_err(ControlPlaneError::io("cannot read the bound address"))?;
+    let host = address::serving_host(bound.ip());
+    cover_serving_host(&config.data_dir, host)?;
+    let tls = serving_tls(&config.data_dir)?;
+    let loops = loops(config, &control_plane)?;
+    let state = control_plane.state;
+    let app = kayra_apiserver::router(state.clone());
+    // The node session shares the TLS listener; plain HTTP carries no client certificates.
+    let https_app = kayra_apiserver::with_grpc(
+        app.clone(),
+        kayra_grpc::SERVICE_PATH,
+        kayra_grpc::server::service(control_plane.nodes.clone()),
+    );
+    let (stop, _) = tokio::sync::watch::channel(false);
+    let stopped = |stop: &tokio::sync::watch::Sender<bool>| {
+        let mut receiver = stop.subscribe();
+        async move {
+            let _ = receiver.wait_for(|stopped| *stopped).await;
+        }
+    };
+    let stop_loops = CancellationToken::new();
+    let mut running = tokio::task::JoinSet::new();
+    for lp in loops {
+        running.spawn(lp.run(stop_loops.child_token()));
+    }
+    let mut servers = tokio::task::JoinSet::new();
+    servers.spawn(kayra_apiserver::serve(
+        https,
+        Some(tls),
+        https_app,
+        ServeOptions { max_connections: config.max_connections, ..ServeOptions::default() },
+        stopped(&stop),
+    ));
+    if let Some(http) = http {
+        if let Ok(address) = http.local_addr()
+            && !address.ip().is_loopback()
+        {
+            tracing::warn!(%address, "plain HTTP is served beyond loopback: bearer tokens cross the network in the clear");
+        }
+        servers.spawn(kayra_apiserver::serve(http, None, app, ServeOptions::default(), stopped(&stop)));
+    }
+    // What prints a join command names where the controller answers, not what it was told.
+    address::record_serving_url(&config.data_dir, &address::serving_url(host, bound.port()))?;
+    let nodes = control_plane.nodes.clone();
+    shutdown.await;
+    // Node sessions never end by themselves: end them so the servers can drain.
+    nodes.shutdown();
+    let _ = stop.send(true);
+    while servers.join_next().await.is_some() {}
+    stop_loops.cancel();
+    while running.join_next().await.is_some() {}
+    Ok(())
+}
