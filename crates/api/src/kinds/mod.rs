@@ -1,7 +1,9 @@
-//! Every Kind's shape, defaults and validation.
+//! Every Kind's shape, defaults and validation, and how the scheme serves it.
 //!
 //! A Kind is a serde type with a JSON schema (its doc comments are what `kubectl explain`
 //! prints) that implements [`Kind`]. The core `v1` Kinds are `k8s-openapi`'s builtin shapes.
+//! Each module also describes how its Kinds are served (names, scope, subresources, selectable
+//! fields, table columns) as the [`KindInfo`](crate::scheme::KindInfo)s the scheme lists.
 
 pub mod application;
 pub mod applicationset;
