@@ -11,6 +11,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
+use crate::kinds::ConditionType;
+use crate::kinds::application::{BACK_OFF, NODE_NAME_POINTER, bound_node};
 use crate::scheme::{BINDING, EVICTION, KindInfo, LOG, NameRule, typed};
 use crate::table::{Column, field_of_typed_entry, text_or_none};
 use crate::verb::Verb;
@@ -18,8 +20,7 @@ use crate::verb::Verb;
 /// The Pod an Application appears as.
 pub fn pod_from_application(application: &Value) -> Value {
     let mut metadata = application.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let node =
-        application.pointer("/spec/placement/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty());
+    let node = application.as_object().and_then(bound_node);
     if let Some(map) = metadata.as_object_mut() {
         map.remove("managedFields");
         let uid = map.get("uid").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -36,9 +37,11 @@ pub fn pod_from_application(application: &Value) -> Value {
     }
     let status = application.get("status");
     let phase = status.and_then(|s| s.get("phase")).and_then(Value::as_str).unwrap_or("Pending");
-    let ready = field_of_typed_entry(application, "/status/conditions", "Ready", "status") == Some("True");
-    let backing_off = field_of_typed_entry(application, "/status/conditions", "Ready", "reason")
-        == Some(crate::kinds::application::BACK_OFF);
+    let condition = |field: &str| {
+        field_of_typed_entry(application, "/status/conditions", ConditionType::Ready.as_str(), field)
+    };
+    let ready = condition("status") == Some("True");
+    let backing_off = condition("reason") == Some(BACK_OFF);
     let restarts = status.and_then(|s| s.get("restarts")).and_then(Value::as_i64).unwrap_or(0);
     let mut command = application.pointer("/spec/command").cloned().unwrap_or_else(|| json!([]));
     if let (Some(command), Some(args)) =
@@ -51,12 +54,12 @@ pub fn pod_from_application(application: &Value) -> Value {
         container["resources"] = resources.clone();
     }
     let mut spec = json!({"containers": [container]});
-    if let Some(node) = application.pointer("/spec/placement/nodeName") {
+    if let Some(node) = application.pointer(NODE_NAME_POINTER) {
         spec["nodeName"] = node.clone();
     }
     let mut pod_status = json!({
         "phase": if phase == "Terminating" { "Running" } else { phase },
-        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        "conditions": [{"type": ConditionType::Ready.as_str(), "status": if ready { "True" } else { "False" }}],
     });
     // A Pod not yet placed has no container to report on, as no kubelet has seen it yet.
     if node.is_some() {
@@ -235,12 +238,10 @@ fn container_state(phase: &str, status: Option<&Value>, backing_off: bool) -> Va
         json!({"waiting": waiting})
     };
     match phase {
-        "Running" | "Terminating" if backing_off => waiting(crate::kinds::application::BACK_OFF),
+        "Running" | "Terminating" if backing_off => waiting(BACK_OFF),
         "Running" | "Terminating" => json!({"running": {"startedAt": field("startedAt")}}),
         "Succeeded" | "Failed" => terminated(status),
-        _ if backing_off || field("restarts").as_i64().unwrap_or(0) > 0 => {
-            waiting(crate::kinds::application::BACK_OFF)
-        }
+        _ if backing_off || field("restarts").as_i64().unwrap_or(0) > 0 => waiting(BACK_OFF),
         _ => waiting("ContainerCreating"),
     }
 }

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use kayra_api::kinds::application::bound_node;
 use kayra_api::session::{DesiredState, Document};
 use kayra_application::feed::Follower;
 use kayra_loop::Key;
@@ -135,7 +136,7 @@ impl State {
         match collection {
             Collection::Applications => {
                 self.remove(collection, &id);
-                let node = bound_node(&object);
+                let node = bound_node(&object).map(str::to_owned);
                 let secrets = referenced_secrets(&object);
                 if let Some(node) = &node {
                     self.by_node.entry(node.clone()).or_default().insert(id.clone());
@@ -212,16 +213,6 @@ impl State {
 /// `namespace/name` (`/name` for cluster-scoped objects), the id feeds know items by.
 fn id_of(object: &Object) -> String {
     format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name"))
-}
-
-/// The node an Application is bound to.
-pub(crate) fn bound_node(object: &Object) -> Option<String> {
-    object
-        .get("spec")
-        .and_then(|spec| spec.pointer("/placement/nodeName"))
-        .and_then(Value::as_str)
-        .filter(|node| !node.is_empty())
-        .map(str::to_owned)
 }
 
 /// The Secrets (`namespace/name`) an Application's environment names.

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Condition, Kind};
+use super::{Condition, ConditionType, Kind};
 use crate::scheme::{ALL_VERBS, BINDING, KindInfo, LOG, NameRule, STATUS, typed};
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
@@ -34,6 +34,19 @@ pub const BACK_OFF: &str = "CrashLoopBackOff";
 
 /// The most environment entries an Application may have.
 pub const MAX_ENV: usize = 256;
+
+/// The field naming the node an Application is bound to, as field selectors and field errors
+/// name it.
+pub const NODE_NAME_FIELD: &str = "spec.placement.nodeName";
+
+/// The same field as a JSON pointer into an Application's JSON.
+pub const NODE_NAME_POINTER: &str = "/spec/placement/nodeName";
+
+/// The node an Application's JSON is bound to, if any (an empty name is none).
+pub fn bound_node(application: &Map<String, Value>) -> Option<&str> {
+    let placement = application.get("spec")?.get("placement")?;
+    placement.get("nodeName")?.as_str().filter(|node| !node.is_empty())
+}
 
 /// Application is one supervised process on one node: what to run, with what environment and
 /// resources, where, and how to restart it. Scaling out is an ApplicationSet's job.
@@ -362,28 +375,29 @@ pub struct ApplicationStatus {
     pub address: Option<String>,
 }
 
+impl Application {
+    /// The node the Application is bound to, if any (an empty name is none).
+    pub fn bound_node(&self) -> Option<&str> {
+        self.spec.placement.as_ref()?.node_name.as_deref().filter(|node| !node.is_empty())
+    }
+}
+
 impl Kind for Application {
     /// A write that moves the Application off its node (unbound to be placed again, or pinned
     /// elsewhere) ends what its status said of the run there: until a node reports the new
     /// placement it is `Pending` and not Ready, as a Pod placed anew starts. Only `Scheduled`
     /// (what placement says) and the counts that span placements stay.
     fn carried_status(old: &Map<String, Value>, object: &mut Map<String, Value>) {
-        let node = |object: &Map<String, Value>| {
-            object
-                .get("spec")
-                .and_then(|spec| spec.pointer("/placement/nodeName"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        };
-        let (before, after) = (node(old), node(object));
-        if before.is_none() || before == after {
+        let before = bound_node(old);
+        if before.is_none() || before == bound_node(object) {
             return;
         }
         let Some(status) = object.get_mut("status").and_then(Value::as_object_mut) else { return };
         status.retain(|field, _| matches!(field.as_str(), "conditions" | "observedGeneration" | "attempts"));
         status.insert("phase".into(), Value::String("Pending".into()));
         if let Some(Value::Array(conditions)) = status.get_mut("conditions") {
-            conditions.retain(|condition| condition.get("type").and_then(Value::as_str) == Some("Scheduled"));
+            let scheduled = Some(ConditionType::Scheduled.as_str());
+            conditions.retain(|condition| condition.get("type").and_then(Value::as_str) == scheduled);
         }
     }
 
@@ -431,7 +445,7 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
         categories: &["all"],
         namespaced: true,
         subresources: &[STATUS, LOG, BINDING],
-        field_labels: &["spec.placement.nodeName", "spec.serviceName", "status.phase"],
+        field_labels: &[NODE_NAME_FIELD, "spec.serviceName", "status.phase"],
         columns: &[
             Column {
                 name: "Phase",
@@ -447,7 +461,7 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
                 format: "",
                 description: "The node the process runs on",
                 priority: 0,
-                cell: |o, _| text_or_none(o, "spec.placement.nodeName"),
+                cell: |o, _| text_or_none(o, NODE_NAME_FIELD),
             },
             Column {
                 name: "Restarts",

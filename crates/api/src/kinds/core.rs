@@ -7,9 +7,10 @@ use std::sync::Arc;
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectRulesReview};
 use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceSpec, NamespaceStatus, Node, Pod};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::Kind;
+use super::{ConditionType, Kind};
 use crate::scheme::{ALL_VERBS, Behaviour, KindInfo, NAMESPACE_VERBS, NameRule, STATUS, Typed, typed};
 use crate::table::{Column, age_of, field_of_typed_entry, text, text_or_none};
 use crate::validation::FieldError;
@@ -54,6 +55,33 @@ impl Kind for SelfSubjectRulesReview {}
 
 impl Kind for SelfSubjectReview {}
 
+/// An Event's `type`: whether it is routine or something an operator should look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    /// `Normal`: routine.
+    Normal,
+    /// `Warning`: something an operator should look at.
+    Warning,
+}
+
+impl EventType {
+    /// The word on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+
+    /// The type `word` names, if it names one.
+    pub fn parse(word: &str) -> Option<EventType> {
+        [EventType::Normal, EventType::Warning].into_iter().find(|kind| kind.as_str() == word)
+    }
+}
+
+/// Every Event type, as the wire spells them.
+const EVENT_TYPES: &[&str] = &[EventType::Normal.as_str(), EventType::Warning.as_str()];
+
 /// How long an Event is kept after it last happened: kube-apiserver's default `--event-ttl`.
 pub const EVENT_TTL: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
 
@@ -82,8 +110,8 @@ impl Kind for Event {
         if self.involved_object.kind.as_deref().unwrap_or_default().is_empty() {
             errors.push(FieldError::required("involvedObject.kind"));
         }
-        if let Some(kind) = self.type_.as_deref().filter(|t| !matches!(*t, "Normal" | "Warning")) {
-            errors.push(FieldError::not_supported("type", kind, &["Normal", "Warning"]));
+        if let Some(kind) = self.type_.as_deref().filter(|t| EventType::parse(t).is_none()) {
+            errors.push(FieldError::not_supported("type", kind, EVENT_TYPES));
         }
         errors
     }
@@ -375,7 +403,7 @@ fn review(
 }
 
 fn node_status(object: &Value, _: jiff::Timestamp) -> Value {
-    let ready = field_of_typed_entry(object, "/status/conditions", "Ready", "status")
+    let ready = field_of_typed_entry(object, "/status/conditions", ConditionType::Ready.as_str(), "status")
         .map(|status| if status == "True" { "Ready" } else { "NotReady" })
         .unwrap_or("Unknown");
     let cordoned = object.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);

@@ -87,6 +87,33 @@ pub struct Condition {
     pub observed_generation: Option<i64>,
 }
 
+/// The condition types Kayra's loops and nodes give meaning to, as `kubectl wait
+/// --for=condition=<type>` names them. A condition's `type` stays a string on the wire, where a
+/// client may write others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub enum ConditionType {
+    /// An Application's process is ready to serve; a Node's agent is ready.
+    Ready,
+    /// An Application is placed on a node (or why not yet).
+    Scheduled,
+    /// A pinned Application's node has been lost.
+    NodeLost,
+    /// An ApplicationSet's Applications are what its template asks for.
+    Converged,
+}
+
+impl ConditionType {
+    /// The word on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Ready => "Ready",
+            ConditionType::Scheduled => "Scheduled",
+            ConditionType::NodeLost => "NodeLost",
+            ConditionType::Converged => "Converged",
+        }
+    }
+}
+
 /// Checks conditions: a type each, a known status, no type twice.
 pub(crate) fn validate_conditions(field: &str, conditions: &[Condition]) -> Vec<FieldError> {
     let mut errors = duplicates(field, conditions.iter().map(|c| c.type_.as_str()));

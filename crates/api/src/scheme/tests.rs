@@ -319,3 +319,18 @@ fn certificate_requests_are_served_in_their_builtin_shape() {
     assert_eq!(pending[4], "<none>");
     assert_eq!(pending[5], "Pending");
 }
+
+#[test]
+fn condition_types_are_the_words_on_the_wire() {
+    use crate::kinds::ConditionType;
+    for (condition, word) in [
+        (ConditionType::Ready, "Ready"),
+        (ConditionType::Scheduled, "Scheduled"),
+        (ConditionType::NodeLost, "NodeLost"),
+        (ConditionType::Converged, "Converged"),
+    ] {
+        assert_eq!(condition.as_str(), word);
+        assert_eq!(serde_json::to_value(condition).unwrap(), word);
+        assert_eq!(serde_json::from_value::<ConditionType>(json!(word)).unwrap(), condition);
+    }
+}

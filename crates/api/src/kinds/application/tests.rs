@@ -99,3 +99,20 @@ fn moving_off_its_node_ends_what_the_status_said_of_the_run_there() {
         assert_eq!(object["status"], expected, "{before:?} -> {after:?}");
     }
 }
+
+#[test]
+fn the_bound_node_reads_the_same_from_the_shape_and_its_json() {
+    for (placement, expected) in [
+        (serde_json::json!({"nodeName": "n1"}), Some("n1")),
+        (serde_json::json!({"nodeName": ""}), None),
+        (serde_json::json!({"nodeSelector": {"disk": "ssd"}}), None),
+        (serde_json::Value::Null, None),
+    ] {
+        let object = serde_json::json!({"spec": {"command": ["/bin/true"], "placement": placement}});
+        let typed: Application = serde_json::from_value(object.clone()).expect("the test's object decodes");
+        assert_eq!(typed.bound_node(), expected, "{object}");
+        assert_eq!(bound_node(object.as_object().unwrap()), expected, "{object}");
+        let pointed = object.pointer(NODE_NAME_POINTER).and_then(serde_json::Value::as_str);
+        assert_eq!(pointed.filter(|node| !node.is_empty()), expected, "{object}");
+    }
+}

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, PodAffinityTerm, WeightedPodAffinityTerm};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
-use super::{Application, EnvVar, MAX_ENV, Placement, Port, Probe, ResourceList, Resources};
+use super::{Application, EnvVar, MAX_ENV, NODE_NAME_FIELD, Placement, Port, Probe, ResourceList, Resources};
 use crate::kinds::{duplicates, validate_conditions};
 use crate::quantity::Quantity;
 use crate::validation::{FieldError, has_control_breaks, is_clean_absolute_path, is_dns_subdomain};
@@ -83,11 +83,7 @@ pub(super) fn validate(application: &Application) -> Vec<FieldError> {
     if let Some(placement) = &spec.placement
         && let Some(node) = placement.node_name.as_deref().filter(|node| !is_dns_subdomain(node))
     {
-        errors.push(FieldError::invalid(
-            "spec.placement.nodeName",
-            format!("\"{node}\""),
-            "must be a DNS subdomain",
-        ));
+        errors.push(FieldError::invalid(NODE_NAME_FIELD, format!("\"{node}\""), "must be a DNS subdomain"));
     }
     if let Some(placement) = &spec.placement {
         errors.extend(validate_placement(placement));

@@ -35,3 +35,25 @@ fn an_event_expires_an_hour_after_it_last_happened_on_a_whole_minute() {
         assert_eq!(event.expires_at(), expected.map(at), "{event:?}");
     }
 }
+
+#[test]
+fn event_types_are_the_words_kubectl_shows() {
+    for (kind, word) in [(EventType::Normal, "Normal"), (EventType::Warning, "Warning")] {
+        assert_eq!(kind.as_str(), word);
+        assert_eq!(EventType::parse(word), Some(kind));
+        assert_eq!(serde_json::to_value(kind).unwrap(), word);
+    }
+    assert_eq!(EventType::parse("Error"), None);
+    let event = |kind: &str| Event {
+        type_: Some(kind.to_owned()),
+        involved_object: k8s_openapi::api::core::v1::ObjectReference {
+            kind: Some("Pod".to_owned()),
+            ..Default::default()
+        },
+        ..Event::default()
+    };
+    assert!(event("Warning").validate(None).is_empty());
+    let refused = event("Error").validate(None);
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0].field, "type");
+}
