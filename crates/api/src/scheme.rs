@@ -267,7 +267,7 @@ pub struct KindInfo {
     /// `status` is the status subresource's alone and a create starts without it.
     pub create_keeps_status: bool,
     /// Whether the Kind is a review: created to ask a question, answered at once, never stored
-    /// (`SelfSubjectAccessReview`, `SelfSubjectReview`).
+    /// (`SelfSubjectAccessReview`, `SelfSubjectReview`, the RBAC `Check` apps ask for).
     pub review: bool,
     /// Whether the Kind belongs to the API catalog, which serves it with its own rules (and
     /// stores it under its own keys) instead of the registry.
@@ -342,6 +342,7 @@ impl Scheme {
             kinds::secret::kind_info(&fleet),
         ];
         served.extend(kinds::rbac::kind_infos(&authorization));
+        served.push(kinds::check::kind_info(&authorization));
         served.push(kinds::csr::kind_info());
         served.extend(kinds::core::reviews());
         served.extend(kinds::catalog::kind_infos(domain));

@@ -8,6 +8,7 @@
 pub mod application;
 pub mod applicationset;
 pub mod catalog;
+pub mod check;
 pub mod core;
 pub mod csr;
 pub mod rbac;
