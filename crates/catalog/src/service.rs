@@ -480,14 +480,10 @@ impl Catalog {
         name: &str,
         request: &SyncRequest,
     ) -> Result<Stored<ApiRegistration>, CatalogError> {
-        // Only an active subscription can be reconciled, so only it makes a canary.
-        let subscribed: Vec<String> = self
-            .subscriptions(name)
-            .await?
-            .into_iter()
-            .filter(|s| s.object.active)
-            .map(|s| s.object.namespace)
-            .collect();
+        // Any subscription makes a canary, active or not: an inactive one is reconciled to the
+        // canary's build once it is turned on, before everyone else.
+        let subscribed: Vec<String> =
+            self.subscriptions(name).await?.into_iter().map(|s| s.object.namespace).collect();
         self.modify(name, |current| {
             let mut next = current.clone();
             sync(

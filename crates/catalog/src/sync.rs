@@ -36,8 +36,8 @@ pub struct SyncRequest {
 /// Why a sync was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SyncError {
-    /// A canary namespace has no active subscription to the registration (404).
-    #[error("namespace {namespace:?} has no active subscription to {api}")]
+    /// A canary namespace is not subscribed to the registration (404).
+    #[error("namespace {namespace:?} is not subscribed to {api}")]
     NotSubscribed {
         /// The namespace named.
         namespace: String,

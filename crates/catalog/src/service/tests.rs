@@ -273,3 +273,24 @@ async fn subscriptions_need_a_namespace_that_takes_them() {
     subscribe("sre").await.unwrap();
     assert_eq!(catalog.subscriptions("compute.example.com").await.unwrap().len(), 1);
 }
+
+#[tokio::test]
+async fn a_canary_may_name_an_inactive_subscription() {
+    let store = store();
+    let catalog = catalog(&store, "p", "r");
+    catalog.create_registration(registration("compute.example.com", "compute")).await.unwrap();
+    catalog.subscribe("sre", Subscription::new("", "compute.example.com", true)).await.unwrap();
+    catalog.subscribe("idle", Subscription::new("", "compute.example.com", false)).await.unwrap();
+
+    let idle = SyncRequest { canary_namespaces: vec!["idle".into()] };
+    let synced = catalog.sync("compute.example.com", &idle).await.unwrap();
+    assert_eq!(synced.object.canary_namespaces, ["idle"], "an inactive subscription is still a subscription");
+
+    let typo = SyncRequest { canary_namespaces: vec!["idle".into(), "idel".into()] };
+    let refused = catalog.sync("compute.example.com", &typo).await.unwrap_err();
+    assert!(
+        matches!(&refused, CatalogError::Sync(SyncError::NotSubscribed { namespace, .. }) if namespace == "idel"),
+        "{refused}"
+    );
+    assert_eq!(refused.to_string(), "namespace \"idel\" is not subscribed to compute.example.com");
+}

@@ -283,15 +283,41 @@ async fn the_document_follows_the_build_with_or_without_subscribers() {
 }
 
 #[tokio::test]
-async fn a_repeated_failure_is_not_news_and_an_inactive_subscription_is_no_canary() {
+async fn a_repeated_failure_is_not_news() {
     let w = world();
     w.setup(&["sre"]).await;
     w.catalog.subscribe("idle", Subscription::new("", "compute.example.com", false)).await.unwrap();
     *w.runner.status.lock().unwrap() = 500;
     assert!(w.pass().await.attempts[0].changed, "the first failure changes the state");
     assert!(!w.pass().await.attempts[0].changed, "the same failure again does not");
+}
+
+#[tokio::test]
+async fn an_inactive_canary_is_reconciled_to_the_canary_build_once_turned_on() {
+    let w = world();
+    w.setup(&["sre"]).await;
+    w.catalog.subscribe("idle", Subscription::new("", "compute.example.com", false)).await.unwrap();
+    w.pass().await;
     let idle = SyncRequest { canary_namespaces: vec!["idle".into()] };
-    assert!(matches!(w.catalog.sync("compute.example.com", &idle).await, Err(CatalogError::Sync(_))));
+    let canary = w.catalog.sync("compute.example.com", &idle).await.unwrap().object.sync_id;
+
+    assert!(w.pass().await.attempts.is_empty(), "an inactive subscription is not reconciled");
+    let sre = w.state("sre").await;
+    assert_eq!(
+        (sre.current_sync_id.as_str(), sre.expected_sync_id.as_str()),
+        ("build-1", canary.as_str()),
+        "outside the canary: visibly pending"
+    );
+
+    w.catalog.set_active("idle", "compute.example.com", true).await.unwrap();
+    let report = w.pass().await;
+    assert_eq!(failures(&report), [("idle".to_owned(), false)], "turned on, the canary goes first");
+    assert_eq!(w.state("idle").await.current_sync_id, canary);
+    assert_eq!(w.state("sre").await.current_sync_id, "build-1", "the rest wait for the release");
+
+    w.catalog.sync("compute.example.com", &SyncRequest::default()).await.unwrap();
+    assert_eq!(failures(&w.pass().await), [("sre".to_owned(), false)]);
+    assert_eq!(w.state("sre").await.current_sync_id, canary, "the release reuses the canary's build");
 }
 
 #[tokio::test]
