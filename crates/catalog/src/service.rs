@@ -10,7 +10,7 @@
 //! - `shortnames/<platform>/<region>/<short_name>` (holds the registration's name)
 //! - `subscriptions/<platform>/<region>/<namespace>/<api>`
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use kayra_store::{Compare, KeyValue, Op, RangeRequest, Revision, Store, StoreError, Txn, TxnResult};
@@ -132,6 +132,8 @@ pub struct Catalog {
     namespaces: Arc<dyn Namespaces>,
     ids: Arc<dyn IdGenerator>,
     clock: Arc<dyn Clock>,
+    /// The registrations whose document could not be fetched, and when to try again.
+    fetches: Mutex<reconcile::backoff::FetchBackoff>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -149,7 +151,7 @@ impl Catalog {
         ids: Arc<dyn IdGenerator>,
         clock: Arc<dyn Clock>,
     ) -> Catalog {
-        Catalog { store, scope, namespaces, ids, clock }
+        Catalog { store, scope, namespaces, ids, clock, fetches: Mutex::default() }
     }
 
     /// The store the catalog keeps its objects in.
