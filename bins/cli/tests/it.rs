@@ -205,3 +205,17 @@ async fn apis_lists_actions_as_part_of_the_resource_name() {
         "Kayra's own subresources are named the same way: {apis}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apis_lists_the_check_apps_ask_for_decisions() {
+    let server = TestServer::start(Store::Memory).await;
+    let cli = Cli::for_server(&server);
+    let (ok, apis, err) = cli.run(&["apis"]).await;
+    assert!(ok, "{err}");
+    let check = apis
+        .lines()
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .find(|columns| columns[0] == "authorization.example.com" && columns[1] == "check")
+        .unwrap_or_else(|| panic!("no check row in\n{apis}"));
+    assert_eq!(check[2..], ["false", "create"], "{apis}");
+}

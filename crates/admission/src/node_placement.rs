@@ -19,9 +19,9 @@
 //!
 //! Finished Applications (`Succeeded`, `Failed`) request nothing of their Node.
 
-use kayra_api::kinds::application::scheduled_by_annotation;
 use std::sync::Arc;
 
+use kayra_api::kinds::application::{NODE_NAME_FIELD, bound_node, scheduled_by_annotation};
 use kayra_api::quantity::Quantity;
 use kayra_api::validation::FieldError;
 use kayra_registry::{Object, Operation, Refusal};
@@ -45,15 +45,6 @@ impl NodePlacement {
     pub fn new(domain: &str, fleet: Arc<dyn Fleet>) -> NodePlacement {
         NodePlacement { group: format!("fleet.{domain}"), annotation: scheduled_by_annotation(domain), fleet }
     }
-}
-
-/// The binding an Application names, if any (empty is none).
-pub fn bound_node(application: &Object) -> Option<&str> {
-    application
-        .get("spec")
-        .and_then(|spec| spec.pointer("/placement/nodeName"))
-        .and_then(Value::as_str)
-        .filter(|node| !node.is_empty())
 }
 
 /// What an Application asks of its node: nothing once it finished.
@@ -197,7 +188,7 @@ impl Validating for NodePlacement {
                 return Ok(());
             }
             return Err(Refusal::Invalid(vec![FieldError {
-                field: "spec.placement.nodeName".to_owned(),
+                field: NODE_NAME_FIELD.to_owned(),
                 message: format!(
                     "Not found: \"{node}\": there is no Node of that name; name one `kubectl get nodes` lists, or leave it empty so the scheduler places the application"
                 ),

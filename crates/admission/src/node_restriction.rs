@@ -3,6 +3,7 @@
 //! none on create, the stored ones on update. Of Applications it writes only the status of
 //! those bound to it. Other callers are not this plugin's concern.
 
+use kayra_api::kinds::application::bound_node;
 use kayra_registry::{Operation, Part, Refusal};
 use serde_json::{Map, Value};
 
@@ -23,13 +24,7 @@ impl NodeRestriction {
 
     /// A node writes the status of the Applications bound to it, and nothing else of them.
     fn application(&self, own: &str, write: &Write<'_>) -> Result<(), Refusal> {
-        let bound = |object: Option<&Map<String, Value>>| {
-            object
-                .and_then(|object| object.get("spec"))
-                .and_then(|spec| spec.pointer("/placement/nodeName"))
-                .and_then(Value::as_str)
-                == Some(own)
-        };
+        let bound = |object: Option<&Map<String, Value>>| object.and_then(bound_node) == Some(own);
         let name = write.name;
         if write.operation != Operation::Update || write.part != Part::Status {
             return Err(Refusal::Forbidden(format!(

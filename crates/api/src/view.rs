@@ -8,15 +8,19 @@
 //! drain` sees an evicted pod gone. Its controller (`ownerReferences`) is the Application, which
 //! keeps it running wherever it is placed.
 
+use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use crate::table::field_of_typed_entry;
+use crate::kinds::ConditionType;
+use crate::kinds::application::{BACK_OFF, NODE_NAME_POINTER, bound_node};
+use crate::scheme::{BINDING, EVICTION, KindInfo, LOG, NameRule, typed};
+use crate::table::{Column, field_of_typed_entry, text_or_none};
+use crate::verb::Verb;
 
 /// The Pod an Application appears as.
 pub fn pod_from_application(application: &Value) -> Value {
     let mut metadata = application.get("metadata").cloned().unwrap_or_else(|| json!({}));
-    let node =
-        application.pointer("/spec/placement/nodeName").and_then(Value::as_str).filter(|n| !n.is_empty());
+    let node = application.as_object().and_then(bound_node);
     if let Some(map) = metadata.as_object_mut() {
         map.remove("managedFields");
         let uid = map.get("uid").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -33,9 +37,11 @@ pub fn pod_from_application(application: &Value) -> Value {
     }
     let status = application.get("status");
     let phase = status.and_then(|s| s.get("phase")).and_then(Value::as_str).unwrap_or("Pending");
-    let ready = field_of_typed_entry(application, "/status/conditions", "Ready", "status") == Some("True");
-    let backing_off = field_of_typed_entry(application, "/status/conditions", "Ready", "reason")
-        == Some(crate::kinds::application::BACK_OFF);
+    let condition = |field: &str| {
+        field_of_typed_entry(application, "/status/conditions", ConditionType::Ready.as_str(), field)
+    };
+    let ready = condition("status") == Some("True");
+    let backing_off = condition("reason") == Some(BACK_OFF);
     let restarts = status.and_then(|s| s.get("restarts")).and_then(Value::as_i64).unwrap_or(0);
     let mut command = application.pointer("/spec/command").cloned().unwrap_or_else(|| json!([]));
     if let (Some(command), Some(args)) =
@@ -48,12 +54,12 @@ pub fn pod_from_application(application: &Value) -> Value {
         container["resources"] = resources.clone();
     }
     let mut spec = json!({"containers": [container]});
-    if let Some(node) = application.pointer("/spec/placement/nodeName") {
+    if let Some(node) = application.pointer(NODE_NAME_POINTER) {
         spec["nodeName"] = node.clone();
     }
     let mut pod_status = json!({
         "phase": if phase == "Terminating" { "Running" } else { phase },
-        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}],
+        "conditions": [{"type": ConditionType::Ready.as_str(), "status": if ready { "True" } else { "False" }}],
     });
     // A Pod not yet placed has no container to report on, as no kubelet has seen it yet.
     if node.is_some() {
@@ -139,6 +145,86 @@ pub fn placement_uid(application_uid: &str, node: &str) -> String {
     )
 }
 
+/// Pods as served: read-only, each the view of an Application, with the subresources kubectl
+/// uses on pods (`logs`, `drain`'s eviction, a scheduler's binding).
+pub(crate) fn pod() -> KindInfo {
+    KindInfo {
+        group: String::new(),
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        singular: "pod",
+        short_names: &["po"],
+        categories: &["all"],
+        namespaced: true,
+        subresources: &[LOG, EVICTION, BINDING],
+        field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
+        columns: &[
+            Column {
+                name: "Ready",
+                type_: "string",
+                format: "",
+                description: "Ready containers",
+                priority: 0,
+                cell: |o, _| {
+                    Value::String(
+                        if o.pointer("/status/containerStatuses/0/ready").and_then(Value::as_bool)
+                            == Some(true)
+                        {
+                            "1/1"
+                        } else {
+                            "0/1"
+                        }
+                        .into(),
+                    )
+                },
+            },
+            Column {
+                name: "Status",
+                type_: "string",
+                format: "",
+                description: "Why the pod's container waits or ended, or the pod's phase",
+                priority: 0,
+                cell: |o, _| Value::String(printed_status(o)),
+            },
+            Column {
+                name: "Restarts",
+                type_: "integer",
+                format: "",
+                description: "Container restarts",
+                priority: 0,
+                cell: |o, _| {
+                    o.pointer("/status/containerStatuses/0/restartCount").cloned().unwrap_or(Value::from(0))
+                },
+            },
+            Column {
+                name: "IP",
+                type_: "string",
+                format: "",
+                description: "The pod's address",
+                priority: 1,
+                cell: |o, _| text_or_none(o, "status.podIP"),
+            },
+            Column {
+                name: "Node",
+                type_: "string",
+                format: "",
+                description: "The node the pod runs on",
+                priority: 1,
+                cell: |o, _| text_or_none(o, "spec.nodeName"),
+            },
+        ],
+        verbs: &[Verb::Get, Verb::List, Verb::Watch],
+        builtin: true,
+        view_of: Some(("applications", pod_from_application)),
+        create_keeps_status: false,
+        review: false,
+        catalog: false,
+        names: NameRule::Subdomain,
+        behaviour: typed::<Pod>(),
+    }
+}
+
 /// The container state kubectl describes: running since, terminated how, or waiting why. A
 /// process the node will run again once its restart back-off is over waits in
 /// `CrashLoopBackOff`, as a crashing container does under kubelet.
@@ -152,12 +238,10 @@ fn container_state(phase: &str, status: Option<&Value>, backing_off: bool) -> Va
         json!({"waiting": waiting})
     };
     match phase {
-        "Running" | "Terminating" if backing_off => waiting(crate::kinds::application::BACK_OFF),
+        "Running" | "Terminating" if backing_off => waiting(BACK_OFF),
         "Running" | "Terminating" => json!({"running": {"startedAt": field("startedAt")}}),
         "Succeeded" | "Failed" => terminated(status),
-        _ if backing_off || field("restarts").as_i64().unwrap_or(0) > 0 => {
-            waiting(crate::kinds::application::BACK_OFF)
-        }
+        _ if backing_off || field("restarts").as_i64().unwrap_or(0) > 0 => waiting(BACK_OFF),
         _ => waiting("ContainerCreating"),
     }
 }
@@ -178,141 +262,4 @@ fn terminated(status: Option<&Value>) -> Value {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_application_appears_as_its_pod() {
-        let application = json!({
-            "apiVersion": "fleet.example.com/v1", "kind": "Application",
-            "metadata": {"name": "web", "namespace": "default", "labels": {"tier": "web"}},
-            "spec": {"command": ["/bin/web"], "args": ["--port", "80"], "placement": {"nodeName": "n1"}},
-            "status": {"phase": "Running", "restarts": 2, "address": "10.0.0.5", "conditions": [{"type": "Ready", "status": "True"}]},
-        });
-        let pod = pod_from_application(&application);
-        assert_eq!(pod["metadata"]["labels"]["tier"], "web");
-        assert_eq!(pod["spec"]["nodeName"], "n1");
-        assert_eq!(pod["spec"]["containers"][0]["command"], json!(["/bin/web", "--port", "80"]));
-        assert_eq!(
-            (pod["status"]["phase"].as_str(), pod["status"]["podIP"].as_str()),
-            (Some("Running"), Some("10.0.0.5"))
-        );
-        assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 2);
-        assert!(pod["status"]["containerStatuses"][0]["state"]["running"].is_object());
-        let failed = pod_from_application(&json!({
-            "metadata": {"name": "job"},
-            "spec": {"command": ["/bin/false"], "resources": {"limits": {"memory": "64Mi"}}, "placement": {"nodeName": "n1"}},
-            "status": {"phase": "Failed", "exitCode": 137, "message": "OOMKilled: the memory limit was exceeded"},
-        }));
-        assert_eq!(failed["spec"]["containers"][0]["resources"]["limits"]["memory"], "64Mi");
-        assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["reason"], "OOMKilled");
-        assert_eq!(failed["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137);
-        assert_eq!(pod_from_application(&json!({"metadata": {"name": "new"}}))["status"]["phase"], "Pending");
-    }
-
-    #[test]
-    fn an_application_waiting_out_a_restart_back_off_is_a_crash_looping_pod() {
-        let application = |ready_reason: &str| {
-            json!({
-                "metadata": {"name": "flaky"},
-                "spec": {"command": ["/bin/flaky"], "placement": {"nodeName": "n1"}},
-                "status": {"phase": "Running", "restarts": 1, "exitCode": 3,
-                           "startedAt": "2026-01-01T00:00:00Z", "finishedAt": "2026-01-01T00:00:01Z",
-                           "message": "Error: exit code 3; back-off 10s restarting the process",
-                           "conditions": [{"type": "Ready", "status": "False", "reason": ready_reason}]},
-            })
-        };
-        let container = |pod: &Value| pod["status"]["containerStatuses"][0].clone();
-        let waiting = container(&pod_from_application(&application("CrashLoopBackOff")));
-        assert_eq!(waiting["state"]["waiting"]["reason"], "CrashLoopBackOff", "{waiting}");
-        assert_eq!(
-            waiting["state"]["waiting"]["message"],
-            "Error: exit code 3; back-off 10s restarting the process"
-        );
-        assert_eq!(waiting["lastState"]["terminated"]["reason"], "Error", "{waiting}");
-        assert_eq!(waiting["lastState"]["terminated"]["exitCode"], 3);
-        // Running again (its readiness not yet known): running, whatever the message says.
-        let running = container(&pod_from_application(&application("ReadinessProbePending")));
-        assert!(running["state"]["running"].is_object(), "{running}");
-        assert!(running.get("lastState").is_none(), "{running}");
-        // A process that never started waits in back-off too, or is being created.
-        let never_started = pod_from_application(&json!({
-            "metadata": {"name": "missing"}, "spec": {"placement": {"nodeName": "n1"}},
-            "status": {"phase": "Pending", "restarts": 0, "message": "/bin/nope: not found",
-                       "conditions": [{"type": "Ready", "status": "False", "reason": "CrashLoopBackOff"}]},
-        }));
-        assert_eq!(container(&never_started)["state"]["waiting"]["reason"], "CrashLoopBackOff");
-        let new = pod_from_application(
-            &json!({"metadata": {"name": "new"}, "spec": {"placement": {"nodeName": "n1"}}}),
-        );
-        assert_eq!(container(&new)["state"]["waiting"]["reason"], "ContainerCreating");
-        let unplaced = pod_from_application(&json!({"metadata": {"name": "new"}}));
-        assert!(unplaced["status"].get("containerStatuses").is_none(), "{unplaced}");
-    }
-
-    #[test]
-    fn the_status_column_reads_as_kubectls_pod_printer_prints_it() {
-        let check = |application: Value, expected: &str| {
-            let pod = pod_from_application(&application);
-            assert_eq!(printed_status(&pod), expected, "{pod}");
-        };
-        let ready = |reason: &str, value: &str| json!([{"type": "Ready", "status": value, "reason": reason}]);
-        let on_n1 = json!({"placement": {"nodeName": "n1"}});
-        check(json!({"metadata": {"name": "unplaced"}}), "Pending");
-        check(json!({"metadata": {"name": "new"}, "spec": on_n1}), "ContainerCreating");
-        check(
-            json!({"metadata": {"name": "web"}, "spec": on_n1, "status": {"phase": "Running", "conditions": ready("ProcessRunning", "True")}}),
-            "Running",
-        );
-        check(
-            json!({"metadata": {"name": "flaky"}, "spec": on_n1, "status": {"phase": "Running", "restarts": 2,
-                   "conditions": ready("CrashLoopBackOff", "False")}}),
-            "CrashLoopBackOff",
-        );
-        check(
-            json!({"metadata": {"name": "job"}, "spec": on_n1, "status": {"phase": "Failed", "exitCode": 7}}),
-            "Error",
-        );
-        check(
-            json!({"metadata": {"name": "hog"}, "spec": on_n1, "status": {"phase": "Failed", "exitCode": 137,
-                   "message": "OOMKilled: exit code 137"}}),
-            "OOMKilled",
-        );
-        check(
-            json!({"metadata": {"name": "done"}, "spec": on_n1, "status": {"phase": "Succeeded", "exitCode": 0}}),
-            "Completed",
-        );
-        check(
-            json!({"metadata": {"name": "going", "deletionTimestamp": "2026-01-01T00:00:00Z"}, "spec": on_n1,
-                   "status": {"phase": "Running", "conditions": ready("ProcessRunning", "True")}}),
-            "Terminating",
-        );
-        // A Pod from elsewhere, by kubectl's rules: an end without a reason prints its code.
-        let pod = json!({"status": {"phase": "Failed", "containerStatuses": [{"state": {"terminated": {"exitCode": 2}}}]}});
-        assert_eq!(printed_status(&pod), "ExitCode:2");
-        assert_eq!(printed_status(&json!({"status": {"phase": "Pending", "reason": "Evicted"}})), "Evicted");
-    }
-
-    #[test]
-    fn a_pod_is_one_placement_controlled_by_its_application() {
-        let on = |node: Option<&str>| {
-            pod_from_application(&json!({
-                "apiVersion": "fleet.example.com/v1", "kind": "Application",
-                "metadata": {"name": "web", "namespace": "default", "uid": "0b5e6c8e-1111-4222-8333-944455556666"},
-                "spec": {"command": ["/bin/web"], "placement": {"nodeName": node}},
-            }))
-        };
-        let (n1, n1_again, n2, unbound) = (on(Some("n1")), on(Some("n1")), on(Some("n2")), on(None));
-        let uid = |pod: &Value| pod["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
-        assert_eq!(uid(&n1), uid(&n1_again), "the same placement is the same Pod");
-        assert_ne!(uid(&n1), uid(&n2), "a moved Application is a new Pod");
-        assert_ne!(uid(&n1), uid(&unbound), "an unbound Application is no longer the Pod on n1");
-        assert_eq!(uid(&unbound), "0b5e6c8e-1111-4222-8333-944455556666");
-        assert_eq!(uid(&n1).len(), 36, "shaped as a UUID: {}", uid(&n1));
-        assert_eq!(
-            n1["metadata"]["ownerReferences"],
-            json!([{"apiVersion": "fleet.example.com/v1", "kind": "Application", "name": "web",
-                    "uid": "0b5e6c8e-1111-4222-8333-944455556666", "controller": true, "blockOwnerDeletion": true}])
-        );
-    }
-}
+mod tests;

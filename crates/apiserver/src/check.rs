@@ -5,8 +5,8 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
+use kayra_api::kinds::check::Check;
 use kayra_application::permitted::Permitted;
-use kayra_application::reviews::Check;
 
 use crate::error::ApiError;
 use crate::handlers::respond::json_response;

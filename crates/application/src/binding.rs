@@ -17,7 +17,8 @@
 //! `metadata.generation`: placement is the control plane's, not a new desired state from the
 //! Application's author.
 
-use kayra_api::kinds::application::scheduled_by_annotation;
+use kayra_api::kinds::ConditionType;
+use kayra_api::kinds::application::{bound_node, scheduled_by_annotation};
 use kayra_api::validation::FieldError;
 use kayra_authn::Identity;
 use kayra_registry::{Object, Part, RegistryError, Resource, meta_str};
@@ -65,7 +66,7 @@ pub async fn bind(
                 meta_str(current, "uid")
             )));
         }
-        if let Some(node) = crate::eviction::bound_node(current) {
+        if let Some(node) = bound_node(current) {
             return Err(conflict(format!("Application {name} is already assigned to node \"{node}\"")));
         }
         let mut object = current.clone();
@@ -177,7 +178,7 @@ fn set_scheduled(application: &mut Object, message: &str, now: &str) {
     let mut since = json!(now);
     let mut kept = Vec::with_capacity(conditions.len() + 1);
     for condition in conditions {
-        if condition.get("type").and_then(Value::as_str) == Some("Scheduled") {
+        if condition.get("type").and_then(Value::as_str) == Some(ConditionType::Scheduled.as_str()) {
             if condition.get("status").and_then(Value::as_str) == Some("True")
                 && let Some(at) = condition.get("lastTransitionTime")
             {
@@ -187,7 +188,7 @@ fn set_scheduled(application: &mut Object, message: &str, now: &str) {
             kept.push(condition);
         }
     }
-    let scheduled = json!({"type": "Scheduled", "status": "True", "reason": SCHEDULED, "message": message, "lastTransitionTime": since});
+    let scheduled = json!({"type": ConditionType::Scheduled.as_str(), "status": "True", "reason": SCHEDULED, "message": message, "lastTransitionTime": since});
     kept.insert(0, scheduled);
     status.insert("conditions".into(), Value::Array(kept));
     let phase = status.entry("phase").or_insert_with(|| json!("Pending"));

@@ -1,6 +1,7 @@
 //! Events: what the loops tell operators about the objects they work on, as core `v1` Events
 //! (`kubectl get events`, `kubectl describe`).
 
+use kayra_api::kinds::core::EventType;
 use kayra_registry::RegistryError;
 use serde_json::json;
 
@@ -21,14 +22,9 @@ pub struct Involved {
     pub uid: String,
 }
 
-/// Whether an Event is routine or something an operator should look at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Severity {
-    /// `Normal`.
-    Normal,
-    /// `Warning`.
-    Warning,
-}
+/// Whether an Event is routine or something an operator should look at: its `type`, as the
+/// recorder's callers name it.
+pub type Severity = EventType;
 
 /// Writes Events as one component of the control plane.
 #[derive(Debug, Clone)]
@@ -70,7 +66,7 @@ impl Recorder {
                 "name": involved.name, "namespace": involved.namespace,
             },
             "reason": reason, "message": message,
-            "type": match severity { Severity::Normal => "Normal", Severity::Warning => "Warning" },
+            "type": severity.as_str(),
             "source": {"component": self.component},
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         });

@@ -7,9 +7,9 @@
 //! and the scheduler places it again. An Application its author
 //! pinned (a binding without the annotation) is never moved: only its author changes the pin.
 
-use kayra_api::kinds::application::scheduled_by_annotation;
 use std::sync::Arc;
 
+use kayra_api::kinds::application::{bound_node, scheduled_by_annotation};
 use kayra_registry::{Object, RegistryError, Resource, meta_str};
 
 use crate::ApplicationLayer;
@@ -26,11 +26,6 @@ pub fn scheduler_placed(domain: &str, application: &Object) -> bool {
         .and_then(|metadata| metadata.get("annotations"))
         .and_then(|annotations| annotations.get(scheduled_by_annotation(domain)))
         .is_some()
-}
-
-/// The node `application` is bound to, if any.
-pub fn bound_node(application: &Object) -> Option<&str> {
-    kayra_admission::node_placement::bound_node(application)
 }
 
 /// What unbinding found.

@@ -32,6 +32,7 @@ mod strategy;
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use kayra_api::kinds::application::bound_node;
 use kayra_api::scheme::{KindInfo, Scheme};
 use kayra_authn::Identity;
 use kayra_authz::{Action, Caller, Rbac};
@@ -200,12 +201,7 @@ impl ApplicationLayer {
         part: kayra_registry::Part,
         object: Option<&Value>,
     ) {
-        let names_a_node = |object: &Value| {
-            object
-                .pointer("/spec/placement/nodeName")
-                .and_then(Value::as_str)
-                .is_some_and(|node| !node.is_empty())
-        };
+        let names_a_node = |object: &Value| object.as_object().and_then(bound_node).is_some();
         if object.is_some_and(|object| !names_a_node(object)) {
             return;
         }

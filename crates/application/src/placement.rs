@@ -14,8 +14,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use kayra_admission::deletion_protection::{required_secrets, service_of};
-use kayra_admission::node_placement::{bound_node, requests, resources};
+use kayra_admission::node_placement::{requests, resources};
 use kayra_admission::ports::{Fleet, Resources};
+use kayra_api::kinds::application::bound_node;
 use kayra_registry::{Registry, Resource, WatchEvent, WatchOptions, meta_str};
 use kayra_store::Revision;
 use tokio::sync::{Notify, watch};

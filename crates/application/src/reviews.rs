@@ -8,42 +8,17 @@
 //! which only a caller that may create `subjectaccessreviews.authorization.k8s.io` (ask about
 //! others, as in Kubernetes) may name.
 
+use kayra_api::kinds::check::Check;
 use kayra_api::verb::Verb;
 use kayra_authn::Identity;
 use kayra_authz::Action;
 use kayra_registry::RegistryError;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::authorization::Target;
 use crate::caller;
 use crate::permitted::Permitted;
 use crate::permitted::write::cannot_handle;
-
-/// A `/check` request's body.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct Check {
-    /// The API group the request is for: a registered API's name, any other group, or empty
-    /// for the core group.
-    pub api: String,
-    /// The namespace, for namespaced resources.
-    pub namespace: Option<String>,
-    /// The resource.
-    pub resource: String,
-    /// The subresource, if any.
-    pub subresource: Option<String>,
-    /// The object's name, if one is addressed.
-    pub name: Option<String>,
-    /// The verb.
-    pub verb: String,
-    /// An end user's bearer token to decide for.
-    pub token: Option<String>,
-    /// A user to decide for.
-    pub user: Option<String>,
-    /// That user's groups.
-    pub groups: Vec<String>,
-}
 
 impl Permitted {
     /// Answers the review `object` (a `SelfSubjectAccessReview`, `SelfSubjectRulesReview` or

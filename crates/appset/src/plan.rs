@@ -14,12 +14,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kayra_api::kinds::Condition;
-use kayra_api::kinds::application::{Application, Placement};
+use kayra_api::kinds::application::{Application, Placement, bound_node};
 use kayra_api::kinds::applicationset::{
     ApplicationSetStatus, Child as StatusChild, rolling_budget, spec_hash_annotation,
 };
 use kayra_api::kinds::service::ServicePort;
+use kayra_api::kinds::{Condition, ConditionType};
 use kayra_registry::Object;
 use serde_json::Value;
 
@@ -70,12 +70,12 @@ impl Child {
                 .and_then(Value::as_str)
                 .map(str::to_owned)
         };
-        let node = text("/spec/placement/nodeName").filter(|n| !n.is_empty());
+        let node = bound_node(object).map(str::to_owned);
         let ready = pointer("/status/conditions")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+            .any(|c| c["type"] == ConditionType::Ready.as_str() && c["status"] == "True");
         let generation = pointer("/metadata/generation").and_then(Value::as_i64);
         let observed = pointer("/status/observedGeneration").and_then(Value::as_i64);
         let node_ready = node.as_ref().and_then(|n| nodes.get(n)).is_some_and(|n| n.ready);
@@ -173,7 +173,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
             let mut status = ApplicationSetStatus { observed_generation: Some(input.generation), ..previous };
             let conditions = vec![
                 condition("Rendered", false, "RenderError", message),
-                condition("Converged", false, "RenderError", "the set does not render"),
+                condition(ConditionType::Converged.as_str(), false, "RenderError", "the set does not render"),
             ];
             finish(&mut status, conditions, input);
             return Plan { steps: Vec::new(), status };
@@ -380,7 +380,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
     let (converged_condition, progressing) = if converged {
         (
             condition(
-                "Converged",
+                ConditionType::Converged.as_str(),
                 true,
                 "Converged",
                 &format!("{desired} Applications run the current template"),
@@ -389,7 +389,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
         )
     } else if let Some(message) = &init_failed {
         (
-            condition("Converged", false, "InitFailed", message),
+            condition(ConditionType::Converged.as_str(), false, "InitFailed", message),
             condition("Progressing", false, "InitFailed", message),
         )
     } else {
@@ -403,7 +403,7 @@ pub fn plan(input: &Input<'_>) -> Plan {
             ("Progressing", counts.clone())
         };
         (
-            condition("Converged", false, reason, &message),
+            condition(ConditionType::Converged.as_str(), false, reason, &message),
             condition("Progressing", true, "RollingOut", &counts),
         )
     };

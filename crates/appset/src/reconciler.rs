@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use kayra_api::kinds::ConditionType;
+use kayra_api::kinds::application::bound_node;
 use kayra_api::kinds::applicationset::{ApplicationSet, OWNER_KIND, component_label, set_label};
 use kayra_application::client::Client;
 use kayra_application::feed::{FollowFeed, Follower};
@@ -92,7 +94,7 @@ fn controller(object: &Object) -> Option<(String, String)> {
 
 /// The node an Application is bound to, and the set that controls it, when it has both.
 fn placed_child(object: &Object) -> Option<(String, String)> {
-    let node = object.get("spec")?.pointer("/placement/nodeName")?.as_str()?;
+    let node = bound_node(object)?;
     let (set, _) = controller(object)?;
     Some((node.to_owned(), set))
 }
@@ -115,7 +117,7 @@ fn node_of(object: &Object) -> Node {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .any(|c| c["type"] == "Ready" && c["status"] == "True"),
+            .any(|c| c["type"] == ConditionType::Ready.as_str() && c["status"] == "True"),
     }
 }
 

@@ -61,13 +61,8 @@ impl Rendered {
 
     /// The node its spec names, if any.
     pub fn node(&self) -> Option<&str> {
-        node_of(&self.application.spec)
+        self.application.bound_node()
     }
-}
-
-/// The node a spec names, if any.
-pub fn node_of(spec: &ApplicationSpec) -> Option<&str> {
-    spec.placement.as_ref().and_then(|p| p.node_name.as_deref()).filter(|n| !n.is_empty())
 }
 
 /// A Service the set renders for a component that declares ports.

@@ -1,8 +1,11 @@
 //! The catalog's reconciler as a loop on the loop runtime: one reconciliation pass of this
 //! instance's scope whenever anything in the catalog changes, every half minute regardless, and
-//! after a failing pass not before its backoff (2 s doubling to 5 min). Of several replicas
-//! sharing a store, the one leading the scope's election reconciles. Each attempt that changes
-//! a subscription's state is told to the embedder's [`Events`] port.
+//! after a pass whose steps failed not before its backoff (2 s doubling to 5 min). A document
+//! that cannot be fetched is not the pass's failure: it is fetched again on its own back-off
+//! (5 s doubling to 5 min, per registration and build, started over by a change to the
+//! registration or its subscriptions), and the pass runs again when that is over. Of several
+//! replicas sharing a store, the one leading the scope's election reconciles. Each attempt that
+//! changes a subscription's state is told to the embedder's [`Events`] port.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,10 +144,19 @@ impl kayra_loop::Reconciler for Reconciler {
         for attempt in report.attempts.iter().filter(|attempt| attempt.changed) {
             self.events.record(&self.event(attempt)).await;
         }
-        let failed = report.attempts.iter().filter(|attempt| attempt.failure.is_some()).count();
+        // A step that failed is retried on the pass's backoff; an attempt that waits for its
+        // document, when the document's own back-off is over.
+        let failed = report
+            .attempts
+            .iter()
+            .filter(|attempt| attempt.failure.is_some() && !attempt.awaits_document)
+            .count();
         if failed > 0 {
             return Err(FailedAttempts { failed, attempted: report.attempts.len() }.into());
         }
-        Ok(Action::AwaitChange)
+        Ok(report.retry_after.map_or(Action::AwaitChange, Action::RequeueAfter))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Node;
+use kayra_api::kinds::ConditionType;
 use kayra_api::kinds::application::Application;
 use kayra_api::kinds::service::{EndpointPort, ServiceEndpoint, ServiceSpec};
 
@@ -16,7 +17,8 @@ pub fn node_address(node: &Node) -> Option<String> {
 /// Whether an Application's `Ready` condition is `True`.
 pub fn ready(application: &Application) -> bool {
     application.status.as_ref().is_some_and(|status| {
-        status.conditions.iter().any(|condition| condition.type_ == "Ready" && condition.status == "True")
+        let ready = ConditionType::Ready.as_str();
+        status.conditions.iter().any(|condition| condition.type_ == ready && condition.status == "True")
     })
 }
 
@@ -31,7 +33,7 @@ pub fn endpoints(
         .iter()
         .filter(|member| ready(member))
         .filter_map(|member| {
-            let node = member.spec.placement.as_ref()?.node_name.as_deref().filter(|n| !n.is_empty())?;
+            let node = member.bound_node()?;
             let address = addresses.get(node)?;
             Some(ServiceEndpoint {
                 application: member.metadata.name.clone().unwrap_or_default(),

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use kayra_api::kinds::application::bound_node;
 use kayra_api::session::{DesiredState, Document};
 use kayra_application::feed::Follower;
 use kayra_loop::Key;
@@ -140,7 +141,7 @@ impl State {
             Collection::Applications => {
                 let left = self.applications.get(&id).and_then(|placed| placed.node.clone());
                 self.remove(collection, &id);
-                let node = bound_node(&object);
+                let node = bound_node(&object).map(str::to_owned);
                 if let Some(left) = left.filter(|left| node.as_ref() != Some(left)) {
                     *self.departures.entry(left).or_default() += 1;
                 }
@@ -220,16 +221,6 @@ impl State {
 /// `namespace/name` (`/name` for cluster-scoped objects), the id feeds know items by.
 fn id_of(object: &Object) -> String {
     format!("{}/{}", meta_str(object, "namespace"), meta_str(object, "name"))
-}
-
-/// The node an Application is bound to.
-pub(crate) fn bound_node(object: &Object) -> Option<String> {
-    object
-        .get("spec")
-        .and_then(|spec| spec.pointer("/placement/nodeName"))
-        .and_then(Value::as_str)
-        .filter(|node| !node.is_empty())
-        .map(str::to_owned)
 }
 
 /// The Secrets (`namespace/name`) an Application's environment names.

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kayra_api::kinds::ConditionType;
 use kayra_application::events::Severity;
 use kayra_application::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
@@ -58,8 +59,9 @@ impl Reconciler for Liveness {
             .and_then(|status| status.get_mut("conditions"))
             .and_then(Value::as_array_mut);
         let Some(conditions) = conditions else { return Ok(Action::AwaitChange) };
-        let Some(ready) =
-            conditions.iter_mut().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        let Some(ready) = conditions
+            .iter_mut()
+            .find(|c| c.get("type").and_then(Value::as_str) == Some(ConditionType::Ready.as_str()))
         else {
             return Ok(Action::AwaitChange);
         };

@@ -121,7 +121,7 @@ pub(crate) async fn open(
         }
         Err(error) => return Err(LogError::Failed(error.to_string())),
     };
-    let Some(node) = crate::cache::bound_node(&application) else {
+    let Some(node) = kayra_api::kinds::application::bound_node(&application).map(str::to_owned) else {
         return Err(LogError::NotPlaced(format!(
             "application \"{name}\" is not placed on a node yet, so it has no log"
         )));

@@ -13,6 +13,8 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kayra_api::kinds::ConditionType;
+use kayra_api::kinds::application::NODE_NAME_FIELD;
 use kayra_application::client::Client;
 use kayra_application::controller_identity;
 use kayra_application::events::{Recorder, Severity};
@@ -26,7 +28,7 @@ use serde_json::{Value, json};
 use crate::{Inner, NodeServer};
 
 /// The condition a pinned Application of a lost node carries.
-const NODE_LOST: &str = "NodeLost";
+const NODE_LOST: &str = ConditionType::NodeLost.as_str();
 
 /// Moves what can move off lost nodes.
 struct Loss {
@@ -64,7 +66,7 @@ fn verdict(ready: Option<&Value>, now: jiff::Timestamp, timeout: Duration) -> Ve
 impl Loss {
     async fn bound_to(&self, node: &str) -> Result<Vec<Object>, RegistryError> {
         let options = ListOptions {
-            field_selector: Some(format!("spec.placement.nodeName={node}")),
+            field_selector: Some(format!("{NODE_NAME_FIELD}={node}")),
             ..ListOptions::default()
         };
         Ok(self.client.list(&self.inner.applications, None, &options).await?.items)
@@ -164,7 +166,9 @@ impl Reconciler for Loss {
             .and_then(|status| status.get("conditions"))
             .and_then(Value::as_array)
             .and_then(|conditions| {
-                conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+                conditions
+                    .iter()
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some(ConditionType::Ready.as_str()))
             });
         match verdict(ready, jiff::Timestamp::now(), self.inner.config.lost_timeout) {
             Verdict::Present => {

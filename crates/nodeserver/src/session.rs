@@ -201,7 +201,7 @@ impl Session {
     /// Whether Application `namespace/name` with `uid` is bound to this session's node.
     fn bound_here(&self, namespace: &str, name: &str, uid: &str) -> bool {
         self.inner.cache.application(namespace, name).is_some_and(|object| {
-            crate::cache::bound_node(&object).as_deref() == Some(self.live.node.as_str())
+            kayra_api::kinds::application::bound_node(&object) == Some(self.live.node.as_str())
                 && kayra_registry::meta_str(&object, "uid") == uid
         })
     }
@@ -226,7 +226,7 @@ impl Session {
             name: event.name,
             uid: event.uid,
         };
-        let severity = if event.type_ == "Warning" { Severity::Warning } else { Severity::Normal };
+        let severity = Severity::parse(&event.type_).unwrap_or(Severity::Normal);
         recorder
             .record(&involved, severity, &event.reason, &event.message)
             .await

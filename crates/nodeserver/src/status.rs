@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use kayra_api::kinds::Condition;
+use kayra_api::kinds::{Condition, ConditionType};
 use kayra_api::session::{ApplicationReport, NodeReport};
 use kayra_application::events::Severity;
 use kayra_registry::{Object, RegistryError, meta_str};
@@ -56,7 +56,7 @@ fn reported_status(report: &NodeReport) -> Value {
             "systemUUID": "",
             "bootID": info.boot_id,
         },
-        "conditions": report.conditions.iter().filter(|c| c.type_ != "Ready").collect::<Vec<_>>(),
+        "conditions": report.conditions.iter().filter(|c| c.type_ != ConditionType::Ready.as_str()).collect::<Vec<_>>(),
     })
 }
 
@@ -68,7 +68,7 @@ fn ready_condition(stored: Option<&Value>, now: &str) -> Value {
         .and_then(Value::as_str)
         .unwrap_or(now);
     json!({
-        "type": "Ready", "status": "True", "reason": "KayraAgentReady",
+        "type": ConditionType::Ready.as_str(), "status": "True", "reason": "KayraAgentReady",
         "message": "kayra-agent is posting ready status",
         "lastHeartbeatTime": now, "lastTransitionTime": since,
     })
@@ -105,7 +105,9 @@ pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -
             .and_then(|status| status.get("conditions"))
             .and_then(Value::as_array)
             .and_then(|conditions| {
-                conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+                conditions
+                    .iter()
+                    .find(|c| c.get("type").and_then(Value::as_str) == Some(ConditionType::Ready.as_str()))
             })
             .cloned();
         let mut status = content.clone();
@@ -172,7 +174,7 @@ pub(crate) async fn write_application(
             Err(RegistryError::NotFound { .. }) => return Ok(()),
             Err(error) => return Err(error.to_string()),
         };
-        if crate::cache::bound_node(&object).as_deref() != Some(live.node.as_str()) {
+        if kayra_api::kinds::application::bound_node(&object) != Some(live.node.as_str()) {
             return Err(format!(
                 "application {namespace}/{name} is not bound to node {}; its status is not the node's to write",
                 live.node
@@ -197,13 +199,15 @@ pub(crate) async fn write_application(
 /// The status to store: the node's report whole, with the stored `Scheduled` condition kept.
 fn merged_status(object: &Object, report: &ApplicationReport) -> Value {
     let mut status = report.status.clone();
-    status.conditions.retain(|condition| condition.type_ != "Scheduled");
+    status.conditions.retain(|condition| condition.type_ != ConditionType::Scheduled.as_str());
     let scheduled: Option<Condition> = object
         .get("status")
         .and_then(|status| status.get("conditions"))
         .and_then(Value::as_array)
         .and_then(|conditions| {
-            conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled"))
+            conditions
+                .iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(ConditionType::Scheduled.as_str()))
         })
         .and_then(|condition| serde_json::from_value(condition.clone()).ok());
     if let Some(scheduled) = scheduled {

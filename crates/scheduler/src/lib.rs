@@ -30,6 +30,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use kayra_api::kinds::ConditionType;
 use kayra_application::client::Client;
 use kayra_application::events::{Involved, Recorder, Severity};
 use kayra_application::feed::{FollowFeed, Follower};
@@ -434,16 +435,17 @@ impl Scheduler {
             (meta_str(&application, "namespace").to_owned(), meta_str(&application, "name").to_owned());
         let mut current = application.get("status").cloned().unwrap_or_else(|| json!({}));
         let conditions = current.get("conditions").and_then(Value::as_array).cloned().unwrap_or_default();
-        let existing = conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some("Scheduled"));
+        let scheduled = ConditionType::Scheduled.as_str();
+        let existing = conditions.iter().find(|c| c.get("type").and_then(Value::as_str) == Some(scheduled));
         let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
         let since = match existing {
             Some(c) if c["status"] == status => c["lastTransitionTime"].clone(),
             _ => json!(now),
         };
-        let condition = json!({"type": "Scheduled", "status": status, "reason": reason, "message": message, "lastTransitionTime": since});
+        let condition = json!({"type": scheduled, "status": status, "reason": reason, "message": message, "lastTransitionTime": since});
         let mut conditions: Vec<Value> = conditions
             .into_iter()
-            .filter(|c| c.get("type").and_then(Value::as_str) != Some("Scheduled"))
+            .filter(|c| c.get("type").and_then(Value::as_str) != Some(scheduled))
             .collect();
         conditions.insert(0, condition);
         current["conditions"] = json!(conditions);

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
+use kayra_api::kinds::ConditionType;
 use kayra_api::kinds::application::{Affinity, Application, SCHEDULER, scheduled_by_annotation};
 use kayra_api::quantity::Quantity;
 use kayra_registry::Object;
@@ -93,7 +94,7 @@ impl NodeInfo {
             cpu: list.get("cpu").map_or(0, |q| millicores(&q.0)),
             memory: list.get("memory").map_or(0, |q| bytes(&q.0)),
         });
-        let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready");
+        let ready = status.conditions.iter().flatten().find(|c| c.type_ == ConditionType::Ready.as_str());
         let readiness = match ready.map(|c| c.status.as_str()) {
             Some("True") => Readiness::Ready,
             Some("False") => Readiness::NotReady,
@@ -206,6 +207,7 @@ impl AppInfo {
     /// Decodes a stored Application of a deployment whose domain is `domain`.
     pub fn from_object(object: &Object, domain: &str) -> Option<AppInfo> {
         let app: Application = serde_json::from_value(Value::Object(object.clone())).ok()?;
+        let node = app.bound_node().map(str::to_owned);
         let metadata = app.metadata;
         let namespace = metadata.namespace.unwrap_or_default();
         let name = metadata.name.unwrap_or_default();
@@ -230,7 +232,7 @@ impl AppInfo {
             affinity: placement.affinity.unwrap_or_default(),
             tolerations: placement.tolerations,
             priority: placement.priority.unwrap_or(0),
-            node: placement.node_name.filter(|node| !node.is_empty()),
+            node,
             scheduler_placed: annotations.get(&scheduled_by_annotation(domain)).map(String::as_str)
                 == Some(SCHEDULER),
             finished: matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")),
@@ -238,7 +240,7 @@ impl AppInfo {
             scheduled_message: status
                 .conditions
                 .iter()
-                .find(|c| c.type_ == "Scheduled" && c.status == "False")
+                .find(|c| c.type_ == ConditionType::Scheduled.as_str() && c.status == "False")
                 .map(|c| c.message.clone().unwrap_or_default()),
         })
     }

@@ -7,9 +7,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::application::{Application, ApplicationSpec, EnvVar};
 use super::{Condition, Kind, duplicates, validate_conditions};
+use crate::scheme::{ALL_VERBS, KindInfo, NameRule, SCALE, STATUS, typed};
+use crate::table::{Column, text_or_none};
 use crate::validation::{FieldError, is_dns_label};
 
 /// The label naming the set a child was rendered from, `fleet.<domain>/application-set`. It is
@@ -339,5 +342,58 @@ impl Kind for ApplicationSet {
             errors.extend(validate_conditions("status.conditions", &status.conditions));
         }
         errors
+    }
+}
+
+/// ApplicationSets as served in `fleet`, with the `scale` subresource `kubectl scale` uses.
+pub(crate) fn kind_info(fleet: &str) -> KindInfo {
+    KindInfo {
+        group: fleet.to_owned(),
+        version: "v1",
+        kind: "ApplicationSet",
+        plural: "applicationsets",
+        singular: "applicationset",
+        short_names: &["appset", "appsets"],
+        categories: &["all"],
+        namespaced: true,
+        subresources: &[STATUS, SCALE],
+        field_labels: &["status.phase"],
+        columns: &[
+            Column {
+                name: "Ready",
+                type_: "string",
+                format: "",
+                description: "Applications ready, of those the set should have",
+                priority: 0,
+                cell: |o, _| {
+                    let count = |field: &str| o.pointer(field).and_then(Value::as_i64).unwrap_or(0);
+                    Value::from(format!("{}/{}", count("/status/ready"), count("/status/desired")))
+                },
+            },
+            Column {
+                name: "Up-to-date",
+                type_: "integer",
+                format: "",
+                description: "Applications running the set's current template",
+                priority: 0,
+                cell: |o, _| o.pointer("/status/updated").cloned().unwrap_or(Value::from(0)),
+            },
+            Column {
+                name: "Phase",
+                type_: "string",
+                format: "",
+                description: "The set's phase",
+                priority: 1,
+                cell: |o, _| text_or_none(o, "status.phase"),
+            },
+        ],
+        verbs: ALL_VERBS,
+        builtin: false,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: false,
+        names: NameRule::Subdomain,
+        behaviour: typed::<ApplicationSet>(),
     }
 }

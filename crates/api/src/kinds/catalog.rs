@@ -2,10 +2,16 @@
 //! API group that exists in this deployment's platform and region, run by the team that owns
 //! it; and Subscription, a namespace's use of one. Their rules live in `kayra-catalog`.
 
+use std::sync::Arc;
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::Kind;
+use crate::scheme::{Behaviour, KindInfo, NameRule, Subresource, typed};
+use crate::table::{Column, text};
+use crate::verb::Verb;
 
 /// ApiRegistration declares that an API group exists in this platform and region. Kayra never
 /// implements the API it names; the owning team runs it and is told of new builds through the
@@ -127,3 +133,119 @@ impl Subscription {
 impl Kind for ApiRegistration {}
 
 impl Kind for Subscription {}
+
+/// The catalog's Kinds, as discovery, OpenAPI and tables describe them; the catalog serves
+/// them (not the registry).
+pub(crate) fn kind_infos(domain: &str) -> [KindInfo; 2] {
+    let kind = |kind: &'static str,
+                plural: &'static str,
+                singular: &'static str,
+                namespaced: bool,
+                subresources: &'static [Subresource],
+                columns: &'static [Column],
+                behaviour: Arc<dyn Behaviour>| KindInfo {
+        group: format!("catalog.{domain}"),
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        categories: &[],
+        namespaced,
+        subresources,
+        field_labels: &[],
+        columns,
+        // What the catalog's routes serve: no patch, no deletecollection.
+        verbs: &[Verb::Create, Verb::Delete, Verb::Get, Verb::List, Verb::Update, Verb::Watch],
+        builtin: false,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: true,
+        names: NameRule::Path,
+        behaviour,
+    };
+    [
+        kind(
+            "ApiRegistration",
+            "apiregistrations",
+            "apiregistration",
+            false,
+            &[
+                // A sync is asked for with a PUT; status and the stored document are read.
+                Subresource { name: "sync", verbs: &[Verb::Update], response: None },
+                Subresource { name: "status", verbs: &[Verb::Get], response: None },
+                Subresource { name: "openapi.json", verbs: &[Verb::Get], response: None },
+            ],
+            &[
+                Column {
+                    name: "Short",
+                    type_: "string",
+                    format: "",
+                    description: "The short name",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "short_name")),
+                },
+                Column {
+                    name: "Owner",
+                    type_: "string",
+                    format: "",
+                    description: "The owning team",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "owner")),
+                },
+                Column {
+                    name: "Active",
+                    type_: "string",
+                    format: "",
+                    description: "Whether the API is in service",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "active")),
+                },
+                Column {
+                    name: "Sync",
+                    type_: "string",
+                    format: "",
+                    description: "The build subscribers reconcile to",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "sync_id")),
+                },
+            ],
+            typed::<ApiRegistration>(),
+        ),
+        kind(
+            "Subscription",
+            "subscriptions",
+            "subscription",
+            true,
+            &[],
+            &[
+                Column {
+                    name: "State",
+                    type_: "string",
+                    format: "",
+                    description: "What the reconciler last did",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "state")),
+                },
+                Column {
+                    name: "Current",
+                    type_: "string",
+                    format: "",
+                    description: "The build the namespace is at",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "current_sync_id")),
+                },
+                Column {
+                    name: "Expected",
+                    type_: "string",
+                    format: "",
+                    description: "The build it should be at",
+                    priority: 0,
+                    cell: |o, _| Value::String(text(o, "expected_sync_id")),
+                },
+            ],
+            typed::<Subscription>(),
+        ),
+    ]
+}

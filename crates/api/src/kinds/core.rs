@@ -1,9 +1,20 @@
-//! The core `v1` Kinds Kayra serves in their builtin Kubernetes shapes.
+//! The core `v1` Kinds Kayra serves in their builtin Kubernetes shapes (Namespace, Node,
+//! Event), and the reviews (`authorization.k8s.io`, `authentication.k8s.io`) `kubectl auth`
+//! creates: their defaults, validation, and how the scheme serves each.
 
+use std::sync::Arc;
+
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectRulesReview};
 use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceSpec, NamespaceStatus, Node, Pod};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::Kind;
+use super::{ConditionType, Kind};
+use crate::scheme::{ALL_VERBS, Behaviour, KindInfo, NAMESPACE_VERBS, NameRule, STATUS, Typed, typed};
+use crate::table::{Column, age_of, field_of_typed_entry, text, text_or_none};
 use crate::validation::FieldError;
+use crate::verb::Verb;
 
 impl Kind for Namespace {
     fn default_fields(&mut self) {
@@ -38,11 +49,38 @@ impl Kind for Node {}
 
 impl Kind for Pod {}
 
-impl Kind for k8s_openapi::api::authorization::v1::SelfSubjectAccessReview {}
+impl Kind for SelfSubjectAccessReview {}
 
-impl Kind for k8s_openapi::api::authorization::v1::SelfSubjectRulesReview {}
+impl Kind for SelfSubjectRulesReview {}
 
-impl Kind for k8s_openapi::api::authentication::v1::SelfSubjectReview {}
+impl Kind for SelfSubjectReview {}
+
+/// An Event's `type`: whether it is routine or something an operator should look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EventType {
+    /// `Normal`: routine.
+    Normal,
+    /// `Warning`: something an operator should look at.
+    Warning,
+}
+
+impl EventType {
+    /// The word on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+
+    /// The type `word` names, if it names one.
+    pub fn parse(word: &str) -> Option<EventType> {
+        [EventType::Normal, EventType::Warning].into_iter().find(|kind| kind.as_str() == word)
+    }
+}
+
+/// Every Event type, as the wire spells them.
+const EVENT_TYPES: &[&str] = &[EventType::Normal.as_str(), EventType::Warning.as_str()];
 
 /// How long an Event is kept after it last happened: kube-apiserver's default `--event-ttl`.
 pub const EVENT_TTL: jiff::SignedDuration = jiff::SignedDuration::from_hours(1);
@@ -72,51 +110,311 @@ impl Kind for Event {
         if self.involved_object.kind.as_deref().unwrap_or_default().is_empty() {
             errors.push(FieldError::required("involvedObject.kind"));
         }
-        if let Some(kind) = self.type_.as_deref().filter(|t| !matches!(*t, "Normal" | "Warning")) {
-            errors.push(FieldError::not_supported("type", kind, &["Normal", "Warning"]));
+        if let Some(kind) = self.type_.as_deref().filter(|t| EventType::parse(t).is_none()) {
+            errors.push(FieldError::not_supported("type", kind, EVENT_TYPES));
         }
         errors
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+/// Namespaces as served: cluster-scoped, named by a DNS label, deleted in two steps.
+pub(crate) fn namespace() -> KindInfo {
+    KindInfo {
+        group: String::new(),
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        singular: "namespace",
+        short_names: &["ns"],
+        categories: &[],
+        namespaced: false,
+        subresources: &[STATUS],
+        field_labels: &["status.phase"],
+        columns: &[Column {
+            name: "Status",
+            type_: "string",
+            format: "",
+            description: "The status of the namespace",
+            priority: 0,
+            cell: |o, _| Value::String(text(o, "status.phase")),
+        }],
+        verbs: NAMESPACE_VERBS,
+        builtin: true,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: false,
+        names: NameRule::Label,
+        behaviour: Arc::new(NamespaceBehaviour(Typed::new())),
+    }
+}
 
-    use super::*;
+/// Nodes as served: cluster-scoped, registered with their status.
+pub(crate) fn node() -> KindInfo {
+    KindInfo {
+        group: String::new(),
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        singular: "node",
+        short_names: &["no"],
+        categories: &[],
+        namespaced: false,
+        subresources: &[STATUS],
+        field_labels: &["spec.unschedulable"],
+        columns: &[
+            Column {
+                name: "Status",
+                type_: "string",
+                format: "",
+                description: "The node's readiness",
+                priority: 0,
+                cell: node_status,
+            },
+            Column {
+                name: "Roles",
+                type_: "string",
+                format: "",
+                description: "The roles of the node",
+                priority: 0,
+                cell: |_, _| Value::String("<none>".into()),
+            },
+            Column {
+                name: "Version",
+                type_: "string",
+                format: "",
+                description: "Agent version reported by the node",
+                priority: 0,
+                cell: |o, _| Value::String(text(o, "status.nodeInfo.kubeletVersion")),
+            },
+            Column {
+                name: "Internal-IP",
+                type_: "string",
+                format: "",
+                description: "The node's internal address",
+                priority: 1,
+                cell: node_internal_ip,
+            },
+            Column {
+                name: "OS-Image",
+                type_: "string",
+                format: "",
+                description: "OS image reported by the node",
+                priority: 1,
+                cell: |o, _| text_or_none(o, "status.nodeInfo.osImage"),
+            },
+            Column {
+                name: "Kernel-Version",
+                type_: "string",
+                format: "",
+                description: "Kernel version reported by the node",
+                priority: 1,
+                cell: |o, _| text_or_none(o, "status.nodeInfo.kernelVersion"),
+            },
+        ],
+        verbs: ALL_VERBS,
+        builtin: true,
+        view_of: None,
+        create_keeps_status: true,
+        review: false,
+        catalog: false,
+        names: NameRule::Subdomain,
+        behaviour: typed::<Node>(),
+    }
+}
 
-    fn at(text: &str) -> jiff::Timestamp {
-        text.parse().unwrap()
+/// Events as served, with the fields `kubectl get events --field-selector` uses.
+pub(crate) fn event() -> KindInfo {
+    KindInfo {
+        group: String::new(),
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        singular: "event",
+        short_names: &["ev"],
+        categories: &[],
+        namespaced: true,
+        subresources: &[],
+        field_labels: &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        columns: &[
+            Column {
+                name: "Last Seen",
+                type_: "string",
+                format: "",
+                description: "Time since the event was last seen",
+                priority: 0,
+                cell: |o, now| Value::String(age_of(&text(o, "lastTimestamp"), now)),
+            },
+            Column {
+                name: "Type",
+                type_: "string",
+                format: "",
+                description: "Normal or Warning",
+                priority: 0,
+                cell: |o, _| Value::String(text(o, "type")),
+            },
+            Column {
+                name: "Reason",
+                type_: "string",
+                format: "",
+                description: "Why the event happened",
+                priority: 0,
+                cell: |o, _| Value::String(text(o, "reason")),
+            },
+            Column {
+                name: "Object",
+                type_: "string",
+                format: "",
+                description: "The object the event is about",
+                priority: 0,
+                cell: |o, _| {
+                    Value::String(format!(
+                        "{}/{}",
+                        text(o, "involvedObject.kind").to_lowercase(),
+                        text(o, "involvedObject.name")
+                    ))
+                },
+            },
+            Column {
+                name: "Message",
+                type_: "string",
+                format: "",
+                description: "What happened",
+                priority: 0,
+                cell: |o, _| Value::String(text(o, "message")),
+            },
+        ],
+        verbs: ALL_VERBS,
+        builtin: true,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: false,
+        names: NameRule::Subdomain,
+        behaviour: typed::<Event>(),
+    }
+}
+
+/// The reviews `kubectl auth can-i` and `kubectl auth whoami` create.
+pub(crate) fn reviews() -> [KindInfo; 3] {
+    [
+        review(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            "selfsubjectaccessreview",
+            typed::<SelfSubjectAccessReview>(),
+        ),
+        review(
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            "selfsubjectrulesreview",
+            typed::<SelfSubjectRulesReview>(),
+        ),
+        review(
+            "authentication.k8s.io",
+            "SelfSubjectReview",
+            "selfsubjectreviews",
+            "selfsubjectreview",
+            typed::<SelfSubjectReview>(),
+        ),
+    ]
+}
+
+/// A namespace is deleted in two steps: marked `Terminating` while its contents are deleted,
+/// then gone once the `kubernetes` finalizer in `spec.finalizers` is removed.
+struct NamespaceBehaviour(Typed<Namespace>);
+
+impl Behaviour for NamespaceBehaviour {
+    fn normalize(&self, object: &Value) -> Result<(Value, Vec<String>), String> {
+        self.0.normalize(object)
     }
 
-    #[test]
-    fn an_event_expires_an_hour_after_it_last_happened_on_a_whole_minute() {
-        let event = |last: Option<&str>, micro: Option<&str>, created: Option<&str>| Event {
-            last_timestamp: last.map(|t| Time(at(t))),
-            event_time: micro.map(|t| MicroTime(at(t))),
-            metadata: ObjectMeta {
-                creation_timestamp: created.map(|t| Time(at(t))),
-                ..ObjectMeta::default()
-            },
-            ..Event::default()
-        };
-        let cases = [
-            (
-                event(Some("2026-12-01T10:00:30Z"), None, Some("2026-12-01T09:00:00Z")),
-                Some("2026-12-01T11:01:00Z"),
-            ),
-            // Written now about something long ago: an hour from the write.
-            (
-                event(Some("2026-11-01T10:00:00Z"), None, Some("2026-12-01T10:00:00Z")),
-                Some("2026-12-01T11:00:00Z"),
-            ),
-            (event(Some("2026-12-01T10:00:00Z"), None, None), Some("2026-12-01T11:00:00Z")),
-            (event(None, Some("2026-12-01T10:59:59.5Z"), None), Some("2026-12-01T12:00:00Z")),
-            (event(None, None, Some("2026-12-01T10:00:01Z")), Some("2026-12-01T11:01:00Z")),
-            (event(None, None, None), None),
-        ];
-        for (event, expected) in cases {
-            assert_eq!(event.expires_at(), expected.map(at), "{event:?}");
+    fn unknown_fields(&self, object: &Value) -> Result<Vec<String>, String> {
+        self.0.unknown_fields(object)
+    }
+
+    fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        self.0.validate(object, old)
+    }
+
+    fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        self.0.schema(generator)
+    }
+
+    fn finalizing(&self, object: &Value) -> bool {
+        let spec =
+            object.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+        spec || self.0.finalizing(object)
+    }
+
+    fn mark_deleting(&self, object: &mut Value) {
+        if let Some(map) = object.as_object_mut() {
+            let status = map.entry("status").or_insert_with(|| Value::Object(Default::default()));
+            if let Some(status) = status.as_object_mut() {
+                status.insert("phase".into(), Value::String("Terminating".into()));
+            }
         }
     }
 }
+
+/// A review Kind: create-only, answered at once.
+fn review(
+    group: &str,
+    kind: &'static str,
+    plural: &'static str,
+    singular: &'static str,
+    behaviour: Arc<dyn Behaviour>,
+) -> KindInfo {
+    KindInfo {
+        group: group.to_owned(),
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        categories: &[],
+        namespaced: false,
+        subresources: &[],
+        field_labels: &[],
+        columns: &[],
+        verbs: &[Verb::Create],
+        builtin: true,
+        view_of: None,
+        create_keeps_status: false,
+        review: true,
+        catalog: false,
+        names: NameRule::Path,
+        behaviour,
+    }
+}
+
+fn node_status(object: &Value, _: jiff::Timestamp) -> Value {
+    let ready = field_of_typed_entry(object, "/status/conditions", ConditionType::Ready.as_str(), "status")
+        .map(|status| if status == "True" { "Ready" } else { "NotReady" })
+        .unwrap_or("Unknown");
+    let cordoned = object.pointer("/spec/unschedulable").and_then(Value::as_bool).unwrap_or(false);
+    Value::String(if cordoned { format!("{ready},SchedulingDisabled") } else { ready.to_owned() })
+}
+
+fn node_internal_ip(object: &Value, _: jiff::Timestamp) -> Value {
+    let address =
+        field_of_typed_entry(object, "/status/addresses", "InternalIP", "address").unwrap_or("<none>");
+    Value::String(address.to_owned())
+}
+
+#[cfg(test)]
+mod tests;

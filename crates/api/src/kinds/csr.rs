@@ -8,8 +8,11 @@
 //! write is admission's too (`kayra_admission::certificate_requests`).
 
 use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateSigningRequestCondition};
+use serde_json::Value;
 
 use super::Kind;
+use crate::scheme::{ALL_VERBS, APPROVAL, KindInfo, NameRule, STATUS, typed};
+use crate::table::{AGE, Column, human_duration, text};
 use crate::validation::FieldError;
 
 /// The signer of node client certificates, as kubelet asks for its own.
@@ -209,6 +212,91 @@ fn validate_status_change(
         ));
     }
     errors
+}
+
+/// Certificate requests as served: `approval` writes only the decision, `status` is the
+/// signer's.
+pub(crate) fn kind_info() -> KindInfo {
+    KindInfo {
+        group: "certificates.k8s.io".to_owned(),
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        plural: "certificatesigningrequests",
+        singular: "certificatesigningrequest",
+        short_names: &["csr"],
+        categories: &[],
+        namespaced: false,
+        // `approval` writes only the Approved and Denied conditions (kubectl
+        // certificate approve|deny); `status` is the signer's: the certificate and Failed.
+        subresources: &[APPROVAL, STATUS],
+        field_labels: &["spec.signerName"],
+        columns: &[
+            AGE,
+            Column {
+                name: "SignerName",
+                type_: "string",
+                format: "",
+                description: "The signer the request is for",
+                priority: 0,
+                cell: |o, _| Value::String(text(o, "spec.signerName")),
+            },
+            Column {
+                name: "Requestor",
+                type_: "string",
+                format: "",
+                description: "Who asked",
+                priority: 0,
+                cell: |o, _| Value::String(text(o, "spec.username")),
+            },
+            Column {
+                name: "RequestedDuration",
+                type_: "string",
+                format: "",
+                description: "How long the certificate is asked to be valid",
+                priority: 0,
+                cell: |o, _| match o.pointer("/spec/expirationSeconds").and_then(Value::as_i64) {
+                    Some(seconds) => Value::String(human_duration(seconds)),
+                    None => Value::String("<none>".into()),
+                },
+            },
+            Column {
+                name: "Condition",
+                type_: "string",
+                format: "",
+                description: "Approved, Denied, Failed or Pending, and Issued once signed",
+                priority: 0,
+                cell: csr_condition,
+            },
+        ],
+        verbs: ALL_VERBS,
+        builtin: true,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: false,
+        names: NameRule::Subdomain,
+        behaviour: typed::<CertificateSigningRequest>(),
+    }
+}
+
+fn csr_condition(object: &Value, _: jiff::Timestamp) -> Value {
+    let decided: Vec<String> = object
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|conditions| {
+            conditions
+                .iter()
+                .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+                .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let issued = object.pointer("/status/certificate").and_then(Value::as_str).is_some_and(|c| !c.is_empty());
+    let mut condition = if decided.is_empty() { "Pending".to_owned() } else { decided.join(",") };
+    if issued {
+        condition.push_str(",Issued");
+    }
+    Value::String(condition)
 }
 
 #[cfg(test)]

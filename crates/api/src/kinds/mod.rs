@@ -1,11 +1,14 @@
-//! Every Kind's shape, defaults and validation.
+//! Every Kind's shape, defaults and validation, and how the scheme serves it.
 //!
 //! A Kind is a serde type with a JSON schema (its doc comments are what `kubectl explain`
 //! prints) that implements [`Kind`]. The core `v1` Kinds are `k8s-openapi`'s builtin shapes.
+//! Each module also describes how its Kinds are served (names, scope, subresources, selectable
+//! fields, table columns) as the [`KindInfo`](crate::scheme::KindInfo)s the scheme lists.
 
 pub mod application;
 pub mod applicationset;
 pub mod catalog;
+pub mod check;
 pub mod core;
 pub mod csr;
 pub mod rbac;
@@ -83,6 +86,33 @@ pub struct Condition {
     /// The `metadata.generation` the condition was computed from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// The condition types Kayra's loops and nodes give meaning to, as `kubectl wait
+/// --for=condition=<type>` names them. A condition's `type` stays a string on the wire, where a
+/// client may write others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub enum ConditionType {
+    /// An Application's process is ready to serve; a Node's agent is ready.
+    Ready,
+    /// An Application is placed on a node (or why not yet).
+    Scheduled,
+    /// A pinned Application's node has been lost.
+    NodeLost,
+    /// An ApplicationSet's Applications are what its template asks for.
+    Converged,
+}
+
+impl ConditionType {
+    /// The word on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConditionType::Ready => "Ready",
+            ConditionType::Scheduled => "Scheduled",
+            ConditionType::NodeLost => "NodeLost",
+            ConditionType::Converged => "Converged",
+        }
+    }
 }
 
 /// Checks conditions: a type each, a known status, no type twice.

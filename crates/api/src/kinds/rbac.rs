@@ -1,11 +1,14 @@
 //! Role-based access control: Roles and ClusterRoles name what may be done; RoleBindings and
 //! ClusterRoleBindings grant them to users, groups and service accounts.
 
+use std::sync::Arc;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Kind;
+use crate::scheme::{ALL_VERBS, Behaviour, KindInfo, NameRule, typed};
 use crate::validation::FieldError;
 
 /// One permission: verbs on resources of API groups (optionally only some names), or verbs on
@@ -230,4 +233,46 @@ impl Kind for ClusterRoleBinding {
     fn validate(&self, old: Option<&Self>) -> Vec<FieldError> {
         validate_binding(&self.subjects, &self.role_ref, true, old.map(|o| &o.role_ref))
     }
+}
+
+/// The four RBAC Kinds as served in `authorization`: fully served, no table of their own, named
+/// by any path segment (`system:node`).
+pub(crate) fn kind_infos(authorization: &str) -> [KindInfo; 4] {
+    let rbac = |kind: &'static str,
+                plural: &'static str,
+                singular: &'static str,
+                namespaced: bool,
+                behaviour: Arc<dyn Behaviour>| KindInfo {
+        group: authorization.to_owned(),
+        version: "v1",
+        kind,
+        plural,
+        singular,
+        short_names: &[],
+        categories: &[],
+        namespaced,
+        subresources: &[],
+        field_labels: &[],
+        columns: &[],
+        verbs: ALL_VERBS,
+        builtin: false,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: false,
+        names: NameRule::Path,
+        behaviour,
+    };
+    [
+        rbac("Role", "roles", "role", true, typed::<Role>()),
+        rbac("RoleBinding", "rolebindings", "rolebinding", true, typed::<RoleBinding>()),
+        rbac("ClusterRole", "clusterroles", "clusterrole", false, typed::<ClusterRole>()),
+        rbac(
+            "ClusterRoleBinding",
+            "clusterrolebindings",
+            "clusterrolebinding",
+            false,
+            typed::<ClusterRoleBinding>(),
+        ),
+    ]
 }

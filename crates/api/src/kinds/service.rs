@@ -3,8 +3,11 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::{Kind, duplicates};
+use crate::scheme::{ALL_VERBS, KindInfo, NameRule, STATUS, typed};
+use crate::table::{Column, text, text_or_none};
 use crate::validation::{FieldError, is_dns_label};
 
 /// Service gives the Applications whose `spec.serviceName` names it one stable name and set
@@ -171,4 +174,77 @@ impl Kind for Service {
         errors.extend(duplicates("spec.ports", numbers.iter().map(String::as_str)));
         errors
     }
+}
+
+/// Services as served in `fleet`, named by a DNS label.
+pub(crate) fn kind_info(fleet: &str) -> KindInfo {
+    KindInfo {
+        group: fleet.to_owned(),
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        singular: "service",
+        short_names: &["svc"],
+        categories: &["all"],
+        namespaced: true,
+        subresources: &[STATUS],
+        field_labels: &[],
+        columns: &[
+            Column {
+                name: "Cluster-IP",
+                type_: "string",
+                format: "",
+                description: "The Service's virtual address",
+                priority: 0,
+                cell: |o, _| text_or_none(o, "spec.clusterIP"),
+            },
+            Column {
+                name: "Port(s)",
+                type_: "string",
+                format: "",
+                description: "The Service's ports",
+                priority: 0,
+                cell: service_ports,
+            },
+            Column {
+                name: "Endpoints",
+                type_: "integer",
+                format: "",
+                description: "How many ready members the Service has",
+                priority: 1,
+                cell: |o, _| {
+                    let endpoints = o.pointer("/status/endpoints").and_then(Value::as_array);
+                    Value::from(endpoints.map_or(0, Vec::len))
+                },
+            },
+        ],
+        verbs: ALL_VERBS,
+        builtin: false,
+        view_of: None,
+        create_keeps_status: false,
+        review: false,
+        catalog: false,
+        names: NameRule::Label,
+        behaviour: typed::<Service>(),
+    }
+}
+
+fn service_ports(object: &Value, _: jiff::Timestamp) -> Value {
+    let ports: Vec<String> = object
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .map(|ports| {
+            ports
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{}/{}",
+                        text(p, "port"),
+                        p.get("protocol").and_then(Value::as_str).unwrap_or("TCP")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Value::String(if ports.is_empty() { "<none>".to_owned() } else { ports.join(",") })
 }

@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::Scheme;
+use crate::verb::Verb;
 
 fn scheme() -> Scheme {
     Scheme::new("example.com")
@@ -318,4 +319,34 @@ fn certificate_requests_are_served_in_their_builtin_shape() {
     let pending = row(json!({"metadata": {"name": "x"}, "spec": {"signerName": "a.b/c"}}));
     assert_eq!(pending[4], "<none>");
     assert_eq!(pending[5], "Pending");
+}
+
+#[test]
+fn condition_types_are_the_words_on_the_wire() {
+    use crate::kinds::ConditionType;
+    for (condition, word) in [
+        (ConditionType::Ready, "Ready"),
+        (ConditionType::Scheduled, "Scheduled"),
+        (ConditionType::NodeLost, "NodeLost"),
+        (ConditionType::Converged, "Converged"),
+    ] {
+        assert_eq!(condition.as_str(), word);
+        assert_eq!(serde_json::to_value(condition).unwrap(), word);
+        assert_eq!(serde_json::from_value::<ConditionType>(json!(word)).unwrap(), condition);
+    }
+}
+
+#[test]
+fn the_rbac_check_is_a_create_only_review_of_the_authorization_group() {
+    let scheme = scheme();
+    let check = scheme.find("authorization.example.com", "v1", "check").expect("the check is in the scheme");
+    assert_eq!((check.kind, check.namespaced, check.verbs), ("Check", false, &[Verb::Create][..]));
+    assert!(check.review && !check.stored(), "answered at once, never stored");
+    let (_, _, kinds) = scheme
+        .group_versions()
+        .into_iter()
+        .find(|(group, version, _)| group == "authorization.example.com" && *version == "v1")
+        .unwrap();
+    let plurals: Vec<&str> = kinds.iter().map(|kind| kind.plural).collect();
+    assert_eq!(plurals, ["roles", "rolebindings", "clusterroles", "clusterrolebindings", "check"]);
 }

@@ -83,12 +83,12 @@ fn steps(plan: &Plan) -> Vec<String> {
             Step::Create(a) => format!(
                 "create {}{}",
                 a.metadata.name.as_deref().unwrap_or_default(),
-                crate::render::node_of(&a.spec).map(|n| format!("@{n}")).unwrap_or_default()
+                a.bound_node().map(|n| format!("@{n}")).unwrap_or_default()
             ),
             Step::Update(a) => format!(
                 "update {}{}",
                 a.metadata.name.as_deref().unwrap_or_default(),
-                crate::render::node_of(&a.spec).map(|n| format!("@{n}")).unwrap_or_default()
+                a.bound_node().map(|n| format!("@{n}")).unwrap_or_default()
             ),
             Step::Delete(name) => format!("delete {name}"),
         })

@@ -2,6 +2,12 @@
 //! the canary when one is pending) runs the registration's mode, once the registration's OpenAPI
 //! document for that sync_id is stored. Level-driven: a pass reads what is stored and moves it
 //! toward what should be, so a pass after a restart resumes wherever the store says things are.
+//!
+//! A document that cannot be fetched is asked for again on its own back-off ([`backoff`]), not
+//! on every pass: meanwhile its subscriptions are not attempted, so their `last_attempt` is the
+//! last fetch.
+
+use std::time::{Duration, SystemTime};
 
 use futures_util::StreamExt;
 use kayra_store::{Compare, Op, Txn, TxnResult};
@@ -11,6 +17,10 @@ use super::{Catalog, CatalogError, Stored, timestamp};
 use crate::openapi::{self, ApiResource};
 use crate::steps::{self, Outcome, ReconcilerConfig, StepContext, StepRunner};
 use crate::{ApiRegistration, Subscription, SubscriptionState, due};
+
+pub(super) mod backoff;
+
+use backoff::{FetchBackoff, Occasion};
 
 /// Fetches an API's OpenAPI document through the gateway.
 #[async_trait::async_trait]
@@ -36,6 +46,9 @@ pub struct StoredSpec {
 pub struct Report {
     /// Each subscription attempted: namespace, api, and the failure if it failed.
     pub attempts: Vec<Attempt>,
+    /// While a document that could not be fetched waits out its back-off: how soon the first
+    /// of them may be fetched again, when a pass should run even if nothing changes.
+    pub retry_after: Option<Duration>,
 }
 
 /// One subscription's attempt.
@@ -49,8 +62,29 @@ pub struct Attempt {
     pub sync_id: String,
     /// `None` on success, else why it failed.
     pub failure: Option<String>,
+    /// Whether it failed for want of the registration's document: it is tried again when the
+    /// document is fetched again ([`Report::retry_after`]), not sooner.
+    pub awaits_document: bool,
     /// Whether the subscription's state or message changed (a repeated failure does not).
     pub changed: bool,
+}
+
+/// Where a registration's document for its build stands, for one pass.
+enum Document {
+    /// Stored: its subscriptions may be reconciled.
+    Stored,
+    /// Fetched just now, and the fetch failed: why, and when it may be fetched again.
+    Failed { reason: String, retry_at: SystemTime },
+    /// An earlier fetch failed and its back-off lasts until `until`: nothing is attempted.
+    Waiting { until: SystemTime },
+}
+
+impl Report {
+    /// Notes that a document may be fetched again at `at` (it is `now`).
+    fn retry_at(&mut self, at: SystemTime, now: SystemTime) {
+        let after = at.duration_since(now).unwrap_or_default();
+        self.retry_after = Some(self.retry_after.map_or(after, |sooner| sooner.min(after)));
+    }
 }
 
 impl Catalog {
@@ -97,14 +131,27 @@ impl Catalog {
         for subscription in self.all_subscriptions().await? {
             subscriptions.entry(subscription.object.api.clone()).or_default().push(subscription);
         }
-        for registration in self.registrations().await? {
-            let registration = registration.object;
+        let registrations = self.registrations().await?;
+        self.backoff().retain(|name| registrations.iter().any(|stored| stored.object.name == name));
+        for stored in registrations {
+            let registration = stored.object;
             if registration.sync_id.is_empty() {
                 continue;
             }
-            let (due_now, waiting): (Vec<Stored<Subscription>>, Vec<Stored<Subscription>>) = subscriptions
-                .remove(&registration.name)
-                .unwrap_or_default()
+            let subscribers = subscriptions.remove(&registration.name).unwrap_or_default();
+            let occasion = Occasion {
+                sync_id: registration.sync_id.clone(),
+                revision: stored.revision,
+                subscriptions: subscribers
+                    .iter()
+                    .map(|s| {
+                        let uid =
+                            s.metadata.get("uid").and_then(serde_json::Value::as_str).unwrap_or_default();
+                        (s.object.namespace.clone(), uid.to_owned(), s.object.active)
+                    })
+                    .collect(),
+            };
+            let (due_now, waiting): (Vec<Stored<Subscription>>, Vec<Stored<Subscription>>) = subscribers
                 .into_iter()
                 .filter(|subscription| subscription.object.active)
                 .filter(|subscription| subscription.object.status.current_sync_id != registration.sync_id)
@@ -117,7 +164,18 @@ impl Catalog {
                 }
             }
             // The document is fetched whenever the build changes, subscribers or not.
-            let spec = self.ensure_spec(&registration, config, fetcher).await?;
+            let spec = match self.ensure_spec(&registration, occasion, config, fetcher).await? {
+                Document::Stored => Ok(()),
+                Document::Failed { reason, retry_at } => {
+                    report.retry_at(retry_at, self.clock.now());
+                    Err(reason)
+                }
+                // Nothing is attempted until the document may be fetched again.
+                Document::Waiting { until } => {
+                    report.retry_at(until, self.clock.now());
+                    continue;
+                }
+            };
             if due_now.is_empty() {
                 continue;
             }
@@ -142,6 +200,7 @@ impl Catalog {
                             namespace: subscription.object.namespace.clone(),
                             api: registration.name.clone(),
                             sync_id: registration.sync_id.clone(),
+                            awaits_document: spec.is_err(),
                             failure,
                             changed: false,
                         };
@@ -159,17 +218,48 @@ impl Catalog {
         Ok(report)
     }
 
-    /// Makes sure the registration's document for its sync_id is stored, fetching it once;
-    /// `Err` with the reason when it cannot be had (nothing is stored then).
+    /// Makes sure the registration's document for its sync_id is stored, fetching it once,
+    /// unless an earlier fetch for the same `occasion` failed and its back-off is not over.
     async fn ensure_spec(
+        &self,
+        registration: &ApiRegistration,
+        occasion: Occasion,
+        config: &ReconcilerConfig,
+        fetcher: &dyn SpecFetcher,
+    ) -> Result<Document, CatalogError> {
+        let name = registration.name.as_str();
+        if self.spec(name).await?.is_some_and(|spec| spec.sync_id == registration.sync_id) {
+            self.backoff().succeeded(name);
+            return Ok(Document::Stored);
+        }
+        if let Some(until) = self.backoff().wait_until(name, &occasion, self.clock.now()) {
+            return Ok(Document::Waiting { until });
+        }
+        match self.fetch(registration, config, fetcher).await? {
+            Ok(()) => {
+                self.backoff().succeeded(name);
+                Ok(Document::Stored)
+            }
+            Err(reason) => {
+                let retry_at = self.backoff().failed(name, occasion, self.clock.now());
+                Ok(Document::Failed { reason, retry_at })
+            }
+        }
+    }
+
+    /// The fetch back-off, for a moment: never held across a wait.
+    fn backoff(&self) -> std::sync::MutexGuard<'_, FetchBackoff> {
+        self.fetches.lock().expect("the fetch back-off's lock is never held across a panic")
+    }
+
+    /// Fetches the registration's document for its sync_id and stores it; `Err` with the reason
+    /// when it cannot be had (nothing is stored then).
+    async fn fetch(
         &self,
         registration: &ApiRegistration,
         config: &ReconcilerConfig,
         fetcher: &dyn SpecFetcher,
     ) -> Result<Result<(), String>, CatalogError> {
-        if self.spec(&registration.name).await?.is_some_and(|spec| spec.sync_id == registration.sync_id) {
-            return Ok(Ok(()));
-        }
         let Some(gateway) = config.gateway_url.as_deref().filter(|url| !url.is_empty()) else {
             return Ok(Err(
                 "the OpenAPI document cannot be fetched: reconciler.gateway_url is not set".to_owned()

@@ -86,3 +86,61 @@ async fn apps_ask_for_decisions_on_their_own_apis() {
         client.post(format!("{url}{CHECK}")).json(&machines("get", "default")).send().await.unwrap();
     assert_eq!(anonymous.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn the_check_is_advertised_as_a_create_only_resource() {
+    let server = TestServer::start(Store::Memory).await;
+    let (admin, url) = (server.admin(), server.url());
+
+    let accept = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+    let aggregated: Value =
+        admin.get(format!("{url}/apis")).header("Accept", accept).send().await.unwrap().json().await.unwrap();
+    let group = aggregated["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|group| group["metadata"]["name"] == "authorization.example.com")
+        .unwrap_or_else(|| panic!("authorization.example.com is not listed: {aggregated}"));
+    let check = group["versions"][0]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|resource| resource["resource"] == "check")
+        .unwrap_or_else(|| panic!("aggregated discovery lists no check: {group}"));
+    assert_eq!((check["scope"].as_str(), &check["verbs"]), (Some("Cluster"), &json!(["create"])), "{check}");
+
+    let (code, legacy) =
+        status_of(admin.get(format!("{url}/apis/authorization.example.com/v1")).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::OK, "{legacy}");
+    let check = legacy["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|resource| resource["name"] == "check")
+        .unwrap_or_else(|| panic!("the resource list has no check: {legacy}"));
+    assert_eq!(
+        (check["namespaced"].as_bool(), &check["verbs"]),
+        (Some(false), &json!(["create"])),
+        "{check}"
+    );
+
+    // What is advertised is what is served: a POST decides, anything else is not allowed.
+    let (code, answer) = status_of(
+        admin
+            .post(format!("{url}{CHECK}"))
+            .json(&json!({"api": "compute.example.com", "resource": "machines", "verb": "get"}))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((code, answer["allowed"].as_bool()), (StatusCode::OK, Some(true)), "{answer}");
+    for (method, path) in [
+        (reqwest::Method::GET, CHECK.to_owned()),
+        (reqwest::Method::GET, format!("{CHECK}/anything")),
+        (reqwest::Method::DELETE, format!("{CHECK}/anything")),
+    ] {
+        let code = admin.request(method.clone(), format!("{url}{path}")).send().await.unwrap().status();
+        assert_eq!(code, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+    }
+}
