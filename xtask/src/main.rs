@@ -223,6 +223,7 @@ fn tidy() -> Result<(), String> {
     problems.extend(long_files());
     problems.extend(fat_binaries());
     problems.extend(second_doors());
+    problems.extend(unadmitted_writers());
     if problems.is_empty() { Ok(()) } else { Err(problems.join("\n  ")) }
 }
 
@@ -289,6 +290,31 @@ fn fat_binaries() -> Vec<String> {
 /// built beside it).
 const SECOND_DOORS: &[&str] =
     &["kayra_registry::Registry", "Registry::new", ".registry()", "dyn Store", "kayra_store::mvcc"];
+
+/// Where a write may be made without a writer's admission (`Admit::unadmitted_housekeeping`):
+/// where it is defined, the namespace finalizer's own writes, and the registry's tests.
+const UNADMITTED_ALLOWED: &[&str] =
+    &["crates/registry/src/admission.rs", "crates/registry/src/namespaces.rs"];
+
+fn unadmitted_writers() -> Vec<String> {
+    let mut writers = Vec::new();
+    for dir in ["crates", "bins", "examples"] {
+        visit(&root().join(dir), &mut |path| {
+            let shown = relative(path);
+            let allowed = UNADMITTED_ALLOWED.contains(&shown.as_str())
+                || (shown.starts_with("crates/registry/") && is_test(path));
+            if path.extension().is_some_and(|ext| ext == "rs")
+                && !allowed
+                && std::fs::read_to_string(path).is_ok_and(|text| text.contains("unadmitted_housekeeping"))
+            {
+                writers.push(format!(
+                    "{shown} writes without admission: every write a caller asks for is admitted by its chain"
+                ));
+            }
+        });
+    }
+    writers
+}
 
 /// Whether `line` names `word` whole: not as the start of a longer identifier
 /// (`kayra_registry::Registry` is not named by `kayra_registry::RegistryError`).
