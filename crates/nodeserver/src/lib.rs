@@ -14,6 +14,7 @@
 //! and forwards what [`Session::next`] yields.
 
 mod cache;
+mod error;
 mod liveness;
 mod logs;
 mod loss;
@@ -32,7 +33,8 @@ use kayra_application::{ApplicationLayer, controller_identity};
 use kayra_authn::Identity;
 use kayra_registry::{RegistryError, Resource};
 
-pub use logs::{LogError, LogStream};
+pub use error::NodeServerError;
+pub use logs::LogStream;
 pub use session::Session;
 
 use crate::cache::Cache;
@@ -72,39 +74,6 @@ impl Default for Config {
         }
     }
 }
-
-/// Why a session was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refused {
-    /// The caller is not a node (`system:node:<name>` in `system:nodes`).
-    NotANode(String),
-    /// The node's name is not a valid node name.
-    BadName(String),
-    /// The node already holds a live session.
-    AlreadyConnected(String),
-    /// The server is shutting down.
-    ShuttingDown,
-}
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refused::NotANode(user) => {
-                write!(
-                    f,
-                    "\"{user}\" is not a node: a session needs a certificate for system:node:<name> in system:nodes"
-                )
-            }
-            Refused::BadName(name) => write!(f, "\"{name}\" is not a valid node name"),
-            Refused::AlreadyConnected(node) => {
-                write!(f, "node \"{node}\" already holds a live session; a silent one may be taken over")
-            }
-            Refused::ShuttingDown => f.write_str("the controller is shutting down; connect again shortly"),
-        }
-    }
-}
-
-impl std::error::Error for Refused {}
 
 /// The controller's side of every node session.
 #[derive(Clone)]
@@ -153,11 +122,12 @@ impl Inner {
 
 impl NodeServer {
     /// A node server over the application layer.
-    pub fn new(control: Arc<ApplicationLayer>, config: Config) -> Result<NodeServer, RegistryError> {
+    pub fn new(control: Arc<ApplicationLayer>, config: Config) -> Result<NodeServer, NodeServerError> {
         let reader = control.client(controller_identity("nodeserver"));
-        let nodes = reader.resource("", "nodes")?;
-        let applications = application_resource(&control)?;
-        let secrets = reader.resource(&applications.group, "secrets")?;
+        let served = || NodeServerError::registry("finding the resources the node server writes");
+        let nodes = reader.resource("", "nodes").map_err(served())?;
+        let applications = application_resource(&control).map_err(served())?;
+        let secrets = reader.resource(&applications.group, "secrets").map_err(served())?;
         let recorder = Recorder::new(reader.clone(), "kayra-nodeserver");
         Ok(NodeServer {
             inner: Arc::new(Inner {
@@ -182,22 +152,24 @@ impl NodeServer {
     /// Opens the session of the node `identity` names. Refused for anything but a node
     /// identity, and while the node holds another session that is not silent; a silent one is
     /// ended and replaced.
-    pub fn open(&self, identity: &Identity) -> Result<Session, Refused> {
+    pub fn open(&self, identity: &Identity) -> Result<Session, NodeServerError> {
         let caller = kayra_application::caller(identity);
-        let Some(node) = caller.node_name() else { return Err(Refused::NotANode(identity.user.clone())) };
+        let Some(node) = caller.node_name() else {
+            return Err(NodeServerError::NotANode { user: identity.user.clone() });
+        };
         if !kayra_api::validation::is_dns_subdomain(node) {
-            return Err(Refused::BadName(node.to_owned()));
+            return Err(NodeServerError::BadNodeName { name: node.to_owned() });
         }
         let inner = &self.inner;
         let now = inner.now_ms();
         let silent_after = u64::try_from(inner.config.ready_timeout.as_millis()).unwrap_or(u64::MAX);
         let mut sessions = inner.sessions();
         if inner.closing.load(Ordering::Acquire) {
-            return Err(Refused::ShuttingDown);
+            return Err(NodeServerError::ShuttingDown);
         }
         if let Some(existing) = sessions.get(node) {
             if now.saturating_sub(existing.last_seen()) <= silent_after {
-                return Err(Refused::AlreadyConnected(node.to_owned()));
+                return Err(NodeServerError::AlreadyConnected { node: node.to_owned() });
             }
             tracing::info!(node, "a silent session is taken over by a new one");
             existing.end();
@@ -229,7 +201,7 @@ impl NodeServer {
         namespace: &str,
         name: &str,
         request: LogOptions,
-    ) -> Result<LogStream, LogError> {
+    ) -> Result<LogStream, NodeServerError> {
         logs::open(&self.inner, namespace, name, request).await
     }
 }

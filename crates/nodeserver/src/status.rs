@@ -10,8 +10,8 @@ use kayra_application::events::Severity;
 use kayra_registry::{Object, RegistryError, meta_str};
 use serde_json::{Value, json};
 
-use crate::Inner;
 use crate::session::Live;
+use crate::{Inner, NodeServerError};
 
 /// The last node status written in a session: a digest of what it said (less the heartbeat;
 /// the status itself is some 4 KiB decoded, kept per session) and when.
@@ -78,7 +78,11 @@ fn ready_condition(stored: Option<&Value>, now: &str) -> Value {
 /// clock. An unchanged status is written only when the stored heartbeat grows stale. A missing
 /// Node is created, cordoned: a node that registers itself (or whose Node was deleted) gets no
 /// work until an operator uncordons it.
-pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -> Result<(), String> {
+pub(crate) async fn write_node(
+    inner: &Inner,
+    live: &Live,
+    report: NodeReport,
+) -> Result<(), NodeServerError> {
     let content = reported_status(&report);
     let reported = digest(&content);
     {
@@ -97,7 +101,9 @@ pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -
         let mut object = match inner.reader.get(&inner.nodes, None, node).await {
             Ok(object) => object,
             Err(RegistryError::NotFound { .. }) => register(inner, node, &report).await?,
-            Err(error) => return Err(error.to_string()),
+            Err(source) => {
+                return Err(NodeServerError::Registry { what: format!("reading node {node}"), source });
+            }
         };
         let now = now();
         let stored_ready = object
@@ -119,7 +125,12 @@ pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -
         match client.update_status(&inner.nodes, None, node, &object).await {
             Ok(_) => break,
             Err(RegistryError::Conflict { .. }) if attempt < CONFLICT_RETRIES => attempt += 1,
-            Err(error) => return Err(format!("writing node {node}'s status: {error}")),
+            Err(source) => {
+                return Err(NodeServerError::Registry {
+                    what: format!("writing node {node}'s status"),
+                    source,
+                });
+            }
         }
     }
     *live.written.lock().expect("the status record's lock is never held across a panic") =
@@ -129,7 +140,7 @@ pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -
 
 /// Creates the Node of a node that reports without one, cordoned, labelled as kubelet labels
 /// its Node.
-async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Object, String> {
+async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Object, NodeServerError> {
     let node_object = json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": node, "labels": {
@@ -142,9 +153,12 @@ async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Obje
     let created = match inner.reader.create(&inner.nodes, None, node_object).await {
         Ok(created) => created,
         Err(RegistryError::AlreadyExists { .. }) => {
-            return inner.reader.get(&inner.nodes, None, node).await.map_err(|error| error.to_string());
+            let what = format!("reading node {node}");
+            return inner.reader.get(&inner.nodes, None, node).await.map_err(NodeServerError::registry(what));
         }
-        Err(error) => return Err(format!("registering node {node}: {error}")),
+        Err(source) => {
+            return Err(NodeServerError::Registry { what: format!("registering node {node}"), source });
+        }
     };
     tracing::info!(node, "a node registered itself; its Node starts cordoned");
     let involved = crate::node_involved(node, meta_str(&created, "uid"));
@@ -162,7 +176,7 @@ pub(crate) async fn write_application(
     inner: &Inner,
     live: &Live,
     report: ApplicationReport,
-) -> Result<(), String> {
+) -> Result<(), NodeServerError> {
     let client = inner.client_for(live.identity.clone());
     let (namespace, name) = (report.namespace.as_str(), report.name.as_str());
     let mut attempt = 0;
@@ -170,13 +184,17 @@ pub(crate) async fn write_application(
         let mut object = match inner.reader.get(&inner.applications, Some(namespace), name).await {
             Ok(object) => object,
             Err(RegistryError::NotFound { .. }) => return Ok(()),
-            Err(error) => return Err(error.to_string()),
+            Err(source) => {
+                let what = format!("reading application {namespace}/{name}");
+                return Err(NodeServerError::Registry { what, source });
+            }
         };
         if crate::cache::bound_node(&object).as_deref() != Some(live.node.as_str()) {
-            return Err(format!(
-                "application {namespace}/{name} is not bound to node {}; its status is not the node's to write",
-                live.node
-            ));
+            return Err(NodeServerError::NotBoundHere {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                node: live.node.clone(),
+            });
         }
         if meta_str(&object, "uid") != report.uid {
             return Ok(());
@@ -189,7 +207,10 @@ pub(crate) async fn write_application(
         match client.update_status(&inner.applications, Some(namespace), name, &object).await {
             Ok(_) => return Ok(()),
             Err(RegistryError::Conflict { .. }) if attempt < CONFLICT_RETRIES => attempt += 1,
-            Err(error) => return Err(format!("writing application {namespace}/{name}'s status: {error}")),
+            Err(source) => {
+                let what = format!("writing application {namespace}/{name}'s status");
+                return Err(NodeServerError::Registry { what, source });
+            }
         }
     }
 }
