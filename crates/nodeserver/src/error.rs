@@ -67,6 +67,15 @@ pub enum NodeServerError {
         /// Why, as the node or the server says it.
         reason: String,
     },
+    /// A node asks its Node to start with something no Node may hold (a taint that is not
+    /// one), so it is not registered.
+    #[error("node {node} asks to be registered with {problems}; its agent must join again with valid flags")]
+    BadRegistration {
+        /// The node.
+        node: String,
+        /// What is wrong, field by field.
+        problems: String,
+    },
     /// A node reported the status of an Application that is not bound to it.
     #[error(
         "application {namespace}/{name} is not bound to node {node}; its status is not the node's to write"
@@ -115,6 +124,7 @@ impl NodeServerError {
             NodeServerError::NotANode { .. }
             | NodeServerError::BadNodeName { .. }
             | NodeServerError::ApplicationNotFound { .. }
+            | NodeServerError::BadRegistration { .. }
             | NodeServerError::NotBoundHere { .. }
             | NodeServerError::EventNotBoundHere { .. } => false,
         }

@@ -4,7 +4,9 @@
 //! (`system:node:<name>` in `system:nodes`) and confined to that node: it pushes the node's
 //! desired state (its Applications and exactly the Secrets they reference) whenever that
 //! changes and on a periodic resync, writes what the node reports through the application layer
-//! under the node's own identity, and relays log streams. Three loops run beside the sessions:
+//! under the node's own identity, registers the Node of a node that has none (under its own
+//! identity: as the node asks on its first registration, cordoned on any later one; see
+//! `registration.rs`), and relays log streams. Three loops run beside the sessions:
 //! [`NodeServer::push_loop`] (every replica, for the sessions it holds) and
 //! [`NodeServer::liveness_loop`] (elected: marks silent nodes `Ready=Unknown`), and
 //! [`NodeServer::loss_loop`] (elected: moves what the scheduler placed off nodes lost for
@@ -19,6 +21,7 @@ mod liveness;
 mod logs;
 mod loss;
 mod push;
+mod registration;
 mod session;
 mod status;
 

@@ -41,6 +41,8 @@ pub(crate) struct Live {
     pub(crate) logs: Mutex<HashMap<u64, Sink>>,
     pub(crate) next_log: AtomicU64,
     pub(crate) written: Mutex<Option<Written>>,
+    /// Whether the node's registration is known to be recorded ([`crate::registration`]).
+    pub(crate) recorded: AtomicBool,
     usage: Mutex<HashMap<(String, String), UsageSample>>,
 }
 
@@ -127,6 +129,7 @@ pub(crate) fn open(
         logs: Mutex::default(),
         next_log: AtomicU64::new(1),
         written: Mutex::new(None),
+        recorded: AtomicBool::new(false),
         usage: Mutex::default(),
     });
     let session = Session { live: live.clone(), inner, desired: desired_rx, control: control_rx };

@@ -6,7 +6,6 @@ use std::time::Instant;
 
 use kayra_api::kinds::Condition;
 use kayra_api::session::{ApplicationReport, NodeReport};
-use kayra_application::events::Severity;
 use kayra_registry::{Object, RegistryError, meta_str};
 use serde_json::{Value, json};
 
@@ -76,8 +75,8 @@ fn ready_condition(stored: Option<&Value>, now: &str) -> Value {
 
 /// Writes node `live.node`'s status from `report`, stamping the heartbeat with the controller's
 /// clock. An unchanged status is written only when the stored heartbeat grows stale. A missing
-/// Node is created, cordoned: a node that registers itself (or whose Node was deleted) gets no
-/// work until an operator uncordons it.
+/// Node is registered ([`crate::registration`]): as the node asks on its first registration,
+/// cordoned when it was deleted after one.
 pub(crate) async fn write_node(
     inner: &Inner,
     live: &Live,
@@ -99,8 +98,19 @@ pub(crate) async fn write_node(
     let mut attempt = 0;
     loop {
         let mut object = match inner.reader.get(&inner.nodes, None, node).await {
-            Ok(object) => object,
-            Err(RegistryError::NotFound { .. }) => register(inner, node, &report).await?,
+            Ok(object) => {
+                crate::registration::ensure_recorded(inner, live).await?;
+                object
+            }
+            Err(RegistryError::NotFound { .. }) => {
+                // Labelled as kubelet labels its Node.
+                let labels = json!({
+                    "kubernetes.io/hostname": node,
+                    "kubernetes.io/os": report.info.operating_system,
+                    "kubernetes.io/arch": report.info.architecture,
+                });
+                crate::registration::register(inner, live, &report.registration, labels).await?
+            }
             Err(source) => {
                 return Err(NodeServerError::Registry { what: format!("reading node {node}"), source });
             }
@@ -136,37 +146,6 @@ pub(crate) async fn write_node(
     *live.written.lock().expect("the status record's lock is never held across a panic") =
         Some(Written { digest: reported, at: Instant::now() });
     Ok(())
-}
-
-/// Creates the Node of a node that reports without one, cordoned, labelled as kubelet labels
-/// its Node.
-async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Object, NodeServerError> {
-    let node_object = json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": node, "labels": {
-            "kubernetes.io/hostname": node,
-            "kubernetes.io/os": report.info.operating_system,
-            "kubernetes.io/arch": report.info.architecture,
-        }},
-        "spec": {"unschedulable": true},
-    });
-    let created = match inner.reader.create(&inner.nodes, None, node_object).await {
-        Ok(created) => created,
-        Err(RegistryError::AlreadyExists { .. }) => {
-            let what = format!("reading node {node}");
-            return inner.reader.get(&inner.nodes, None, node).await.map_err(NodeServerError::registry(what));
-        }
-        Err(source) => {
-            return Err(NodeServerError::Registry { what: format!("registering node {node}"), source });
-        }
-    };
-    tracing::info!(node, "a node registered itself; its Node starts cordoned");
-    let involved = crate::node_involved(node, meta_str(&created, "uid"));
-    let message = format!("Node {node} registered itself and is cordoned until an operator uncordons it");
-    if let Err(error) = inner.recorder.record(&involved, Severity::Normal, "RegisteredNode", &message).await {
-        tracing::debug!(%error, node, "the registration event was not recorded");
-    }
-    Ok(created)
 }
 
 /// Writes one Application's status as its node reported it. Only an Application bound to the

@@ -8,6 +8,7 @@ mod csr;
 mod draining;
 mod kubectl;
 mod logs;
+mod registration;
 mod scheduling;
 mod scopes;
 mod services;
