@@ -14,7 +14,8 @@
 //! atomic test of a first registration: the status that creates it makes the Node as asked,
 //! any other finds it there and re-creates the Node cordoned. It is written before the Node,
 //! and, for a Node that exists without one (made before the node joined), on the node's first
-//! status in each session. So a kill at any moment leaves at worst a record without a Node,
+//! status in each session (until it is written: a failure there holds up no heartbeat). So a
+//! kill at any moment leaves at worst a record without a Node,
 //! which the next status re-creates cordoned, the safe side; never a second schedulable first
 //! registration. What the node asks comes with every status it sends (its agent keeps it with
 //! its data directory), so no restart loses it.

@@ -99,7 +99,11 @@ pub(crate) async fn write_node(
     loop {
         let mut object = match inner.reader.get(&inner.nodes, None, node).await {
             Ok(object) => {
-                crate::registration::ensure_recorded(inner, live).await?;
+                // A heartbeat is not held up by the record: without it, a Node deleted later
+                // would be re-created as a first registration, but nodes stay Ready meanwhile.
+                if let Err(error) = crate::registration::ensure_recorded(inner, live).await {
+                    tracing::warn!(node, %error, "the node's registration is not recorded yet; tried again at its next status");
+                }
                 object
             }
             Err(RegistryError::NotFound { .. }) => {
