@@ -135,8 +135,7 @@ pub trait Reserve: Send + Sync {
     /// The plugin's name.
     fn name(&self) -> &'static str;
 
-    /// Reserves `node` for `app`; `Err` says why the decision cannot stand
-    /// ([`SchedulerError::ReservationRefused`]).
+    /// Reserves `node` for `app`; `Err` says why the decision cannot stand.
     fn reserve(&self, app: &App, node: &str, snapshot: &mut Snapshot) -> Result<(), SchedulerError>;
 
     /// Undoes what [`Reserve::reserve`] did, or would have done: it runs on every reserve
@@ -150,9 +149,8 @@ pub trait Bind: Send + Sync {
     /// The plugin's name.
     fn name(&self) -> &'static str;
 
-    /// Binds `app` to `node`, answering the bound object or why the write failed
-    /// ([`SchedulerError::Bind`]); `None` when this plugin does not bind `app`
-    /// (kube-scheduler's `Skip`), so that the next one may.
+    /// Binds `app` to `node`, answering the bound object or why the write failed; `None` when
+    /// this plugin does not bind `app` (kube-scheduler's `Skip`), so that the next one may.
     async fn bind(&self, app: &AppInfo, node: &str) -> Option<Result<Object, SchedulerError>>;
 }
 
