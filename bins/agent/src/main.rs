@@ -46,6 +46,14 @@ enum Command {
         /// Join only; do not go on to run.
         #[arg(long)]
         join_only: bool,
+        /// Register the node cordoned (`spec.unschedulable`): it takes no work until `kubectl
+        /// uncordon`. Kept with the data directory, as the taints are.
+        #[arg(long)]
+        cordon: bool,
+        /// The taints the node's Node starts with, as kubelet spells them:
+        /// `key=value:Effect[,...]` (`NoSchedule`, `PreferNoSchedule` or `NoExecute`).
+        #[arg(long, value_name = "TAINTS", value_parser = taints)]
+        register_with_taints: Option<Taints>,
     },
     /// Run the node: hold its session and run its Applications.
     Run {
@@ -58,6 +66,14 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// Taints as `--register-with-taints` spells them.
+#[derive(Clone)]
+struct Taints(Vec<kayra_api::session::NodeTaint>);
+
+fn taints(text: &str) -> Result<Taints, String> {
+    kayra_api::session::NodeTaint::parse_list(text).map(Taints).map_err(|error| error.message)
 }
 
 /// The agent's configuration, for the node named `node_name`.
@@ -98,8 +114,12 @@ fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime starts");
     let result = runtime.block_on(async {
         let (node, join) = match &cli.command {
-            Command::Join { server, token, ca_cert_hash, node, join_only } => {
-                (node, Some((server, token, ca_cert_hash, *join_only)))
+            Command::Join { server, token, ca_cert_hash, node, join_only, cordon, register_with_taints } => {
+                let registration = kayra_api::session::Registration {
+                    unschedulable: *cordon,
+                    taints: register_with_taints.clone().map(|taints| taints.0).unwrap_or_default(),
+                };
+                (node, Some((server, token, ca_cert_hash, *join_only, registration)))
             }
             Command::Run { node } => (node, None),
             Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
@@ -110,8 +130,8 @@ fn main() -> ExitCode {
             None => kayra_nodeagent::run_node_name(&data_dir(node), node.name.as_deref())?,
         };
         let config = config(node, node_name).map_err(anyhow::Error::msg)?;
-        if let Some((server, token, hash, join_only)) = join {
-            kayra_nodeagent::join(&config, server, token, hash).await?;
+        if let Some((server, token, hash, join_only, registration)) = join {
+            kayra_nodeagent::join_registering(&config, server, token, hash, &registration).await?;
             if join_only {
                 return Ok(());
             }

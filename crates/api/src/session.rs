@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 
 use crate::kinds::Condition;
 use crate::kinds::application::ApplicationStatus;
+use crate::validation::{FieldError, is_dns_subdomain};
 
 /// What a node sends.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +59,123 @@ pub struct NodeReport {
     pub info: NodeInfo,
     /// Conditions the node judges itself (the controller owns `Ready`'s heartbeat).
     pub conditions: Vec<Condition>,
+    /// What the node asks of its Node when the controller creates it.
+    pub registration: Registration,
+}
+
+/// What a node asks of its Node when the controller creates it, as kubelet's registration
+/// flags do (`--register-with-taints`; `--cordon` for `--register-schedulable=false`). Its
+/// first registration after joining is as asked; a Node the controller re-creates after it was
+/// deleted is cordoned whatever the node asks, with its taints.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Registration {
+    /// Start cordoned (`spec.unschedulable`).
+    pub unschedulable: bool,
+    /// The taints the Node starts with.
+    pub taints: Vec<NodeTaint>,
+}
+
+impl Registration {
+    /// What is wrong with the registration: each taint as [`NodeTaint::validate`] has it, and
+    /// no two taints with one key and effect.
+    pub fn validate(&self) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        for (at, taint) in self.taints.iter().enumerate() {
+            let field = format!("spec.taints[{at}]");
+            errors.extend(taint.validate(&field));
+            let earlier = &self.taints[..at];
+            if earlier.iter().any(|other| other.key == taint.key && other.effect == taint.effect) {
+                errors.push(FieldError::duplicate(field, &format!("{}:{}", taint.key, taint.effect)));
+            }
+        }
+        errors
+    }
+}
+
+/// A taint, as core v1 `Taint` holds it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeTaint {
+    /// The key, a qualified name (`dedicated`, `example.com/gpu`).
+    pub key: String,
+    /// The value, a label value; may be empty.
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+impl NodeTaint {
+    /// The effects a taint may have.
+    pub const EFFECTS: [&'static str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+    /// Reads taints as kubelet's `--register-with-taints` spells them: comma-separated
+    /// `key=value:Effect` or `key:Effect`.
+    pub fn parse_list(text: &str) -> Result<Vec<NodeTaint>, FieldError> {
+        let mut taints = Vec::new();
+        for (at, word) in text.split(',').enumerate() {
+            let field = format!("taints[{at}]");
+            let Some((key_value, effect)) = word.rsplit_once(':') else {
+                return Err(FieldError::invalid(field, word, "a taint is key=value:Effect or key:Effect"));
+            };
+            let (key, value) = key_value.split_once('=').unwrap_or((key_value, ""));
+            let taint = NodeTaint { key: key.to_owned(), value: value.to_owned(), effect: effect.to_owned() };
+            if let Some(error) = taint.validate(&field).into_iter().next() {
+                return Err(error);
+            }
+            taints.push(taint);
+        }
+        Ok(taints)
+    }
+
+    /// What is wrong with the taint, its fields named under `field`: the key must be a
+    /// qualified name, the value a label value, the effect one of [`NodeTaint::EFFECTS`].
+    pub fn validate(&self, field: &str) -> Vec<FieldError> {
+        let mut errors = Vec::new();
+        if !is_qualified_name(&self.key) {
+            let why = "a qualified name: at most 63 alphanumerics, '-', '_' or '.', alphanumeric at both ends, with an optional DNS subdomain prefix and '/'";
+            errors.push(FieldError::invalid(format!("{field}.key"), &self.key, why));
+        }
+        if !self.value.is_empty() && !is_name_part(&self.value) {
+            let why = "a label value: at most 63 alphanumerics, '-', '_' or '.', alphanumeric at both ends";
+            errors.push(FieldError::invalid(format!("{field}.value"), &self.value, why));
+        }
+        if !NodeTaint::EFFECTS.contains(&self.effect.as_str()) {
+            errors.push(FieldError::not_supported(
+                format!("{field}.effect"),
+                &self.effect,
+                &NodeTaint::EFFECTS,
+            ));
+        }
+        errors
+    }
+}
+
+impl std::fmt::Display for NodeTaint {
+    /// As kubelet's flag and `kubectl taint` spell it: `key=value:Effect`, or `key:Effect`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.value.is_empty() {
+            write!(f, "{}:{}", self.key, self.effect)
+        } else {
+            write!(f, "{}={}:{}", self.key, self.value, self.effect)
+        }
+    }
+}
+
+/// Whether `key` is a Kubernetes qualified name: `[prefix/]name`.
+fn is_qualified_name(key: &str) -> bool {
+    match key.split_once('/') {
+        Some((prefix, name)) => is_dns_subdomain(prefix) && is_name_part(name),
+        None => is_name_part(key),
+    }
+}
+
+/// Whether `name` is at most 63 alphanumerics, `-`, `_` or `.`, alphanumeric at both ends.
+fn is_name_part(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes[bytes.len() - 1].is_ascii_alphanumeric()
+        && bytes.iter().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Facts about the host and the agent.
@@ -188,3 +306,6 @@ pub struct LogRequest {
     /// Bytes the node may send before waiting for credit.
     pub window: u64,
 }
+
+#[cfg(test)]
+mod tests;

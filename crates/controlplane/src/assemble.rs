@@ -110,8 +110,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         lost_timeout: Duration::from_secs(config.node_lost_timeout_seconds),
         ..kayra_nodeserver::Config::default()
     };
-    let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)
-        .map_err(ControlPlaneError::registry("start the node server"))?;
+    let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)?;
     let state = ApiState::new(application.clone(), tokens, config.listen.to_string())
         .with_audit_log(audit)
         .with_catalog(catalog.clone())

@@ -80,8 +80,12 @@ impl NamespaceContent for Subscriptions {
 pub(crate) struct CaSigner(pub(crate) kayra_pki::Ca);
 
 impl kayra_nodecsr::ports::Signer for CaSigner {
-    fn read_request(&self, request_pem: &str) -> Result<kayra_nodecsr::ports::RequestedSubject, String> {
-        let read = kayra_pki::read_certificate_request(request_pem).map_err(|error| error.to_string())?;
+    fn read_request(
+        &self,
+        request_pem: &str,
+    ) -> Result<kayra_nodecsr::ports::RequestedSubject, kayra_nodecsr::NodeCsrError> {
+        let read = kayra_pki::read_certificate_request(request_pem)
+            .map_err(|error| kayra_nodecsr::NodeCsrError::UnreadableRequest { source: Box::new(error) })?;
         Ok(kayra_nodecsr::ports::RequestedSubject {
             common_name: read.subject.common_name,
             organizations: read.subject.organizations,
@@ -93,13 +97,13 @@ impl kayra_nodecsr::ports::Signer for CaSigner {
         request_pem: &str,
         subject: &kayra_nodecsr::ports::RequestedSubject,
         ttl: std::time::Duration,
-    ) -> Result<String, String> {
+    ) -> Result<String, kayra_nodecsr::NodeCsrError> {
         let subject = kayra_pki::Subject {
             common_name: subject.common_name.clone(),
             organizations: subject.organizations.clone(),
         };
         self.0
             .sign_request(request_pem, &subject, kayra_pki::Usage::Client, ttl)
-            .map_err(|error| error.to_string())
+            .map_err(|error| kayra_nodecsr::NodeCsrError::Signing { source: Box::new(error) })
     }
 }

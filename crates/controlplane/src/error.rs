@@ -63,6 +63,15 @@ pub enum ControlPlaneError {
         #[source]
         source: RegistryError,
     },
+    /// The node server (the controller's side of the node sessions) could not start.
+    #[error("cannot start the node server: {0}")]
+    NodeServer(#[from] kayra_nodeserver::NodeServerError),
+    /// The scheduler could not start.
+    #[error("cannot start the scheduler: {0}")]
+    Scheduler(#[from] kayra_scheduler::SchedulerError),
+    /// The node certificate signer could not start.
+    #[error("cannot start the node certificate signer: {0}")]
+    NodeCsr(#[from] kayra_nodecsr::NodeCsrError),
     /// An HTTP client for the catalog's reconciler could not be built.
     #[error("the catalog reconciler has no HTTP client: {0}")]
     HttpClient(#[source] reqwest::Error),
@@ -105,6 +114,9 @@ impl ControlPlaneError {
                 ClientError::Config { .. } => false,
             },
             ControlPlaneError::LocalNode(error) => error.is_retryable(),
+            ControlPlaneError::NodeServer(error) => error.is_retryable(),
+            ControlPlaneError::Scheduler(error) => error.is_retryable(),
+            ControlPlaneError::NodeCsr(error) => error.is_retryable(),
             ControlPlaneError::Io { .. }
             | ControlPlaneError::NotInitialised { .. }
             | ControlPlaneError::Pki { .. }

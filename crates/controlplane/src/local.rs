@@ -1,18 +1,16 @@
 //! The controller's own node: with `agent: true` (the default), `kayra-controller` also runs a
 //! node named after the host, in process, joined exactly as any other node joins (a bootstrap
-//! token, the CA pinned by hash, a CSR signed by the controller) and holding the same session.
-//! Its Node is created schedulable before it registers, so a fleet of one runs what it is
+//! token, the CA pinned by hash, a CSR signed by the controller) and holding the same session;
+//! like any joined node it registers its Node schedulable, so a fleet of one runs what it is
 //! given at once.
 
 use std::time::Duration;
 
 use kayra_nodeagent::AgentConfig;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::ControlPlaneError;
 use crate::config::Config;
-use crate::pki::admin_kubeconfig;
 use crate::token;
 
 /// How long the local node's bootstrap token lives: long enough to join.
@@ -42,32 +40,18 @@ pub(crate) async fn run(
 ) -> Result<(), ControlPlaneError> {
     if !kayra_nodeagent::joined(&agent) {
         let server = agent.server.clone().unwrap_or_default();
-        let client =
-            kayra_client::Client::from_kubeconfig(&admin_kubeconfig(&config.data_dir)).map_err(|source| {
-                ControlPlaneError::Client { what: "cannot use the admin kubeconfig".into(), source }
-            })?;
+        // The controller serves beside this task: its first answers may be a moment away.
         let deadline = tokio::time::Instant::now() + READY_WITHIN;
-        // The Node exists, schedulable, before the node registers: a self-registered Node would
-        // start cordoned.
-        let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": agent.node_name, "labels": {
-            "kubernetes.io/hostname": agent.node_name, "kubernetes.io/os": std::env::consts::OS,
-        }}});
-        loop {
-            match client.send(reqwest::Method::POST, "/api/v1/nodes", Some(&node)).await {
-                Ok(_) | Err(kayra_client::ClientError::Status { code: 409, .. }) => break,
-                Err(error) if tokio::time::Instant::now() < deadline => {
+        let secret = loop {
+            match token::create(&config, JOIN_TOKEN_TTL, "the controller's local node", &[]).await {
+                Ok(secret) => break secret,
+                Err(error) if error.is_retryable() && tokio::time::Instant::now() < deadline => {
                     tracing::debug!(%error, "the controller is not answering yet");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
-                Err(source) => {
-                    return Err(ControlPlaneError::Client {
-                        what: "cannot register the local node".into(),
-                        source,
-                    });
-                }
+                Err(error) => return Err(error),
             }
-        }
-        let secret = token::create(&config, JOIN_TOKEN_TTL, "the controller's local node", &[]).await?;
+        };
         let hash = token::ca_cert_hash(&config)?;
         kayra_nodeagent::join(&agent, &server, &secret, &hash).await?;
     }

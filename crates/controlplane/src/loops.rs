@@ -51,8 +51,7 @@ pub(crate) fn loops(config: &Config, control_plane: &ControlPlane) -> Result<Vec
             .map_err(registry("namespace finalizer"))?
             .into_loop()
             .elected(election("namespace-finalizer")),
-        NodeCsrReconciler::new(client("node-csr-signer"), Arc::new(bridges::CaSigner(ca)))
-            .map_err(registry("node certificate signer"))?
+        NodeCsrReconciler::new(client("node-csr-signer"), Arc::new(bridges::CaSigner(ca)))?
             .into_loop()
             .elected(election("node-csr-signer")),
         kayra_catalog::reconciler::Reconciler::new(
@@ -73,8 +72,7 @@ pub(crate) fn loops(config: &Config, control_plane: &ControlPlane) -> Result<Vec
                 },
                 Some(Duration::from_secs(config.node_ready_timeout_seconds)),
             ),
-        )
-        .map_err(registry("scheduler"))?
+        )?
         .into_loop()
         .elected(election("scheduler")),
         kayra_gc::reconciler::GarbageCollector::new(client("garbage-collector"))

@@ -8,7 +8,7 @@ use kayra_api::kinds::Condition;
 use kayra_api::kinds::application::ApplicationStatus;
 use kayra_api::session::{
     ApplicationReport, ControllerMessage, DesiredState, Document, LogChunk, LogRequest, NodeEvent, NodeInfo,
-    NodeMessage, NodeReport, UsageSample,
+    NodeMessage, NodeReport, NodeTaint, Registration, UsageSample,
 };
 use serde_json::Value;
 
@@ -27,6 +27,17 @@ fn condition_to_wire(condition: &Condition) -> wire::Condition {
         reason: condition.reason.clone().unwrap_or_default(),
         message: condition.message.clone().unwrap_or_default(),
         last_transition_time: condition.last_transition_time.clone().unwrap_or_default(),
+    }
+}
+
+fn registration_from_wire(registration: wire::Registration) -> Registration {
+    Registration {
+        unschedulable: registration.unschedulable,
+        taints: registration
+            .taints
+            .into_iter()
+            .map(|taint| NodeTaint { key: taint.key, value: taint.value, effect: taint.effect })
+            .collect(),
     }
 }
 
@@ -62,6 +73,15 @@ pub(crate) fn node_message_to_wire(message: NodeMessage) -> wire::NodeMessage {
                 boot_id: report.info.boot_id,
             }),
             conditions: report.conditions.iter().map(condition_to_wire).collect(),
+            registration: Some(wire::Registration {
+                unschedulable: report.registration.unschedulable,
+                taints: report
+                    .registration
+                    .taints
+                    .into_iter()
+                    .map(|taint| wire::Taint { key: taint.key, value: taint.value, effect: taint.effect })
+                    .collect(),
+            }),
         }),
         NodeMessage::Application(report) => {
             let status = report.status;
@@ -130,6 +150,7 @@ pub(crate) fn node_message_from_wire(message: wire::NodeMessage) -> Result<NodeM
                     boot_id: info.boot_id,
                 },
                 conditions: status.conditions.into_iter().map(condition_from_wire).collect(),
+                registration: registration_from_wire(status.registration.unwrap_or_default()),
             })
         }
         Up::Application(status) => NodeMessage::Application(ApplicationReport {
@@ -281,6 +302,14 @@ mod tests {
                     status: "False".into(),
                     ..Condition::default()
                 }],
+                registration: Registration {
+                    unschedulable: true,
+                    taints: vec![NodeTaint {
+                        key: "dedicated".into(),
+                        value: "gpu".into(),
+                        effect: "NoSchedule".into(),
+                    }],
+                },
             }),
             NodeMessage::Application(ApplicationReport {
                 namespace: "demo".into(),

@@ -5,7 +5,7 @@
 use std::pin::Pin;
 
 use kayra_authn::PeerIdentity;
-use kayra_nodeserver::{NodeServer, Refused};
+use kayra_nodeserver::{NodeServer, NodeServerError};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
@@ -30,11 +30,16 @@ pub fn service(server: NodeServer) -> NodeServiceServer<NodeService> {
     NodeServiceServer::new(NodeService { server })
 }
 
-fn refusal(refused: Refused) -> Status {
-    match refused {
-        Refused::NotANode(_) | Refused::BadName(_) => Status::permission_denied(refused.to_string()),
-        Refused::AlreadyConnected(_) => Status::already_exists(refused.to_string()),
-        Refused::ShuttingDown => Status::unavailable(refused.to_string()),
+/// The node server's refusal of a session, as the node is told it.
+fn status(error: &NodeServerError) -> Status {
+    match error {
+        NodeServerError::NotANode { .. } | NodeServerError::BadNodeName { .. } => {
+            Status::permission_denied(error.to_string())
+        }
+        NodeServerError::AlreadyConnected { .. } => Status::already_exists(error.to_string()),
+        NodeServerError::ShuttingDown => Status::unavailable(error.to_string()),
+        _ if error.is_retryable() => Status::unavailable(error.to_string()),
+        _ => Status::internal(error.to_string()),
     }
 }
 
@@ -52,7 +57,7 @@ impl wire::node_service_server::NodeService for NodeService {
                 "a node session needs a client certificate signed by the cluster CA",
             ));
         };
-        let mut session = self.server.open(&identity).map_err(refusal)?;
+        let mut session = self.server.open(&identity).map_err(|error| status(&error))?;
         let node = session.node().to_owned();
         tracing::info!(node, "a node session opened");
         let mut inbound = request.into_inner();
@@ -63,17 +68,16 @@ impl wire::node_service_server::NodeService for NodeService {
             loop {
                 tokio::select! {
                     received = inbound.message() => match received {
-                        Ok(Some(message)) => {
-                            let outcome = match node_message_from_wire(message) {
-                                // Boxed: the write behind a message is a deep future, and inline it
-                                // would size every idle session's task for it.
-                                Ok(message) => Box::pin(session.receive(message)).await,
-                                Err(error) => Err(error),
-                            };
-                            if let Err(error) = outcome {
-                                tracing::warn!(node, %error, "a message from the node was not taken");
+                        Ok(Some(message)) => match node_message_from_wire(message) {
+                            // Boxed: the write behind a message is a deep future, and inline it
+                            // would size every idle session's task for it.
+                            Ok(message) => {
+                                if let Err(error) = Box::pin(session.receive(message)).await {
+                                    tracing::warn!(node, %error, "a message from the node was not taken");
+                                }
                             }
-                        }
+                            Err(error) => tracing::warn!(node, %error, "a message from the node was not taken"),
+                        },
                         Ok(None) => break,
                         Err(error) => {
                             tracing::debug!(node, %error, "the node's stream failed");

@@ -39,6 +39,15 @@ pub enum NodeAgentError {
         /// The node asked for.
         asked: String,
     },
+    /// What `join` kept of the node's registration (`--cordon`, `--register-with-taints`)
+    /// cannot be read back.
+    #[error("{} is malformed ({why}); join again", path.display())]
+    BadRegistration {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The process runtime could not be opened.
     #[error("cannot open the process runtime: {0}")]
     Runtime(#[from] RuntimeError),
@@ -52,7 +61,9 @@ impl NodeAgentError {
             NodeAgentError::Join(error) => error.is_retryable(),
             NodeAgentError::Runtime(error) => error.is_retryable(),
             NodeAgentError::Io { .. } => true,
-            NodeAgentError::NotJoined { .. } | NodeAgentError::OtherNode { .. } => false,
+            NodeAgentError::NotJoined { .. }
+            | NodeAgentError::OtherNode { .. }
+            | NodeAgentError::BadRegistration { .. } => false,
         }
     }
 

@@ -18,6 +18,7 @@ pub mod session;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use kayra_api::session::{NodeTaint, Registration};
 use kayra_client::join::{self, Credentials as Joined};
 use kayra_grpc::client::Credentials;
 use tokio_util::sync::CancellationToken;
@@ -71,6 +72,10 @@ const SERVER_FILE: &str = "server";
 /// The file naming the node a data directory belongs to.
 const NAME_FILE: &str = "node-name";
 
+/// The file keeping what the node asks of its Node when it is registered (`--cordon`,
+/// `--register-with-taints`), sent with every status.
+const REGISTRATION_FILE: &str = "registration.json";
+
 /// Whether the data directory holds a joined node's credentials.
 pub fn joined(config: &AgentConfig) -> bool {
     matches!(join::load(&pki(&config.data_dir)), Ok(Some(_))) && config.data_dir.join(SERVER_FILE).exists()
@@ -103,13 +108,32 @@ pub fn run_node_name(data_dir: &Path, given: Option<&str>) -> Result<String, Nod
 
 /// Joins the fleet: verifies the controller by the hash of its CA's public key before anything
 /// is sent, then asks for a node certificate with the bootstrap token, and keeps key,
-/// certificate, CA and the controller's address under the data directory.
+/// certificate, CA and the controller's address under the data directory. The node's Node is
+/// registered schedulable, with no taints.
 pub async fn join(
     config: &AgentConfig,
     server: &str,
     token: &str,
     ca_cert_hash: &str,
 ) -> Result<(), NodeAgentError> {
+    join_registering(config, server, token, ca_cert_hash, &Registration::default()).await
+}
+
+/// Joins as [`join`] does, the node asking that its Node be registered as `registration` says.
+/// That is kept under the data directory before anything is sent, so that every later `run`
+/// asks the same, whenever the node's first status reaches the controller.
+pub async fn join_registering(
+    config: &AgentConfig,
+    server: &str,
+    token: &str,
+    ca_cert_hash: &str,
+    registration: &Registration,
+) -> Result<(), NodeAgentError> {
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(NodeAgentError::io(format!("cannot create {}", config.data_dir.display())))?;
+    let taints: Vec<String> = registration.taints.iter().map(ToString::to_string).collect();
+    let kept = serde_json::json!({"cordon": registration.unschedulable, "registerWithTaints": taints});
+    write_private(&config.data_dir.join(REGISTRATION_FILE), &kept.to_string())?;
     let joined =
         join::join(server, ca_cert_hash, token, &config.node_name, join::DEFAULT_CERTIFICATE_TIMEOUT).await?;
     join::store(&pki(&config.data_dir), &joined)?;
@@ -117,6 +141,31 @@ pub async fn join(
     write_private(&config.data_dir.join(NAME_FILE), &config.node_name)?;
     tracing::info!(node = %config.node_name, server, "joined the fleet");
     Ok(())
+}
+
+/// What the node asks of its Node, as `join` kept it; a data directory joined without it asks
+/// nothing.
+fn registration(data_dir: &Path) -> Result<Registration, NodeAgentError> {
+    let path = data_dir.join(REGISTRATION_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Registration::default()),
+        Err(error) => return Err(NodeAgentError::io(format!("cannot read {}", path.display()))(error)),
+    };
+    let malformed = |why: String| NodeAgentError::BadRegistration { path: path.clone(), why };
+    let kept: serde_json::Value =
+        serde_json::from_str(&text).map_err(|error| malformed(error.to_string()))?;
+    let taints: Vec<&str> = kept["registerWithTaints"]
+        .as_array()
+        .map(|taints| taints.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let taints = if taints.is_empty() {
+        Vec::new()
+    } else {
+        NodeTaint::parse_list(&taints.join(","))
+            .map_err(|error| malformed(format!("{}: {}", error.field, error.message)))?
+    };
+    Ok(Registration { unschedulable: kept["cordon"].as_bool().unwrap_or(false), taints })
 }
 
 fn write_private(path: &Path, text: &str) -> Result<(), NodeAgentError> {
@@ -185,8 +234,9 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> Result<(), Nod
         data_dir.clone(),
         config.supervisor.clone(),
     );
+    let registration = registration(data_dir)?;
     let runtime = kayra_runtime::runtime::Runtime::open(runtime_config).await?;
-    let workloads = Arc::new(node::Node::new(runtime));
+    let workloads = Arc::new(node::Node::new(runtime, registration));
     let renewal =
         tokio::spawn(renewal::renew(pki(data_dir), server.clone(), config.node_name.clone(), stop.clone()));
     let credentials = Arc::new(Stored { dir: pki(data_dir), server });

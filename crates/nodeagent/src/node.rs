@@ -9,7 +9,8 @@ use futures_util::stream::BoxStream;
 use kayra_api::kinds::application::Application;
 use kayra_api::kinds::secret::Secret;
 use kayra_api::session::{
-    ApplicationReport, DesiredState, Document, LogRequest, NodeEvent, NodeInfo, NodeReport, UsageSample,
+    ApplicationReport, DesiredState, Document, LogRequest, NodeEvent, NodeInfo, NodeReport, Registration,
+    UsageSample,
 };
 use kayra_runtime::facts::NodeFacts;
 use kayra_runtime::runtime::{self, AppReport, Desired, EventType, Runtime};
@@ -21,16 +22,17 @@ use crate::session::Workloads;
 /// How many status changes and events wait for a slow session before it must resynchronise.
 const BACKLOG: usize = 1024;
 
-/// The node: the runtime and the host it runs on.
+/// The node: the runtime, the host it runs on, and what it asks of its Node.
 pub(crate) struct Node {
     runtime: Arc<Runtime>,
     facts: NodeFacts,
+    registration: Registration,
     statuses: broadcast::Sender<ApplicationReport>,
     events: broadcast::Sender<NodeEvent>,
 }
 
 impl Node {
-    pub(crate) fn new(runtime: Runtime) -> Node {
+    pub(crate) fn new(runtime: Runtime, registration: Registration) -> Node {
         let runtime = Arc::new(runtime);
         let facts = Runtime::node_facts();
         let (statuses, _) = broadcast::channel(BACKLOG);
@@ -38,7 +40,7 @@ impl Node {
         let address = internal_ip(&facts);
         tokio::spawn(forward_statuses(runtime.clone(), statuses.clone(), address));
         tokio::spawn(forward_events(runtime.clone(), events.clone()));
-        Node { runtime, facts, statuses, events }
+        Node { runtime, facts, registration, statuses, events }
     }
 
     /// Stops supervising; what runs keeps running.
@@ -203,6 +205,7 @@ impl Workloads for Node {
                 boot_id: read_trimmed("/proc/sys/kernel/random/boot_id"),
             },
             conditions: Vec::new(),
+            registration: self.registration.clone(),
         }
     }
 

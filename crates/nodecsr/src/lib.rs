@@ -12,6 +12,9 @@
 //! [`reconciler`] (the loop). The CA is reached through [`ports::Signer`]; this crate knows no
 //! key, no file and no HTTP.
 
+mod error;
 pub mod ports;
 pub mod reconciler;
 pub mod rules;
+
+pub use error::{CaError, NodeCsrError};

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::NodeCsrError;
+
 /// The subject a request asks for, once its signature has been checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RequestedSubject {
@@ -15,15 +17,15 @@ pub struct RequestedSubject {
 /// The cluster's CA, as the signer uses it.
 pub trait Signer: Send + Sync {
     /// What the PEM request asks for, or why it is unusable (it does not parse, or its
-    /// signature does not verify).
-    fn read_request(&self, request_pem: &str) -> Result<RequestedSubject, String>;
+    /// signature does not verify: [`NodeCsrError::UnreadableRequest`]).
+    fn read_request(&self, request_pem: &str) -> Result<RequestedSubject, NodeCsrError>;
 
     /// A PEM client certificate for the request's key, naming `subject` (whatever the request
-    /// asked), valid for `ttl`.
+    /// asked), valid for `ttl`; [`NodeCsrError::Signing`] when the CA cannot make it.
     fn sign_client(
         &self,
         request_pem: &str,
         subject: &RequestedSubject,
         ttl: Duration,
-    ) -> Result<String, String>;
+    ) -> Result<String, NodeCsrError>;
 }

@@ -19,6 +19,7 @@ use kayra_loop::runtime::Loop;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{RegistryError, Resource};
 
+use crate::NodeCsrError;
 use crate::ports::Signer;
 use crate::rules::{self, AUTO_APPROVED, Answer, Request};
 
@@ -43,8 +44,11 @@ impl std::fmt::Debug for NodeCsrReconciler {
 impl NodeCsrReconciler {
     /// The signer, acting as `client` (which must approve, sign and delete certificate
     /// requests and write Events), signing through `signer`.
-    pub fn new(client: Client, signer: Arc<dyn Signer>) -> Result<NodeCsrReconciler, RegistryError> {
-        let requests = client.resource("certificates.k8s.io", "certificatesigningrequests")?;
+    pub fn new(client: Client, signer: Arc<dyn Signer>) -> Result<NodeCsrReconciler, NodeCsrError> {
+        let requests =
+            client.resource("certificates.k8s.io", "certificatesigningrequests").map_err(|source| {
+                NodeCsrError::Registry { what: "finding the certificate requests".to_owned(), source }
+            })?;
         let events = Recorder::new(client.clone(), "kayra-runtime-csr-signer");
         Ok(NodeCsrReconciler { client, requests, signer, clock: Arc::new(SystemClock), events })
     }

@@ -4,7 +4,9 @@
 //! (`system:node:<name>` in `system:nodes`) and confined to that node: it pushes the node's
 //! desired state (its Applications and exactly the Secrets they reference) whenever that
 //! changes and on a periodic resync, writes what the node reports through the application layer
-//! under the node's own identity, and relays log streams. Three loops run beside the sessions:
+//! under the node's own identity, registers the Node of a node that has none (under its own
+//! identity: as the node asks on its first registration, cordoned on any later one; see
+//! `registration.rs`), and relays log streams. Three loops run beside the sessions:
 //! [`NodeServer::push_loop`] (every replica, for the sessions it holds) and
 //! [`NodeServer::liveness_loop`] (elected: marks silent nodes `Ready=Unknown`), and
 //! [`NodeServer::loss_loop`] (elected: moves what the scheduler placed off nodes lost for
@@ -14,10 +16,12 @@
 //! and forwards what [`Session::next`] yields.
 
 mod cache;
+mod error;
 mod liveness;
 mod logs;
 mod loss;
 mod push;
+mod registration;
 mod session;
 mod status;
 
@@ -32,7 +36,8 @@ use kayra_application::{ApplicationLayer, controller_identity};
 use kayra_authn::Identity;
 use kayra_registry::{RegistryError, Resource};
 
-pub use logs::{LogError, LogStream};
+pub use error::NodeServerError;
+pub use logs::LogStream;
 pub use session::Session;
 
 use crate::cache::Cache;
@@ -72,39 +77,6 @@ impl Default for Config {
         }
     }
 }
-
-/// Why a session was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Refused {
-    /// The caller is not a node (`system:node:<name>` in `system:nodes`).
-    NotANode(String),
-    /// The node's name is not a valid node name.
-    BadName(String),
-    /// The node already holds a live session.
-    AlreadyConnected(String),
-    /// The server is shutting down.
-    ShuttingDown,
-}
-
-impl std::fmt::Display for Refused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Refused::NotANode(user) => {
-                write!(
-                    f,
-                    "\"{user}\" is not a node: a session needs a certificate for system:node:<name> in system:nodes"
-                )
-            }
-            Refused::BadName(name) => write!(f, "\"{name}\" is not a valid node name"),
-            Refused::AlreadyConnected(node) => {
-                write!(f, "node \"{node}\" already holds a live session; a silent one may be taken over")
-            }
-            Refused::ShuttingDown => f.write_str("the controller is shutting down; connect again shortly"),
-        }
-    }
-}
-
-impl std::error::Error for Refused {}
 
 /// The controller's side of every node session.
 #[derive(Clone)]
@@ -153,11 +125,12 @@ impl Inner {
 
 impl NodeServer {
     /// A node server over the application layer.
-    pub fn new(control: Arc<ApplicationLayer>, config: Config) -> Result<NodeServer, RegistryError> {
+    pub fn new(control: Arc<ApplicationLayer>, config: Config) -> Result<NodeServer, NodeServerError> {
         let reader = control.client(controller_identity("nodeserver"));
-        let nodes = reader.resource("", "nodes")?;
-        let applications = application_resource(&control)?;
-        let secrets = reader.resource(&applications.group, "secrets")?;
+        let served = || NodeServerError::registry("finding the resources the node server writes");
+        let nodes = reader.resource("", "nodes").map_err(served())?;
+        let applications = application_resource(&control).map_err(served())?;
+        let secrets = reader.resource(&applications.group, "secrets").map_err(served())?;
         let recorder = Recorder::new(reader.clone(), "kayra-nodeserver");
         Ok(NodeServer {
             inner: Arc::new(Inner {
@@ -182,22 +155,24 @@ impl NodeServer {
     /// Opens the session of the node `identity` names. Refused for anything but a node
     /// identity, and while the node holds another session that is not silent; a silent one is
     /// ended and replaced.
-    pub fn open(&self, identity: &Identity) -> Result<Session, Refused> {
+    pub fn open(&self, identity: &Identity) -> Result<Session, NodeServerError> {
         let caller = kayra_application::caller(identity);
-        let Some(node) = caller.node_name() else { return Err(Refused::NotANode(identity.user.clone())) };
+        let Some(node) = caller.node_name() else {
+            return Err(NodeServerError::NotANode { user: identity.user.clone() });
+        };
         if !kayra_api::validation::is_dns_subdomain(node) {
-            return Err(Refused::BadName(node.to_owned()));
+            return Err(NodeServerError::BadNodeName { name: node.to_owned() });
         }
         let inner = &self.inner;
         let now = inner.now_ms();
         let silent_after = u64::try_from(inner.config.ready_timeout.as_millis()).unwrap_or(u64::MAX);
         let mut sessions = inner.sessions();
         if inner.closing.load(Ordering::Acquire) {
-            return Err(Refused::ShuttingDown);
+            return Err(NodeServerError::ShuttingDown);
         }
         if let Some(existing) = sessions.get(node) {
             if now.saturating_sub(existing.last_seen()) <= silent_after {
-                return Err(Refused::AlreadyConnected(node.to_owned()));
+                return Err(NodeServerError::AlreadyConnected { node: node.to_owned() });
             }
             tracing::info!(node, "a silent session is taken over by a new one");
             existing.end();
@@ -229,7 +204,7 @@ impl NodeServer {
         namespace: &str,
         name: &str,
         request: LogOptions,
-    ) -> Result<LogStream, LogError> {
+    ) -> Result<LogStream, NodeServerError> {
         logs::open(&self.inner, namespace, name, request).await
     }
 }

@@ -12,36 +12,7 @@ use kayra_registry::{RegistryError, meta_str};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use crate::session::Live;
-use crate::{Inner, LogOptions};
-
-/// Why a log cannot be streamed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LogError {
-    /// No such Application.
-    NotFound(String),
-    /// The Application is not on a node yet, so it has no log.
-    NotPlaced(String),
-    /// The Application's node holds no session with this controller.
-    NodeUnavailable(String),
-    /// Too many log streams are in flight.
-    TooMany,
-    /// Reading the Application failed.
-    Failed(String),
-}
-
-impl std::fmt::Display for LogError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LogError::NotFound(message)
-            | LogError::NotPlaced(message)
-            | LogError::NodeUnavailable(message)
-            | LogError::Failed(message) => f.write_str(message),
-            LogError::TooMany => f.write_str("too many log streams are in flight; try again shortly"),
-        }
-    }
-}
-
-impl std::error::Error for LogError {}
+use crate::{Inner, LogOptions, NodeServerError};
 
 /// Where a node's chunks for one stream go.
 pub(crate) struct Sink {
@@ -72,7 +43,7 @@ impl std::fmt::Debug for LogStream {
 impl LogStream {
     /// The next bytes; `None` at the end; an error ends the stream (the node went away, or
     /// could not read the log).
-    pub async fn next(&mut self) -> Option<Result<Vec<u8>, String>> {
+    pub async fn next(&mut self) -> Option<Result<Vec<u8>, NodeServerError>> {
         if self.finished {
             return None;
         }
@@ -85,9 +56,9 @@ impl LogStream {
                 let _ = self.live.control.send(ControllerMessage::LogCredit { id: self.id, bytes: taken });
                 Some(Ok(data))
             }
-            Some(Err(error)) => {
+            Some(Err(reason)) => {
                 self.finished = true;
-                Some(Err(error))
+                Some(Err(NodeServerError::LogEnded { reason }))
             }
             None => {
                 self.finished = true;
@@ -111,27 +82,30 @@ pub(crate) async fn open(
     namespace: &str,
     name: &str,
     options: LogOptions,
-) -> Result<LogStream, LogError> {
+) -> Result<LogStream, NodeServerError> {
     let application = match inner.reader.get(&inner.applications, Some(namespace), name).await {
         Ok(application) => application,
         Err(RegistryError::NotFound { .. }) => {
-            return Err(LogError::NotFound(format!(
-                "application \"{name}\" not found in namespace \"{namespace}\""
-            )));
+            return Err(NodeServerError::ApplicationNotFound {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+            });
         }
-        Err(error) => return Err(LogError::Failed(error.to_string())),
+        Err(source) => {
+            return Err(NodeServerError::Registry {
+                what: format!("reading application {namespace}/{name}"),
+                source,
+            });
+        }
     };
     let Some(node) = kayra_api::kinds::application::bound_node(&application).map(str::to_owned) else {
-        return Err(LogError::NotPlaced(format!(
-            "application \"{name}\" is not placed on a node yet, so it has no log"
-        )));
+        return Err(NodeServerError::NotPlaced { namespace: namespace.to_owned(), name: name.to_owned() });
     };
     let Some(live) = inner.sessions().get(&node).cloned() else {
-        return Err(LogError::NodeUnavailable(format!(
-            "node \"{node}\", where application \"{name}\" runs, holds no session with this controller"
-        )));
+        return Err(NodeServerError::NodeUnavailable { node, name: name.to_owned() });
     };
-    let permit = inner.log_streams.clone().try_acquire_owned().map_err(|_| LogError::TooMany)?;
+    let permit =
+        inner.log_streams.clone().try_acquire_owned().map_err(|_| NodeServerError::TooManyLogStreams)?;
     let id = live.next_log.fetch_add(1, Ordering::Relaxed);
     let window = inner.config.log_window;
     let (chunks, receiver) = mpsc::unbounded_channel();
@@ -151,7 +125,7 @@ pub(crate) async fn open(
     };
     let stream = LogStream { id, live: live.clone(), chunks: receiver, finished: false, _permit: permit };
     if live.control.send(ControllerMessage::LogRequest(request)).is_err() {
-        return Err(LogError::NodeUnavailable(format!("node \"{node}\" disconnected")));
+        return Err(NodeServerError::NodeDisconnected { node });
     }
     Ok(stream)
 }

@@ -12,9 +12,9 @@ use kayra_authn::Identity;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::Inner;
 use crate::logs::Sink;
 use crate::status::Written;
+use crate::{Inner, NodeServerError};
 
 /// Where log traffic for the node waits. Messages wait boxed: a channel allocates its slots 32
 /// at a time, and 32 unboxed messages would be ~4.5 KiB held by every idle session.
@@ -41,6 +41,8 @@ pub(crate) struct Live {
     pub(crate) logs: Mutex<HashMap<u64, Sink>>,
     pub(crate) next_log: AtomicU64,
     pub(crate) written: Mutex<Option<Written>>,
+    /// Whether the node's registration is known to be recorded ([`crate::registration`]).
+    pub(crate) recorded: AtomicBool,
     usage: Mutex<HashMap<(String, String), UsageSample>>,
 }
 
@@ -127,6 +129,7 @@ pub(crate) fn open(
         logs: Mutex::default(),
         next_log: AtomicU64::new(1),
         written: Mutex::new(None),
+        recorded: AtomicBool::new(false),
         usage: Mutex::default(),
     });
     let session = Session { live: live.clone(), inner, desired: desired_rx, control: control_rx };
@@ -160,7 +163,7 @@ impl Session {
 
     /// Handles one message from the node. An error is about that message alone (logged by
     /// the caller); the session goes on.
-    pub async fn receive(&self, message: NodeMessage) -> Result<(), String> {
+    pub async fn receive(&self, message: NodeMessage) -> Result<(), NodeServerError> {
         let inner = &self.inner;
         self.live.last_seen.store(inner.now_ms(), Ordering::Relaxed);
         match message {
@@ -207,12 +210,13 @@ impl Session {
     }
 
     /// Records what happened to one of the node's Applications as an Event, written as the node.
-    async fn record(&self, event: NodeEvent) -> Result<(), String> {
+    async fn record(&self, event: NodeEvent) -> Result<(), NodeServerError> {
         if !self.bound_here(&event.namespace, &event.name, &event.uid) {
-            return Err(format!(
-                "an event about {}/{}, which is not bound to node {}, was dropped",
-                event.namespace, event.name, self.live.node
-            ));
+            return Err(NodeServerError::EventNotBoundHere {
+                namespace: event.namespace,
+                name: event.name,
+                node: self.live.node.clone(),
+            });
         }
         let recorder = Recorder::on_node(
             self.inner.client_for(self.live.identity.clone()),
@@ -227,10 +231,11 @@ impl Session {
             uid: event.uid,
         };
         let severity = Severity::parse(&event.type_).unwrap_or(Severity::Normal);
+        let what = format!("recording an event about {}/{}", involved.namespace, involved.name);
         recorder
             .record(&involved, severity, &event.reason, &event.message)
             .await
-            .map_err(|error| error.to_string())
+            .map_err(NodeServerError::registry(what))
     }
 
     /// The latest usage samples this node reported.

@@ -6,12 +6,11 @@ use std::time::Instant;
 
 use kayra_api::kinds::{Condition, ConditionType};
 use kayra_api::session::{ApplicationReport, NodeReport};
-use kayra_application::events::Severity;
 use kayra_registry::{Object, RegistryError, meta_str};
 use serde_json::{Value, json};
 
-use crate::Inner;
 use crate::session::Live;
+use crate::{Inner, NodeServerError};
 
 /// The last node status written in a session: a digest of what it said (less the heartbeat;
 /// the status itself is some 4 KiB decoded, kept per session) and when.
@@ -76,9 +75,13 @@ fn ready_condition(stored: Option<&Value>, now: &str) -> Value {
 
 /// Writes node `live.node`'s status from `report`, stamping the heartbeat with the controller's
 /// clock. An unchanged status is written only when the stored heartbeat grows stale. A missing
-/// Node is created, cordoned: a node that registers itself (or whose Node was deleted) gets no
-/// work until an operator uncordons it.
-pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -> Result<(), String> {
+/// Node is registered ([`crate::registration`]): as the node asks on its first registration,
+/// cordoned when it was deleted after one.
+pub(crate) async fn write_node(
+    inner: &Inner,
+    live: &Live,
+    report: NodeReport,
+) -> Result<(), NodeServerError> {
     let content = reported_status(&report);
     let reported = digest(&content);
     {
@@ -95,9 +98,26 @@ pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -
     let mut attempt = 0;
     loop {
         let mut object = match inner.reader.get(&inner.nodes, None, node).await {
-            Ok(object) => object,
-            Err(RegistryError::NotFound { .. }) => register(inner, node, &report).await?,
-            Err(error) => return Err(error.to_string()),
+            Ok(object) => {
+                // A heartbeat is not held up by the record: without it, a Node deleted later
+                // would be re-created as a first registration, but nodes stay Ready meanwhile.
+                if let Err(error) = crate::registration::ensure_recorded(inner, live).await {
+                    tracing::warn!(node, %error, "the node's registration is not recorded yet; tried again at its next status");
+                }
+                object
+            }
+            Err(RegistryError::NotFound { .. }) => {
+                // Labelled as kubelet labels its Node.
+                let labels = json!({
+                    "kubernetes.io/hostname": node,
+                    "kubernetes.io/os": report.info.operating_system,
+                    "kubernetes.io/arch": report.info.architecture,
+                });
+                crate::registration::register(inner, live, &report.registration, labels).await?
+            }
+            Err(source) => {
+                return Err(NodeServerError::Registry { what: format!("reading node {node}"), source });
+            }
         };
         let now = now();
         let stored_ready = object
@@ -121,40 +141,17 @@ pub(crate) async fn write_node(inner: &Inner, live: &Live, report: NodeReport) -
         match client.update_status(&inner.nodes, None, node, &object).await {
             Ok(_) => break,
             Err(RegistryError::Conflict { .. }) if attempt < CONFLICT_RETRIES => attempt += 1,
-            Err(error) => return Err(format!("writing node {node}'s status: {error}")),
+            Err(source) => {
+                return Err(NodeServerError::Registry {
+                    what: format!("writing node {node}'s status"),
+                    source,
+                });
+            }
         }
     }
     *live.written.lock().expect("the status record's lock is never held across a panic") =
         Some(Written { digest: reported, at: Instant::now() });
     Ok(())
-}
-
-/// Creates the Node of a node that reports without one, cordoned, labelled as kubelet labels
-/// its Node.
-async fn register(inner: &Inner, node: &str, report: &NodeReport) -> Result<Object, String> {
-    let node_object = json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": node, "labels": {
-            "kubernetes.io/hostname": node,
-            "kubernetes.io/os": report.info.operating_system,
-            "kubernetes.io/arch": report.info.architecture,
-        }},
-        "spec": {"unschedulable": true},
-    });
-    let created = match inner.reader.create(&inner.nodes, None, node_object).await {
-        Ok(created) => created,
-        Err(RegistryError::AlreadyExists { .. }) => {
-            return inner.reader.get(&inner.nodes, None, node).await.map_err(|error| error.to_string());
-        }
-        Err(error) => return Err(format!("registering node {node}: {error}")),
-    };
-    tracing::info!(node, "a node registered itself; its Node starts cordoned");
-    let involved = crate::node_involved(node, meta_str(&created, "uid"));
-    let message = format!("Node {node} registered itself and is cordoned until an operator uncordons it");
-    if let Err(error) = inner.recorder.record(&involved, Severity::Normal, "RegisteredNode", &message).await {
-        tracing::debug!(%error, node, "the registration event was not recorded");
-    }
-    Ok(created)
 }
 
 /// Writes one Application's status as its node reported it. Only an Application bound to the
@@ -164,7 +161,7 @@ pub(crate) async fn write_application(
     inner: &Inner,
     live: &Live,
     report: ApplicationReport,
-) -> Result<(), String> {
+) -> Result<(), NodeServerError> {
     let client = inner.client_for(live.identity.clone());
     let (namespace, name) = (report.namespace.as_str(), report.name.as_str());
     let mut attempt = 0;
@@ -172,13 +169,17 @@ pub(crate) async fn write_application(
         let mut object = match inner.reader.get(&inner.applications, Some(namespace), name).await {
             Ok(object) => object,
             Err(RegistryError::NotFound { .. }) => return Ok(()),
-            Err(error) => return Err(error.to_string()),
+            Err(source) => {
+                let what = format!("reading application {namespace}/{name}");
+                return Err(NodeServerError::Registry { what, source });
+            }
         };
         if kayra_api::kinds::application::bound_node(&object) != Some(live.node.as_str()) {
-            return Err(format!(
-                "application {namespace}/{name} is not bound to node {}; its status is not the node's to write",
-                live.node
-            ));
+            return Err(NodeServerError::NotBoundHere {
+                namespace: namespace.to_owned(),
+                name: name.to_owned(),
+                node: live.node.clone(),
+            });
         }
         if meta_str(&object, "uid") != report.uid {
             return Ok(());
@@ -191,7 +192,10 @@ pub(crate) async fn write_application(
         match client.update_status(&inner.applications, Some(namespace), name, &object).await {
             Ok(_) => return Ok(()),
             Err(RegistryError::Conflict { .. }) if attempt < CONFLICT_RETRIES => attempt += 1,
-            Err(error) => return Err(format!("writing application {namespace}/{name}'s status: {error}")),
+            Err(source) => {
+                let what = format!("writing application {namespace}/{name}'s status");
+                return Err(NodeServerError::Registry { what, source });
+            }
         }
     }
 }

@@ -10,7 +10,7 @@ use kayra_authn::Identity;
 use kayra_registry::Registry;
 use kayra_store::mvcc::{MvccStore, Options};
 
-use crate::{Config, NodeServer, Refused};
+use crate::{Config, NodeServer, NodeServerError};
 
 fn server(ready_timeout: Duration) -> NodeServer {
     let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
@@ -26,13 +26,19 @@ fn node(name: &str) -> Identity {
 #[tokio::test]
 async fn one_live_session_per_node_and_a_silent_one_is_taken_over() {
     let server = server(Duration::from_millis(200));
-    assert!(matches!(server.open(&Identity::new("alice", "", vec![])), Err(Refused::NotANode(_))));
+    assert!(matches!(
+        server.open(&Identity::new("alice", "", vec![])),
+        Err(NodeServerError::NotANode { .. })
+    ));
     let impostor = Identity::new("system:node:n1", "", vec!["devs".into()]);
-    assert!(matches!(server.open(&impostor), Err(Refused::NotANode(_))), "the name alone is not a node");
-    assert!(matches!(server.open(&node("Bad_Name")), Err(Refused::BadName(_))));
+    assert!(
+        matches!(server.open(&impostor), Err(NodeServerError::NotANode { .. })),
+        "the name alone is not a node"
+    );
+    assert!(matches!(server.open(&node("Bad_Name")), Err(NodeServerError::BadNodeName { .. })));
 
     let mut first = server.open(&node("n1")).expect("the first session");
-    assert!(matches!(server.open(&node("n1")), Err(Refused::AlreadyConnected(_))));
+    assert!(matches!(server.open(&node("n1")), Err(NodeServerError::AlreadyConnected { .. })));
     let other = server.open(&node("n2")).expect("another node has its own session");
     assert_eq!(server.sessions(), 2);
 
@@ -51,5 +57,5 @@ async fn one_live_session_per_node_and_a_silent_one_is_taken_over() {
     let mut live = server.open(&node("n3")).expect("a session");
     server.shutdown();
     assert!(tokio::time::timeout(Duration::from_secs(1), live.next()).await.expect("ends").is_none());
-    assert!(matches!(server.open(&node("n4")), Err(Refused::ShuttingDown)));
+    assert!(matches!(server.open(&node("n4")), Err(NodeServerError::ShuttingDown)));
 }

@@ -26,6 +26,7 @@ mod proc;
 mod rlimit;
 pub mod runtime;
 mod supervisor;
+mod workdirs;
 
 /// The supervisor program's entry point: `args` are the arguments after the supervisor argv
 /// prefix (`run <dir>` or `exec <dir>`). Returns the exit code for `std::process::exit`.

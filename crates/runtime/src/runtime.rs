@@ -10,6 +10,12 @@
 //! apps/<uid>/logs/          <run>.log and its rotated pieces, this run's and the one before (0700)
 //! apps/<uid>/work/          the default working directory and HOME, owned by the run-as user
 //! ```
+//!
+//! The working directories live there only when the workloads' users can reach them: when a
+//! directory on the data directory's path lets no other user through (`/root`, a home
+//! directory made 0700), they live under a root-owned root of work directories instead,
+//! `/var/lib/kayra/work/<node>/<uid>` by default ([`RuntimeConfig::work_root`]; the rules are
+//! in `workdirs.rs`), and the runtime refuses to open when neither place can be reached.
 
 mod app;
 mod follow;
@@ -30,6 +36,7 @@ use tokio::sync::{broadcast, mpsc};
 use crate::backoff::Backoff;
 use crate::cgroup::{Cgroups, Enforcement};
 use crate::launch::AgentUser;
+use crate::workdirs::WorkDirs;
 
 /// How the runtime is set up.
 #[derive(Debug, Clone)]
@@ -54,6 +61,10 @@ pub struct RuntimeConfig {
     pub backoff: Backoff,
     /// The process cap every Application gets: 4096 by default.
     pub pids_limit: Option<u64>,
+    /// The root-owned directory the working directories go under (as `<root>/<node>/<uid>`)
+    /// when the data directory's path lets no other user through; `None` is
+    /// `/var/lib/kayra/work`. Absolute.
+    pub work_root: Option<PathBuf>,
 }
 
 impl RuntimeConfig {
@@ -74,6 +85,7 @@ impl RuntimeConfig {
             log_files: 2,
             backoff: Backoff::default(),
             pids_limit: Some(4096),
+            work_root: None,
         }
     }
 }
@@ -195,6 +207,25 @@ pub enum RuntimeError {
         /// The name asked for.
         name: String,
     },
+    /// Neither the data directory nor the root of work directories can be reached by the
+    /// workloads' users, so no working directory could be.
+    #[error(
+        "the workloads' users could not reach their working directories: {data_dir_closed} (mode {data_dir_mode:04o}) lets no other user through on the way to the data directory {data_dir}, nor does {work_root_closed} (mode {work_root_mode:04o}) on the way to {work_root}; let them through one of these (chmod o+x {work_root_closed}), or choose a data directory whose every parent does"
+    )]
+    WorkDirsUnreachable {
+        /// The agent's data directory.
+        data_dir: PathBuf,
+        /// The directory that stops other users on the way to it.
+        data_dir_closed: PathBuf,
+        /// Its permission bits.
+        data_dir_mode: u32,
+        /// The root of work directories.
+        work_root: PathBuf,
+        /// The directory that stops other users on the way to it.
+        work_root_closed: PathBuf,
+        /// Its permission bits.
+        work_root_mode: u32,
+    },
     /// `previous` was asked for an Application that has not restarted.
     #[error("previous terminated process of application \"{name}\" in namespace \"{namespace}\" not found")]
     NoPreviousRun {
@@ -211,7 +242,7 @@ impl RuntimeError {
         matches!(self, RuntimeError::Io { .. })
     }
 
-    fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RuntimeError {
+    pub(crate) fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> RuntimeError {
         let what = what.into();
         move |source| RuntimeError::Io { what, source }
     }
@@ -228,6 +259,7 @@ struct Shared {
     cgroups: Cgroups,
     agent: AgentUser,
     agent_path: String,
+    work: WorkDirs,
     apps: Mutex<BTreeMap<String, AppEntry>>,
     secrets: Mutex<Arc<Vec<Secret>>>,
     reports: broadcast::Sender<AppReport>,
@@ -248,6 +280,14 @@ struct AppEntry {
 impl Shared {
     fn app_dir(&self, uid: &str) -> PathBuf {
         self.config.data_dir.join("apps").join(uid)
+    }
+
+    /// The Application's default working directory and `HOME`.
+    fn work_dir(&self, uid: &str) -> PathBuf {
+        match &self.work {
+            WorkDirs::InDataDir => self.app_dir(uid).join("work"),
+            WorkDirs::Under(node_dir) => node_dir.join(uid),
+        }
     }
 
     fn emit(&self, app: &app::Names, type_: EventType, reason: &str, message: String) {
@@ -300,11 +340,15 @@ impl Runtime {
         let agent =
             AgentUser { uid: rustix::process::geteuid().as_raw(), gid: rustix::process::getegid().as_raw() };
         let agent_path = std::env::var("PATH").unwrap_or_else(|_| crate::launch::DEFAULT_PATH.to_owned());
+        let work_root =
+            config.work_root.clone().unwrap_or_else(|| PathBuf::from(crate::workdirs::DEFAULT_WORK_ROOT));
+        let work = crate::workdirs::open(agent.uid == 0, &config.data_dir, &work_root, &config.node_name)?;
         let shared = Arc::new(Shared {
             config,
             cgroups,
             agent,
             agent_path,
+            work,
             apps: Mutex::new(BTreeMap::new()),
             secrets: Mutex::new(Arc::new(Vec::new())),
             reports: broadcast::channel(1024).0,
@@ -488,7 +532,8 @@ fn is_safe_uid(uid: &str) -> bool {
     !uid.is_empty() && uid.len() <= 64 && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-fn create_dir(path: &Path, mode: u32) -> Result<(), RuntimeError> {
+/// Makes `path` (and what is missing above it) a directory with mode `mode`.
+pub(crate) fn create_dir(path: &Path, mode: u32) -> Result<(), RuntimeError> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -5,18 +5,23 @@
 //! The runtime writes the run's [`RunSpec`] into the Application's run directory and starts the
 //! supervisor (`<supervisor argv> run <dir>`). The supervisor leaves the agent's session, starts
 //! the workload through the exec shim (`<supervisor argv> exec <dir>`: joins the cgroup, sets
-//! rlimits, drops to the run-as user, execs) in a process group of its own with stdin from
-//! `/dev/null` and stdout and stderr piped into the supervisor, which writes them to the run's
+//! rlimits, drops to the run-as user, enters the working directory, execs) in a process group
+//! of its own, with stdout and stderr piped into the supervisor, which writes them to the run's
 //! log ([`crate::logs`]). It records the run in `state.json` (atomically: written aside, then
-//! renamed): its own identity and the workload's when it starts, the exit code, signal and
-//! out-of-memory flag when it ends, and then exits itself. A `stop [seconds]` line on the
-//! control socket `control.sock` sends SIGTERM to the workload's process group and SIGKILL
-//! after the grace period.
+//! renamed): its own identity and the workload's when it spawns the shim, the exit code, signal
+//! and out-of-memory flag when it ends (or, for a run whose exec failed, why it never started),
+//! and then exits itself. A `stop [seconds]` line on the control socket `control.sock` sends
+//! SIGTERM to the workload's process group and SIGKILL after the grace period.
 //!
-//! The first line the supervisor prints on its stdout tells its starter that the workload runs
-//! (`started <pid>`) or why it could not start (`failed <why>`).
+//! Whether the workload started is the shim's to say, on a pipe that is its stdin and that it
+//! keeps only close-on-exec: `exec` just before the exec, then either nothing (the exec
+//! succeeded and closed the pipe) or `failed <why>` (see [`ShimReport`]). The supervisor reads
+//! that pipe to its end before anything else, so the first line it prints on its stdout tells
+//! its starter that the workload runs (`started <pid>`) only once its exec has succeeded, or
+//! why it never started (`failed <why>`, printed after the run's end is recorded).
 
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -103,6 +108,34 @@ pub(crate) struct Exit {
     pub(crate) stopped: bool,
     /// When it ended.
     pub(crate) finished_at: Timestamp,
+    /// Why the workload never started, when its exec (or what the shim does before it)
+    /// failed: such a run is a failed start, not a process that ran and exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) not_started: Option<String>,
+}
+
+/// What the exec shim said on its report pipe, read whole once the pipe has closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ShimReport {
+    /// The workload's exec succeeded: the shim said `exec` and the exec closed the pipe.
+    Started,
+    /// The workload was never started, for this reason.
+    NotStarted(String),
+}
+
+impl ShimReport {
+    /// Reads what the shim said: a `failed <why>` line wins, an `exec` line alone is a
+    /// started workload, and silence is a shim that ended (or was killed) before its exec.
+    pub(crate) fn read(said: &[u8]) -> ShimReport {
+        let said = String::from_utf8_lossy(said);
+        if let Some(why) = said.lines().find_map(|line| line.strip_prefix("failed ")) {
+            return ShimReport::NotStarted(why.to_owned());
+        }
+        if said.lines().any(|line| line == "exec") {
+            return ShimReport::Started;
+        }
+        ShimReport::NotStarted("the exec shim ended before it started the process".to_owned())
+    }
 }
 
 /// Reads the run's state file, if there is a readable one.
@@ -172,7 +205,7 @@ fn supervise(dir: &Path) -> io::Result<()> {
     // agent's terminal closing, does not reach the supervisor or its workload.
     let _ = rustix::process::setsid();
     let spec = read_spec(dir)?;
-    let announce = Arc::new(Announce { stdout: Mutex::new(Some(io::stdout())) });
+    let announce = Announce { stdout: Mutex::new(Some(io::stdout())) };
     let me =
         ProcessId::of(std::process::id()).ok_or_else(|| io::Error::other("no /proc entry for myself"))?;
     let log = Arc::new(Mutex::new(LogWriter::open(&spec.log_path, spec.log_max_bytes, spec.log_files)?));
@@ -182,16 +215,19 @@ fn supervise(dir: &Path) -> io::Result<()> {
 
     let (shim, shim_args) =
         spec.supervisor.split_first().ok_or_else(|| io::Error::other("empty supervisor argv"))?;
-    let mut child = match Command::new(shim)
+    let (mut report, report_end) = io::pipe()?;
+    // The command, and with it this process's copy of the pipe's writing end, goes at the end
+    // of the statement: the shim (until its exec) holds the only one.
+    let spawned = Command::new(shim)
         .args(shim_args)
         .arg("exec")
         .arg(dir)
-        .stdin(Stdio::null())
+        .stdin(report_end)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .spawn()
-    {
+        .spawn();
+    let mut child = match spawned {
         Ok(child) => child,
         Err(error) => {
             announce.say(&format!("failed starting the exec shim {shim}: {error}"));
@@ -219,15 +255,19 @@ fn supervise(dir: &Path) -> io::Result<()> {
     let ended = Arc::new(Ended::default());
     let stopped = Arc::new(Mutex::new(false));
     {
-        let (ended, stopped, grace, announce) =
-            (ended.clone(), stopped.clone(), spec.grace_seconds, announce.clone());
-        std::thread::spawn(move || serve_control(listener, group, grace, &ended, &stopped, &announce));
+        let (ended, stopped, grace) = (ended.clone(), stopped.clone(), spec.grace_seconds);
+        std::thread::spawn(move || serve_control(listener, group, grace, &ended, &stopped));
+    }
+
+    // The pipe ends at the exec (close-on-exec) or when the shim exits, whichever comes first.
+    let mut said = Vec::new();
+    let _ = report.read_to_end(&mut said);
+    let report = ShimReport::read(&said);
+    if report == ShimReport::Started {
+        announce.say(&format!("started {pid}"));
     }
 
     let status = child.wait()?;
-    // Ended before it could tell of its exec (it failed, or was killed): it did run, briefly;
-    // the state file says how it ended.
-    announce.say(&format!("started {pid}"));
     *ended.ended.lock().expect("the ended flag is never poisoned") = true;
     ended.changed.notify_all();
     // The group leader is gone; what it left in its group goes with it.
@@ -247,9 +287,25 @@ fn supervise(dir: &Path) -> io::Result<()> {
     let oom_killed = oom_after > oom_before && signal == Some(9);
     let code = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
     let was_stopped = *stopped.lock().expect("the stop flag is never poisoned");
-    state.exit = Some(Exit { code, signal, oom_killed, stopped: was_stopped, finished_at: Timestamp::now() });
+    let not_started = match report {
+        ShimReport::Started => None,
+        ShimReport::NotStarted(why) => Some(why),
+    };
+    state.exit = Some(Exit {
+        code,
+        signal,
+        oom_killed,
+        stopped: was_stopped,
+        finished_at: Timestamp::now(),
+        not_started: not_started.clone(),
+    });
     write_atomically(&dir.join(STATE_FILE), &state)?;
     let _ = std::fs::remove_file(dir.join(CONTROL_SOCKET));
+    // Said once the run's end is recorded and its socket gone, so that a next run started at
+    // once meets nothing of this one.
+    if let Some(why) = not_started {
+        announce.say(&format!("failed {why}"));
+    }
     Ok(())
 }
 
@@ -289,40 +345,16 @@ impl Announce {
     }
 }
 
-/// Answers the control socket: the exec shim's `exec` (its connection closes when the workload
-/// execs, which is when the run has started), and stop requests (SIGTERM to the group now,
-/// SIGKILL when the grace runs out).
-fn serve_control(
-    listener: UnixListener,
-    group: Pid,
-    grace: u64,
-    ended: &Arc<Ended>,
-    stopped: &Mutex<bool>,
-    announce: &Arc<Announce>,
-) {
+/// Answers the control socket's stop requests: SIGTERM to the group now, SIGKILL when the
+/// grace runs out.
+fn serve_control(listener: UnixListener, group: Pid, grace: u64, ended: &Arc<Ended>, stopped: &Mutex<bool>) {
     for connection in listener.incoming() {
         let Ok(mut connection) = connection else { continue };
         let _ = connection.set_read_timeout(Some(Duration::from_secs(5)));
         let mut line = String::new();
-        let mut reader = BufReader::new(&mut connection);
-        let _ = reader.read_line(&mut line);
-        let mut said = reader.buffer().to_vec();
+        let _ = BufReader::new(&mut connection).read_line(&mut line);
         let mut words = line.split_whitespace();
-        let verb = words.next();
-        if verb == Some("exec") {
-            let announce = announce.clone();
-            let pid = group.as_raw_pid();
-            std::thread::spawn(move || {
-                let _ = connection.set_read_timeout(None);
-                let _ = connection.read_to_end(&mut said);
-                // End of stream with nothing said: the close-on-exec socket went with the exec.
-                if said.is_empty() {
-                    announce.say(&format!("started {pid}"));
-                }
-            });
-            continue;
-        }
-        if verb != Some("stop") {
+        if words.next() != Some("stop") {
             let _ = connection.write_all(b"unknown request\n");
             continue;
         }
@@ -348,22 +380,32 @@ fn serve_control(
     }
 }
 
-/// The exec shim: joins the cgroup, sets rlimits, drops to the run-as user and execs the
-/// workload, all in the process that becomes the workload, so it is limited from its first
-/// instruction. Exits 126 or 127 (as shells do) when it cannot.
+/// The exec shim: joins the cgroup, sets rlimits, drops to the run-as user, enters the
+/// working directory and execs the workload, all in the process that becomes the workload, so
+/// it is limited from its first instruction. When it cannot, it says why on its report pipe
+/// (and on stderr, which is the run's log) and exits 126 or 127, as shells do.
 fn exec_shim(dir: &Path) -> i32 {
+    // The report pipe is stdin; the copy kept is close-on-exec, and stdin itself becomes
+    // `/dev/null` for the workload, so a successful exec closes the pipe.
+    let mut report = io::stdin().as_fd().try_clone_to_owned().ok().map(std::fs::File::from);
+    let (code, why) = exec_workload(dir, &mut report);
+    eprintln!("kayra: {why}");
+    if let Some(report) = report.as_mut() {
+        let _ = writeln!(report, "failed {why}");
+    }
+    code
+}
+
+/// Execs the workload; returns only when that failed: the exit code and why.
+fn exec_workload(dir: &Path, report: &mut Option<std::fs::File>) -> (i32, String) {
     let spec = match read_spec(dir) {
         Ok(spec) => spec,
-        Err(error) => {
-            eprintln!("kayra: reading the run spec: {error}");
-            return 126;
-        }
+        Err(error) => return (126, format!("reading the run spec: {error}")),
     };
     let me = std::process::id().to_string();
     for procs in &spec.cgroup_procs {
         if let Err(error) = std::fs::write(procs, &me) {
-            eprintln!("kayra: joining the cgroup {}: {error}", procs.display());
-            return 126;
+            return (126, format!("joining the cgroup {}: {error}", procs.display()));
         }
     }
     for limit in &spec.rlimits {
@@ -372,30 +414,47 @@ fn exec_shim(dir: &Path) -> i32 {
         }
     }
     let Some((arg0, args)) = spec.argv.split_first() else {
-        eprintln!("kayra: empty command");
-        return 127;
+        return (127, "empty command".to_owned());
     };
-    // Held open across the exec: the close-on-exec socket closing tells the supervisor that the
-    // workload runs, with its user and groups already set.
-    let mut hello = UnixStream::connect(dir.join(CONTROL_SOCKET)).ok();
-    if let Some(hello) = hello.as_mut() {
-        let _ = hello.write_all(b"exec\n");
+    if let Some((uid, gid)) = spec.user
+        && let Err(error) = become_user(uid, gid)
+    {
+        return (126, format!("becoming user {uid} (group {gid}): {}", describe(&error)));
+    }
+    // Entered as the workload's user, so a directory it may not reach is refused here, in
+    // words of its own, rather than as a failed exec.
+    if let Err(error) = std::env::set_current_dir(&spec.working_dir) {
+        return (126, format!("chdir {}: {}", spec.working_dir.display(), describe(&error)));
     }
     let mut command = Command::new(&spec.program);
-    command
-        .arg0(arg0)
-        .args(args)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .current_dir(&spec.working_dir);
-    if let Some((uid, gid)) = spec.user {
-        // As root, std clears the supplementary groups before it sets the gid and uid.
-        command.uid(uid).gid(gid);
+    command.arg0(arg0).args(args).env_clear().envs(spec.env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null());
+    if let Some(report) = report.as_mut() {
+        let _ = report.write_all(b"exec\n");
     }
     let error = command.exec();
-    if let Some(hello) = hello.as_mut() {
-        let _ = hello.write_all(format!("failed {error}\n").as_bytes());
-    }
-    eprintln!("kayra: exec {}: {error}", spec.program.display());
-    if error.kind() == io::ErrorKind::NotFound { 127 } else { 126 }
+    let code = if error.kind() == io::ErrorKind::NotFound { 127 } else { 126 };
+    (code, format!("exec {}: {error}", spec.program.display()))
 }
+
+/// Drops to `uid` and `gid` with no supplementary groups, as the one thread of the shim (the
+/// kernel's credentials are per thread; the exec that follows gives the workload this thread's,
+/// and with every id nonzero no capability is left).
+fn become_user(uid: u32, gid: u32) -> io::Result<()> {
+    let (uid, gid) = (rustix::process::Uid::from_raw(uid), rustix::process::Gid::from_raw(gid));
+    rustix::thread::set_thread_groups(&[])?;
+    rustix::thread::set_thread_res_gid(gid, gid, gid)?;
+    rustix::thread::set_thread_res_uid(uid, uid, uid)?;
+    Ok(())
+}
+
+/// An error in the C library's words, in lower case and without its number:
+/// `permission denied`, `no such file or directory`.
+pub(crate) fn describe(error: &io::Error) -> String {
+    let text = error.to_string();
+    let words = text.split(" (os error ").next().unwrap_or_default();
+    let mut chars = words.chars();
+    chars.next().map(|first| first.to_lowercase().chain(chars).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

@@ -20,8 +20,9 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use kayra_registry::{Object, RegistryError};
+use kayra_registry::Object;
 
+use crate::SchedulerError;
 use crate::model::{App, AppInfo, NodeInfo};
 use crate::plugins;
 use crate::snapshot::Snapshot;
@@ -72,14 +73,14 @@ pub trait Plugin: Send + Sync {
     /// The plugin's name, as kube-scheduler spells it.
     fn name(&self) -> &'static str;
 
-    /// Computes what the cycle needs once, or rejects the Application on every node (the
-    /// reason is then counted once per node).
+    /// Computes what the cycle needs once, or rejects the Application on every node
+    /// ([`SchedulerError::Rejected`]: its reason is then counted once per node).
     fn pre_filter(
         &self,
         _app: &AppInfo,
         _snapshot: &Snapshot,
         _state: &mut CycleState,
-    ) -> Result<(), String> {
+    ) -> Result<(), SchedulerError> {
         Ok(())
     }
 
@@ -135,7 +136,7 @@ pub trait Reserve: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// Reserves `node` for `app`; `Err` says why the decision cannot stand.
-    fn reserve(&self, app: &App, node: &str, snapshot: &mut Snapshot) -> Result<(), String>;
+    fn reserve(&self, app: &App, node: &str, snapshot: &mut Snapshot) -> Result<(), SchedulerError>;
 
     /// Undoes what [`Reserve::reserve`] did, or would have done: it runs on every reserve
     /// plugin when any step after the choice fails, including those whose reserve did not run.
@@ -150,7 +151,7 @@ pub trait Bind: Send + Sync {
 
     /// Binds `app` to `node`, answering the bound object or why the write failed; `None` when
     /// this plugin does not bind `app` (kube-scheduler's `Skip`), so that the next one may.
-    async fn bind(&self, app: &AppInfo, node: &str) -> Option<Result<Object, RegistryError>>;
+    async fn bind(&self, app: &AppInfo, node: &str) -> Option<Result<Object, SchedulerError>>;
 }
 
 /// How nodes are scored for resources: kube-scheduler's `NodeResourcesFit` strategies.
@@ -300,8 +301,8 @@ impl Framework {
         let mut state = CycleState::at(now);
         let mut reasons = BTreeMap::new();
         for weighted in &self.plugins {
-            if let Err(reason) = weighted.plugin.pre_filter(app, snapshot, &mut state) {
-                reasons.insert(reason, nodes.len());
+            if let Err(rejected) = weighted.plugin.pre_filter(app, snapshot, &mut state) {
+                reasons.insert(rejected.to_string(), nodes.len());
                 return Err(self.post_filter(
                     app,
                     snapshot,
@@ -373,7 +374,7 @@ impl Framework {
 
     /// Runs the reserve plugins in order once `node` is chosen for `app`; when one refuses,
     /// every reserve plugin's unreserve runs in reverse order and its reason is answered.
-    pub fn reserve(&self, app: &App, node: &str, snapshot: &mut Snapshot) -> Result<(), String> {
+    pub fn reserve(&self, app: &App, node: &str, snapshot: &mut Snapshot) -> Result<(), SchedulerError> {
         for plugin in &self.reserves {
             if let Err(reason) = plugin.reserve(app, node, snapshot) {
                 self.unreserve(app, node, snapshot);
@@ -398,7 +399,7 @@ impl Framework {
         app: &App,
         node: &str,
         reserved: &Mutex<S>,
-    ) -> Result<Object, RegistryError> {
+    ) -> Result<Object, SchedulerError> {
         let mut outcome = None;
         for plugin in &self.binders {
             outcome = plugin.bind(app, node).await;
@@ -406,9 +407,8 @@ impl Framework {
                 break;
             }
         }
-        let outcome = outcome.unwrap_or_else(|| {
-            Err(RegistryError::Forbidden(format!("no bind plugin binds {} to {node}", app.id)))
-        });
+        let outcome = outcome
+            .unwrap_or_else(|| Err(SchedulerError::NoBinder { app: app.id.clone(), node: node.to_owned() }));
         if outcome.is_err() {
             let mut state = reserved.lock().expect("the snapshot's lock is never held across a panic");
             self.unreserve(app, node, state.as_mut());
@@ -511,8 +511,8 @@ mod tests {
             "RejectingPreFilter"
         }
 
-        fn pre_filter(&self, _: &AppInfo, _: &Snapshot, _: &mut CycleState) -> Result<(), String> {
-            Err("node(s) didn't satisfy the rejecting rule".to_owned())
+        fn pre_filter(&self, _: &AppInfo, _: &Snapshot, _: &mut CycleState) -> Result<(), SchedulerError> {
+            Err(SchedulerError::Rejected { reason: "node(s) didn't satisfy the rejecting rule".to_owned() })
         }
     }
 
@@ -585,9 +585,13 @@ mod tests {
             self.name
         }
 
-        fn reserve(&self, _: &App, node: &str, _: &mut Snapshot) -> Result<(), String> {
+        fn reserve(&self, _: &App, node: &str, _: &mut Snapshot) -> Result<(), SchedulerError> {
             self.log.lock().expect("the test's log").push(format!("reserve {} on {node}", self.name));
-            if self.refuses { Err(format!("{} refused", self.name)) } else { Ok(()) }
+            if self.refuses {
+                Err(SchedulerError::ReservationRefused { reason: format!("{} refused", self.name) })
+            } else {
+                Ok(())
+            }
         }
 
         fn unreserve(&self, _: &App, node: &str, _: &mut Snapshot) {
@@ -615,7 +619,7 @@ mod tests {
             self.name
         }
 
-        async fn bind(&self, app: &AppInfo, node: &str) -> Option<Result<Object, RegistryError>> {
+        async fn bind(&self, app: &AppInfo, node: &str) -> Option<Result<Object, SchedulerError>> {
             self.log.lock().expect("the test's log").push(format!("bind {} to {node}", self.name));
             match self.answer {
                 Answer::Skip => None,
@@ -624,10 +628,14 @@ mod tests {
                     bound.insert("boundBy".into(), self.name.into());
                     Some(Ok(bound))
                 }
-                Answer::Fail => Some(Err(RegistryError::Conflict {
-                    resource: "applications.fleet.example.com".into(),
-                    name: app.name.clone(),
-                    message: "the object has been modified".into(),
+                Answer::Fail => Some(Err(SchedulerError::Bind {
+                    app: app.id.clone(),
+                    node: node.to_owned(),
+                    source: Box::new(kayra_registry::RegistryError::Conflict {
+                        resource: "applications.fleet.example.com".into(),
+                        name: app.name.clone(),
+                        message: "the object has been modified".into(),
+                    }),
                 })),
             }
         }

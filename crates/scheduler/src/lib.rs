@@ -19,6 +19,7 @@
 //! where it is when labels or its own rules change later, and a pin its author wrote (a node
 //! without the annotation) is never changed.
 
+mod error;
 pub mod framework;
 pub mod model;
 pub mod plugins;
@@ -42,6 +43,7 @@ use serde_json::{Value, json};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+pub use error::SchedulerError;
 pub use framework::{Framework, Policy};
 use model::{App, AppInfo, NodeInfo};
 use queue::{Entry, Queue};
@@ -133,17 +135,21 @@ impl State {
 impl Scheduler {
     /// The scheduler, acting as `client`, scoring resources by `policy`. Nodes are trusted on
     /// their `Ready` condition alone until [`Scheduler::heartbeat_timeout`] says otherwise.
-    pub fn new(client: Client, policy: Policy) -> Result<Scheduler, RegistryError> {
+    pub fn new(client: Client, policy: Policy) -> Result<Scheduler, SchedulerError> {
         Scheduler::with_framework(client, Framework::new(policy, None))
     }
 
     /// The scheduler running `framework`, with `DefaultBinder` writing as `client` after the
     /// framework's own bind plugins.
-    pub fn with_framework(client: Client, framework: Framework) -> Result<Scheduler, RegistryError> {
+    pub fn with_framework(client: Client, framework: Framework) -> Result<Scheduler, SchedulerError> {
         let framework = framework.with_bind(plugins::default_binder::DefaultBinder::new(client.clone()));
         let domain = client.layer().scheme().domain().to_owned();
-        let applications = client.resource(&format!("fleet.{domain}"), "applications")?;
-        let nodes = client.resource("", "nodes")?;
+        let served = |source| SchedulerError::Registry {
+            what: "finding the resources the scheduler places".to_owned(),
+            source: Box::new(source),
+        };
+        let applications = client.resource(&format!("fleet.{domain}"), "applications").map_err(served)?;
+        let nodes = client.resource("", "nodes").map_err(served)?;
         let recorder = Recorder::new(client.clone(), "kayra-scheduler");
         Ok(Scheduler {
             inner: Arc::new(Inner {
@@ -270,7 +276,10 @@ impl Scheduler {
                 for entry in batch {
                     // A reserve plugin's refusal explains itself in its own words.
                     let decision = match framework.schedule(&entry.app, &state.snapshot, Some(now)) {
-                        Ok(node) => framework.reserve(&entry.app, &node, &mut state.snapshot).map(|()| node),
+                        Ok(node) => framework
+                            .reserve(&entry.app, &node, &mut state.snapshot)
+                            .map(|()| node)
+                            .map_err(|refused| refused.to_string()),
                         Err(unschedulable) => Err(unschedulable.message()),
                     };
                     if decision.is_err() {
@@ -312,7 +321,12 @@ impl Scheduler {
                 let mut state = self.state();
                 match error {
                     // A newer version is on its way through the watch, or the Application is gone.
-                    RegistryError::Conflict { .. } | RegistryError::NotFound { .. } => {
+                    SchedulerError::Bind { source, .. }
+                        if matches!(
+                            *source,
+                            RegistryError::Conflict { .. } | RegistryError::NotFound { .. }
+                        ) =>
+                    {
                         state.queue.retry(&app.id)
                     }
                     error => {

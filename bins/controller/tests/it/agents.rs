@@ -80,6 +80,11 @@ impl Agent {
     /// `kayra-agent join` with the line `token create --print-join-command` printed, plus a
     /// name and a data directory; it goes straight on to run.
     pub(crate) fn join(join_line: &str, name: &str) -> Agent {
+        Agent::join_with(join_line, name, &[])
+    }
+
+    /// As [`Agent::join`], with `extra` arguments for `join`.
+    pub(crate) fn join_with(join_line: &str, name: &str, extra: &[&str]) -> Agent {
         let dir = tempfile::tempdir().unwrap();
         let mut words = join_line.split_whitespace();
         assert_eq!((words.next(), words.next()), (Some("kayra-agent"), Some("join")), "{join_line}");
@@ -88,11 +93,17 @@ impl Agent {
             .args(words)
             .args(["--name", name, "--data-dir"])
             .arg(dir.path().join("data"))
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.path().join("agent.log")).unwrap())
             .spawn()
             .expect("the agent starts");
         Agent { child: Some(child), name: name.to_owned(), dir }
+    }
+
+    /// Waits for the agent process to end.
+    pub(crate) fn exit_status(&mut self) -> std::process::ExitStatus {
+        self.child.take().expect("the agent was started").wait().unwrap()
     }
 
     pub(crate) fn log(&self) -> String {
@@ -183,7 +194,7 @@ pub(crate) fn app_status(controller: &Controller, name: &str) -> Value {
     get_json(controller, &["get", "app", name]).map(|app| app["status"].clone()).unwrap_or(Value::Null)
 }
 
-/// Two agents joined and uncordoned; answers them.
+/// Two agents joined, and schedulable as they registered; answers them.
 pub(crate) fn two_nodes(controller: &Controller) -> (Agent, Agent) {
     let line = join_line(controller);
     let a = Agent::join(&line, &unique("node-a"));
@@ -197,10 +208,9 @@ pub(crate) fn two_nodes(controller: &Controller) -> (Agent, Agent) {
                 .any(|c| c["type"] == "Ready" && c["status"] == "True");
             ready.then_some(())
         });
-        // A node that registered itself starts cordoned.
+        // A node's first registration takes work at once.
         let node = get_json(controller, &["get", "node", &agent.name]).unwrap();
-        assert_eq!(node["spec"]["unschedulable"], true, "{}", agent.log());
-        kubectl_ok(controller, &["uncordon", &agent.name]);
+        assert_eq!(node["spec"]["unschedulable"], Value::Null, "{}", agent.log());
     }
     (a, b)
 }

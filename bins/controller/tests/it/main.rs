@@ -8,10 +8,12 @@ mod csr;
 mod draining;
 mod kubectl;
 mod logs;
+mod registration;
 mod scheduling;
 mod scopes;
 mod services;
 mod tokens;
+mod tour;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -78,8 +80,20 @@ impl Controller {
         Controller::launch(extra)
     }
 
-    fn launch(extra: &[&str]) -> Controller {
+    /// As [`Controller::start_with_local_node`], with the data directory inside a directory
+    /// only its owner may enter (mode 0700), as `/root` or a Debian home directory is.
+    pub fn start_with_local_node_in_a_private_directory(extra: &[&str]) -> Controller {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        Controller::launch_in(dir, extra)
+    }
+
+    fn launch(extra: &[&str]) -> Controller {
+        Controller::launch_in(tempfile::tempdir().unwrap(), extra)
+    }
+
+    fn launch_in(dir: tempfile::TempDir, extra: &[&str]) -> Controller {
         let args: Vec<String> = extra.iter().map(|arg| (*arg).to_owned()).collect();
         let log = |dir: &Path| std::fs::read_to_string(dir.join("controller.log")).unwrap_or_default();
         // A free port may be taken by another test between its choice and the controller's

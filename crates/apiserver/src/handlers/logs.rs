@@ -8,7 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use kayra_nodeserver::{LogError, LogOptions};
+use kayra_nodeserver::{LogOptions, NodeServerError};
 
 use super::Call;
 use crate::error::ApiError;
@@ -79,17 +79,21 @@ pub(crate) async fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
     })?;
     let plural = call.target.kind.plural;
     let stream = nodes.logs(namespace, name, options).await.map_err(|error| match error {
-        LogError::NotFound(_) => ApiError::NotFound(format!("{plural} \"{name}\" not found")),
-        LogError::NotPlaced(message) => ApiError::BadRequest(message),
-        LogError::NodeUnavailable(message) => ApiError::Unavailable(message),
-        LogError::TooMany => ApiError::TooManyRequests(error.to_string()),
-        LogError::Failed(message) => ApiError::Internal(message),
+        NodeServerError::ApplicationNotFound { .. } => {
+            ApiError::NotFound(format!("{plural} \"{name}\" not found"))
+        }
+        NodeServerError::NotPlaced { .. } => ApiError::BadRequest(error.to_string()),
+        NodeServerError::NodeUnavailable { .. } | NodeServerError::NodeDisconnected { .. } => {
+            ApiError::Unavailable(error.to_string())
+        }
+        NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
+        _ => ApiError::Internal(error.to_string()),
     })?;
     // A log the node cannot serve at all (no previous run, not on the node) fails at once:
     // answered as an error, not as an empty log. Output, or a quiet follow, answers 200.
     let mut stream = stream;
     let first = match tokio::time::timeout(FIRST_CHUNK_WITHIN, stream.next()).await {
-        Ok(Some(Err(message))) => return Err(ApiError::BadRequest(message)),
+        Ok(Some(Err(error))) => return Err(ApiError::BadRequest(error.to_string())),
         Ok(first) => first,
         Err(_) => None,
     };

@@ -78,7 +78,7 @@ fn report() -> NodeReport {
             agent_version: "v0.1.0-bench".into(),
             ..NodeInfo::default()
         },
-        conditions: Vec::new(),
+        ..NodeReport::default()
     }
 }
 

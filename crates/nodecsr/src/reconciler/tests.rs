@@ -18,14 +18,16 @@ use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 
 use super::NodeCsrReconciler;
+use crate::NodeCsrError;
 use crate::ports::{RequestedSubject, Signer};
 
 /// The port over the real CA, as the controller adapts it.
 struct CaSigner(kayra_pki::Ca);
 
 impl Signer for CaSigner {
-    fn read_request(&self, request_pem: &str) -> Result<RequestedSubject, String> {
-        let read = kayra_pki::read_certificate_request(request_pem).map_err(|e| e.to_string())?;
+    fn read_request(&self, request_pem: &str) -> Result<RequestedSubject, NodeCsrError> {
+        let read = kayra_pki::read_certificate_request(request_pem)
+            .map_err(|e| NodeCsrError::UnreadableRequest { source: Box::new(e) })?;
         Ok(RequestedSubject {
             common_name: read.subject.common_name,
             organizations: read.subject.organizations,
@@ -37,12 +39,14 @@ impl Signer for CaSigner {
         request_pem: &str,
         subject: &RequestedSubject,
         ttl: Duration,
-    ) -> Result<String, String> {
+    ) -> Result<String, NodeCsrError> {
         let subject = kayra_pki::Subject {
             common_name: subject.common_name.clone(),
             organizations: subject.organizations.clone(),
         };
-        self.0.sign_request(request_pem, &subject, kayra_pki::Usage::Client, ttl).map_err(|e| e.to_string())
+        self.0
+            .sign_request(request_pem, &subject, kayra_pki::Usage::Client, ttl)
+            .map_err(|e| NodeCsrError::Signing { source: Box::new(e) })
     }
 }
 

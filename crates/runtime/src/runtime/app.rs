@@ -214,6 +214,7 @@ impl Task {
                         oom_killed: false,
                         stopped: false,
                         finished_at: Timestamp::now(),
+                        not_started: None,
                     };
                     self.record.status.message =
                         Some("the supervisor ended without recording the exit".to_owned());
@@ -297,7 +298,7 @@ impl Task {
         if self.deadline().is_some_and(|deadline| deadline <= Instant::now()) {
             return self.deadline_exceeded();
         }
-        let work = self.dir.join("work");
+        let work = self.shared.work_dir(&self.names.uid);
         let secrets = self.shared.secrets.lock().expect("the secrets are never poisoned").clone();
         let plan = launch::plan(
             &self.record.application,
@@ -399,19 +400,19 @@ impl Task {
         let mut line = String::new();
         let read =
             tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).read_line(&mut line)).await;
-        drop(child);
         if !matches!(read, Ok(Ok(_))) || !line.starts_with("started ") {
+            // A supervisor that said why it could not start the process has recorded that and
+            // is ending: waited for, so that the next run meets nothing of this one.
+            let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
             let log = std::fs::read_to_string(run_dir.join("supervisor.log")).unwrap_or_default();
             let why = line
                 .trim()
                 .strip_prefix("failed ")
                 .map(str::to_owned)
                 .or_else(|| log.lines().last().map(str::to_owned));
-            return Err(format!(
-                "the supervisor could not start the process: {}",
-                why.unwrap_or_else(|| "no answer".to_owned())
-            ));
+            return Err(not_started(&why.unwrap_or_else(|| "no answer".to_owned())));
         }
+        drop(child);
         let state = supervisor::read_state(&run_dir)
             .filter(|state| state.run == run)
             .ok_or("the supervisor recorded no state")?;
@@ -566,6 +567,7 @@ impl Task {
                     oom_killed: false,
                     stopped: false,
                     finished_at: Timestamp::now(),
+                    not_started: None,
                 }
             }
         }
@@ -582,6 +584,10 @@ impl Task {
     /// A run ended with `exit`: account for it and decide what comes next.
     fn ended(&mut self, state: &RunState, exit: Exit) -> State {
         self.record.handled = state.run;
+        if let Some(why) = &exit.not_started {
+            self.set_ready(false, "ProcessNotRunning");
+            return self.could_not_start(not_started(why));
+        }
         self.record_exit(&exit);
         if exit.oom_killed {
             let message = format!("process {} was killed for exceeding its memory limit", state.workload.pid);
@@ -662,6 +668,7 @@ impl Task {
             tracing::warn!(uid = %self.names.uid, %error, "removing the cgroup of a forgotten application");
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_dir_all(self.shared.work_dir(&self.names.uid));
         self.shared.report(&self.names, None, self.record.run);
     }
 
@@ -711,6 +718,11 @@ async fn run_probe(
         }
         tokio::time::sleep(timing.period).await;
     }
+}
+
+/// What the status and Events say of a run whose process never started.
+fn not_started(why: &str) -> String {
+    format!("the supervisor could not start the process: {why}")
 }
 
 /// A pidfd for `process`, when it is that very process (pid and start time) and alive.

@@ -10,6 +10,7 @@ mod harness;
 mod lifecycle;
 mod logs;
 mod reattach;
+mod starting;
 
 pub(crate) use harness::*;
 

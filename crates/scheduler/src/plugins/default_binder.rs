@@ -5,9 +5,10 @@
 
 use kayra_api::kinds::application::{SCHEDULER, scheduled_by_annotation};
 use kayra_application::client::Client;
-use kayra_registry::{Object, RegistryError};
+use kayra_registry::Object;
 use serde_json::json;
 
+use crate::SchedulerError;
 use crate::framework::Bind;
 use crate::model::AppInfo;
 
@@ -38,11 +39,16 @@ impl Bind for DefaultBinder {
         "DefaultBinder"
     }
 
-    async fn bind(&self, app: &AppInfo, node: &str) -> Option<Result<Object, RegistryError>> {
+    async fn bind(&self, app: &AppInfo, node: &str) -> Option<Result<Object, SchedulerError>> {
         let mut annotations = serde_json::Map::new();
         annotations.insert(self.annotation.clone(), json!(SCHEDULER));
         let binding =
             kayra_application::binding::binding_to(&app.name, node, Some(&app.resource_version), annotations);
-        Some(self.client.bind(&app.namespace, &app.name, &binding).await)
+        let bound = self.client.bind(&app.namespace, &app.name, &binding).await;
+        Some(bound.map_err(|source| SchedulerError::Bind {
+            app: app.id.clone(),
+            node: node.to_owned(),
+            source: Box::new(source),
+        }))
     }
 }

@@ -2,6 +2,7 @@
 //! until the bind lands (kube-scheduler's assumed pod), so the next decisions see the node's
 //! capacity and rules taken; a failed bind gives the node back.
 
+use crate::SchedulerError;
 use crate::framework::Reserve;
 use crate::model::App;
 use crate::snapshot::Snapshot;
@@ -15,7 +16,7 @@ impl Reserve for SnapshotReservation {
         "SnapshotReservation"
     }
 
-    fn reserve(&self, app: &App, node: &str, snapshot: &mut Snapshot) -> Result<(), String> {
+    fn reserve(&self, app: &App, node: &str, snapshot: &mut Snapshot) -> Result<(), SchedulerError> {
         snapshot.reserve(app, node);
         Ok(())
     }

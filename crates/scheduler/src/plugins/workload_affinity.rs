@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 
+use crate::SchedulerError;
 use crate::framework::{CycleState, MAX_SCORE, Plugin, Reasons};
 use crate::model::{AppInfo, NodeInfo};
 use crate::plugins::selects;
@@ -89,7 +90,12 @@ impl Plugin for WorkloadAffinity {
         NAME
     }
 
-    fn pre_filter(&self, app: &AppInfo, snapshot: &Snapshot, state: &mut CycleState) -> Result<(), String> {
+    fn pre_filter(
+        &self,
+        app: &AppInfo,
+        snapshot: &Snapshot,
+        state: &mut CycleState,
+    ) -> Result<(), SchedulerError> {
         let mut prepared = Prepared::default();
         for (node, placed) in snapshot.anti_affine_for(app) {
             if placed.id == app.id {

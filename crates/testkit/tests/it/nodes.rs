@@ -38,7 +38,7 @@ fn report() -> NodeReport {
             agent_version: "v0.1.0".into(),
             ..NodeInfo::default()
         },
-        conditions: Vec::new(),
+        ..NodeReport::default()
     }
 }
 
@@ -113,12 +113,12 @@ async fn a_node_session_is_confined_to_its_node() {
 
     let mut n1 = connect(&node_credentials(&server, "n1")).await.expect("node n1 connects");
     n1.sender().send(NodeMessage::Status(report())).await.expect("sent");
-    // The first status registers the Node, cordoned, Ready with the controller's heartbeat.
+    // The first status registers the Node, schedulable, Ready with the controller's heartbeat.
     let first = next_desired(&mut n1).await;
     assert!(first.applications.is_empty() && first.secrets.is_empty());
     let (code, node) = admin_json(&server, reqwest::Method::GET, "/api/v1/nodes/n1", None).await;
     assert_eq!(code, StatusCode::OK, "{node}");
-    assert_eq!(node["spec"]["unschedulable"], true, "a self-registered node starts cordoned");
+    assert_eq!(node["spec"]["unschedulable"], Value::Null, "a node's first registration takes work at once");
     assert_eq!(node["status"]["nodeInfo"]["kubeletVersion"], "v0.1.0");
     assert_eq!(node["status"]["capacity"]["memory"], "4Gi");
     let ready = &node["status"]["conditions"][0];
