@@ -1,0 +1,99 @@
+//! Every session message survives the wire both ways, and malformed ones are named.
+
+use serde_json::json;
+
+use super::*;
+
+fn object(value: Value) -> Document {
+    match value {
+        Value::Object(object) => Arc::new(object),
+        _ => unreachable!("the tests pass objects"),
+    }
+}
+
+#[test]
+fn every_message_survives_the_wire() {
+    let up = vec![
+        NodeMessage::Status(NodeReport {
+            capacity: [("cpu".to_owned(), "2".to_owned())].into(),
+            allocatable: [("memory".to_owned(), "1Gi".to_owned())].into(),
+            addresses: vec![("InternalIP".into(), "10.0.0.1".into())],
+            info: NodeInfo {
+                operating_system: "linux".into(),
+                agent_version: "v0.1.0".into(),
+                ..NodeInfo::default()
+            },
+            conditions: vec![Condition {
+                type_: "DiskPressure".into(),
+                status: "False".into(),
+                ..Condition::default()
+            }],
+            registration: Registration {
+                unschedulable: true,
+                taints: vec![NodeTaint {
+                    key: "dedicated".into(),
+                    value: "gpu".into(),
+                    effect: "NoSchedule".into(),
+                }],
+            },
+        }),
+        NodeMessage::Application(ApplicationReport {
+            namespace: "demo".into(),
+            name: "web".into(),
+            uid: "u1".into(),
+            status: ApplicationStatus {
+                phase: Some("Failed".into()),
+                exit_code: Some(137),
+                restarts: Some(2),
+                attempts: Some(3),
+                observed_generation: Some(4),
+                finished_at: Some("2026-01-01T00:00:00Z".into()),
+                ..ApplicationStatus::default()
+            },
+        }),
+        NodeMessage::LogChunk(LogChunk { id: 7, data: b"hello\n".to_vec(), eof: true, error: None }),
+        NodeMessage::Usage(UsageSample { name: "web".into(), memory_bytes: 5, ..UsageSample::default() }),
+        NodeMessage::Event(NodeEvent {
+            reason: "Started".into(),
+            type_: "Normal".into(),
+            ..NodeEvent::default()
+        }),
+    ];
+    for message in up {
+        assert_eq!(node_message_from_wire(node_message_to_wire(message.clone())), Ok(message));
+    }
+    let down = vec![
+        ControllerMessage::Desired(DesiredState {
+            applications: vec![object(json!({"metadata": {"name": "web"}}))],
+            secrets: vec![object(json!({"data": {"k": "dg=="}}))],
+            signature: "abc".into(),
+        }),
+        ControllerMessage::LogRequest(LogRequest {
+            id: 3,
+            tail_lines: Some(10),
+            follow: true,
+            window: 9,
+            ..LogRequest::default()
+        }),
+        ControllerMessage::LogCancel(3),
+        ControllerMessage::LogCredit { id: 3, bytes: 100 },
+    ];
+    for message in down {
+        assert_eq!(controller_message_from_wire(controller_message_to_wire(message.clone())), Ok(message));
+    }
+}
+
+#[test]
+fn malformed_messages_are_named() {
+    assert!(node_message_from_wire(wire::NodeMessage { body: None }).is_err());
+    let desired = wire::ControllerMessage {
+        body: Some(Down::Desired(wire::DesiredState {
+            applications: vec![b"[1]".to_vec()],
+            ..Default::default()
+        })),
+    };
+    assert_eq!(
+        controller_message_from_wire(desired),
+        Err("a desired application is not a JSON object".into())
+    );
+}
