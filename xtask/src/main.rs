@@ -206,8 +206,9 @@ fn deny(skipped: &mut Vec<String>) -> Result<(), String> {
 
 /// The tidy rules: every Rust file opens with a `//!` comment saying what it owns; no source
 /// file in `crates/` grows past [`MAX_FILE_LINES`] (tests excepted); each binary's `src` stays
-/// within [`MAX_BINARY_LINES`], its assembly living in a library; and the HTTP adapter reaches
-/// the registry only through the application layer's client.
+/// within [`MAX_BINARY_LINES`], its assembly living in a library; the HTTP adapter reaches the
+/// registry only through the application layer's client; only the registry's housekeeping
+/// writes without admission; and the code map names exactly the crates that exist.
 fn tidy() -> Result<(), String> {
     let mut problems = Vec::new();
     for dir in ["crates", "bins", "examples", "xtask"] {
@@ -224,6 +225,7 @@ fn tidy() -> Result<(), String> {
     problems.extend(fat_binaries());
     problems.extend(second_doors());
     problems.extend(unadmitted_writers());
+    problems.extend(unmapped_crates());
     if problems.is_empty() { Ok(()) } else { Err(problems.join("\n  ")) }
 }
 
@@ -314,6 +316,42 @@ fn unadmitted_writers() -> Vec<String> {
         });
     }
     writers
+}
+
+/// The code map (`docs/architecture.md`) names every crate under `crates/` that exists, as
+/// `` `crates/<name>` ``, and none that does not.
+fn unmapped_crates() -> Vec<String> {
+    let map = std::fs::read_to_string(root().join("docs/architecture.md")).unwrap_or_default();
+    let named: std::collections::BTreeSet<String> = map
+        .match_indices("`crates/")
+        .filter_map(|(at, found)| {
+            let rest = &map[at + found.len()..];
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect();
+    let existing: std::collections::BTreeSet<String> = std::fs::read_dir(root().join("crates"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|entry| entry.path().join("Cargo.toml").is_file())
+                .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut problems: Vec<String> = existing
+        .difference(&named)
+        .map(|name| format!("docs/architecture.md does not map crates/{name}: give it a paragraph"))
+        .collect();
+    problems.extend(
+        named
+            .difference(&existing)
+            .map(|name| format!("docs/architecture.md names crates/{name}, which does not exist")),
+    );
+    problems
 }
 
 /// Whether `line` names `word` whole: not as the start of a longer identifier

@@ -87,6 +87,14 @@ pub enum TokenFileError {
     },
 }
 
+impl TokenFileError {
+    /// Whether reading the file again may succeed: an unreadable file may become readable
+    /// (it is being replaced); a malformed line stays until someone fixes it.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, TokenFileError::Read { .. })
+    }
+}
+
 impl TokenFile {
     /// No tokens at all: only client certificates authenticate.
     pub fn none() -> TokenFile {

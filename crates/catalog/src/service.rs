@@ -83,6 +83,22 @@ pub enum CatalogError {
     },
 }
 
+impl CatalogError {
+    /// Whether trying again unchanged may succeed: the store was away, or another writer won a
+    /// race.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CatalogError::Store(error) => error.is_retryable(),
+            CatalogError::Conflict(_) => true,
+            CatalogError::Invalid(_)
+            | CatalogError::NotFound(_)
+            | CatalogError::NamespaceTerminating(_)
+            | CatalogError::Sync(_)
+            | CatalogError::Corrupt { .. } => false,
+        }
+    }
+}
+
 /// An object as stored: its fields, its metadata, and the revision it was written at.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored<T> {

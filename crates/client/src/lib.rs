@@ -44,6 +44,18 @@ pub enum ClientError {
     },
 }
 
+impl ClientError {
+    /// Whether trying again unchanged may succeed: the server was unreachable, overloaded
+    /// (429) or failing (5xx); a bad kubeconfig or a refusal stays as it is.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ClientError::Transport { .. } => true,
+            ClientError::Status { code, .. } => *code >= 500 || *code == 429,
+            ClientError::Config { .. } => false,
+        }
+    }
+}
+
 /// A configured client.
 #[derive(Debug, Clone)]
 pub struct Client {

@@ -108,11 +108,7 @@ impl ControlPlaneError {
         match self {
             ControlPlaneError::Store { source, .. } => source.is_retryable(),
             ControlPlaneError::Registry { source, .. } => source.is_retryable(),
-            ControlPlaneError::Client { source, .. } => match source {
-                ClientError::Transport { .. } => true,
-                ClientError::Status { code, .. } => *code >= 500 || *code == 429,
-                ClientError::Config { .. } => false,
-            },
+            ControlPlaneError::Client { source, .. } => source.is_retryable(),
             ControlPlaneError::LocalNode(error) => error.is_retryable(),
             ControlPlaneError::NodeServer(error) => error.is_retryable(),
             ControlPlaneError::Scheduler(error) => error.is_retryable(),

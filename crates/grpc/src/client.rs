@@ -45,6 +45,17 @@ pub enum SessionError {
     Malformed(String),
 }
 
+impl SessionError {
+    /// Whether opening the session again may succeed: the controller was unreachable or ended
+    /// the session (a restart, a takeover); a malformed message is a fault of the peer.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SessionError::Connect { .. } | SessionError::Refused(_) => true,
+            SessionError::Malformed(_) => false,
+        }
+    }
+}
+
 /// An open session: send node messages through [`Connection::sender`], take controller
 /// messages with [`Connection::next`].
 #[derive(Debug)]

@@ -126,6 +126,14 @@ pub enum FeedError {
     Failed(String),
 }
 
+impl FeedError {
+    /// Whether watching again from the last revision may succeed: after a failure yes; an
+    /// expired revision needs a new list instead.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, FeedError::Failed(_))
+    }
+}
+
 impl From<StoreError> for FeedError {
     fn from(error: StoreError) -> FeedError {
         match error {

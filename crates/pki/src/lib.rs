@@ -31,6 +31,14 @@ pub enum PkiError {
     },
 }
 
+impl PkiError {
+    /// Whether trying again unchanged may succeed: never, a certificate or request that is
+    /// refused or unreadable stays so.
+    pub fn is_retryable(&self) -> bool {
+        false
+    }
+}
+
 fn failed(action: &'static str) -> impl FnOnce(rcgen::Error) -> PkiError {
     move |source| PkiError::Certificate { action, source }
 }
