@@ -116,7 +116,12 @@ fn ci() -> Result<(), String> {
         ])
     })?;
     step("deny", || deny(&mut skipped))?;
-    step("test", || tests(&["--workspace", "--locked"], &mut skipped))
+    // The controller's end-to-end tests run the agent binary beside it, which no test of its own
+    // package builds: build it first, so they never find it missing or run a stale one.
+    step("test", || {
+        cargo(&["build", "--package", "kayra-agent", "--locked"])
+            .and_then(|()| tests(&["--workspace", "--locked"], &mut skipped))
+    })
 }
 
 /// Runs the tests of `selection` (cargo package arguments), doctests included, with nextest
