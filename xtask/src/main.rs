@@ -471,13 +471,7 @@ fn binary_dependents() -> Result<Vec<String>, String> {
         for entry in members.flatten() {
             let Ok(manifest) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else { continue };
             let own = package(&manifest).unwrap_or_default();
-            let mut section = "";
-            for line in manifest.lines().map(str::trim) {
-                if line.starts_with('[') {
-                    section = line;
-                    continue;
-                }
-                let named = line.split(['=', '.', ' ']).next().unwrap_or_default();
+            for (section, named) in dependencies(&manifest) {
                 if section.contains("dependencies")
                     && named != own
                     && binaries.iter().any(|binary| binary == named)
@@ -491,6 +485,21 @@ fn binary_dependents() -> Result<Vec<String>, String> {
         }
     }
     Ok(violations)
+}
+
+/// Each line of a manifest that names a crate, with the section it is in (`[dependencies]`,
+/// `[dev-dependencies]`, ...): the crate named, as the line begins.
+fn dependencies(manifest: &str) -> Vec<(&str, &str)> {
+    let mut section = "";
+    let mut named = Vec::new();
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        named.push((section, line.split(['=', '.', ' ']).next().unwrap_or_default()));
+    }
+    named
 }
 
 /// Members that may depend on the HTTP server stack directly: the HTTP and gRPC adapters, the
@@ -510,13 +519,7 @@ fn http_stack_users() -> Result<Vec<String>, String> {
             if HTTP_STACK_USERS.contains(&member.as_str()) {
                 continue;
             }
-            let mut section = "";
-            for line in manifest.lines().map(str::trim) {
-                if line.starts_with('[') {
-                    section = line;
-                    continue;
-                }
-                let named = line.split(['=', '.', ' ']).next().unwrap_or_default();
+            for (section, named) in dependencies(&manifest) {
                 if section == "[dependencies]" && matches!(named, "axum" | "hyper") {
                     violations.push(format!("{member} depends on {named} directly"));
                 }

@@ -283,6 +283,42 @@ impl std::fmt::Debug for KindInfo {
 }
 
 impl KindInfo {
+    /// A Kind named `kind` (`plural`, `singular`) in `group` at `v1`, stored by the registry and
+    /// served with every verb, with none of the rest — no subresources, columns, short names,
+    /// categories or selectable fields —, not builtin, not a view, review or catalog Kind: what
+    /// each Kind's definition starts from and changes.
+    pub(crate) fn v1(
+        group: &str,
+        kind: &'static str,
+        plural: &'static str,
+        singular: &'static str,
+        namespaced: bool,
+        names: NameRule,
+        behaviour: Arc<dyn Behaviour>,
+    ) -> KindInfo {
+        KindInfo {
+            group: group.to_owned(),
+            version: "v1",
+            kind,
+            plural,
+            singular,
+            short_names: &[],
+            categories: &[],
+            namespaced,
+            subresources: &[],
+            field_labels: &[],
+            columns: &[],
+            verbs: ALL_VERBS,
+            builtin: false,
+            view_of: None,
+            create_keeps_status: false,
+            review: false,
+            catalog: false,
+            names,
+            behaviour,
+        }
+    }
+
     /// Whether objects of the Kind are kept in the store (views and reviews are not).
     pub fn stored(&self) -> bool {
         self.view_of.is_none() && !self.review && !self.catalog

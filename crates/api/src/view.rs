@@ -149,14 +149,8 @@ pub fn placement_uid(application_uid: &str, node: &str) -> String {
 /// uses on pods (`logs`, `drain`'s eviction, a scheduler's binding).
 pub(crate) fn pod() -> KindInfo {
     KindInfo {
-        group: String::new(),
-        version: "v1",
-        kind: "Pod",
-        plural: "pods",
-        singular: "pod",
         short_names: &["po"],
         categories: &["all"],
-        namespaced: true,
         subresources: &[LOG, EVICTION, BINDING],
         field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
         columns: &[
@@ -217,11 +211,7 @@ pub(crate) fn pod() -> KindInfo {
         verbs: &[Verb::Get, Verb::List, Verb::Watch],
         builtin: true,
         view_of: Some(("applications", pod_from_application)),
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Subdomain,
-        behaviour: typed::<Pod>(),
+        ..KindInfo::v1("", "Pod", "pods", "pod", true, NameRule::Subdomain, typed::<Pod>())
     }
 }
 

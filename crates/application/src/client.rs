@@ -26,7 +26,8 @@ use crate::permitted::write::Body;
 #[derive(Debug, Clone)]
 pub struct Client {
     layer: Arc<ApplicationLayer>,
-    identity: Identity,
+    /// Shared by every permit the client answers, so that one costs no copy of it.
+    identity: Arc<Identity>,
 }
 
 /// What the conveniences ask of a write: the control plane writes its Kinds' own shapes, so
@@ -36,7 +37,7 @@ const TYPED: WriteRequest =
 
 impl Client {
     pub(crate) fn new(layer: Arc<ApplicationLayer>, identity: Identity) -> Client {
-        Client { layer, identity }
+        Client { layer, identity: Arc::new(identity) }
     }
 
     /// Who this client acts as.

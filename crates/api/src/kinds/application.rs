@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Condition, ConditionType, Kind};
-use crate::scheme::{ALL_VERBS, BINDING, KindInfo, LOG, NameRule, STATUS, typed};
+use crate::scheme::{BINDING, KindInfo, LOG, NameRule, STATUS, typed};
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
 
@@ -436,14 +436,8 @@ impl Kind for Application {
 /// `--field-selector` may use.
 pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
-        group: fleet.to_owned(),
-        version: "v1",
-        kind: "Application",
-        plural: "applications",
-        singular: "application",
         short_names: &["app", "apps"],
         categories: &["all"],
-        namespaced: true,
         subresources: &[STATUS, LOG, BINDING],
         field_labels: &[NODE_NAME_FIELD, "spec.serviceName", "status.phase"],
         columns: &[
@@ -488,14 +482,15 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
                 cell: |o, _| text_or_none(o, "status.address"),
             },
         ],
-        verbs: ALL_VERBS,
-        builtin: false,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Subdomain,
-        behaviour: typed::<Application>(),
+        ..KindInfo::v1(
+            fleet,
+            "Application",
+            "applications",
+            "application",
+            true,
+            NameRule::Subdomain,
+            typed::<Application>(),
+        )
     }
 }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::application::{Application, ApplicationSpec, EnvVar};
 use super::{Condition, Kind, duplicates, validate_conditions};
-use crate::scheme::{ALL_VERBS, KindInfo, NameRule, SCALE, STATUS, typed};
+use crate::scheme::{KindInfo, NameRule, SCALE, STATUS, typed};
 use crate::table::{Column, text_or_none};
 use crate::validation::{FieldError, is_dns_label};
 
@@ -348,14 +348,8 @@ impl Kind for ApplicationSet {
 /// ApplicationSets as served in `fleet`, with the `scale` subresource `kubectl scale` uses.
 pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
-        group: fleet.to_owned(),
-        version: "v1",
-        kind: "ApplicationSet",
-        plural: "applicationsets",
-        singular: "applicationset",
         short_names: &["appset", "appsets"],
         categories: &["all"],
-        namespaced: true,
         subresources: &[STATUS, SCALE],
         field_labels: &["status.phase"],
         columns: &[
@@ -387,13 +381,14 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
                 cell: |o, _| text_or_none(o, "status.phase"),
             },
         ],
-        verbs: ALL_VERBS,
-        builtin: false,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Subdomain,
-        behaviour: typed::<ApplicationSet>(),
+        ..KindInfo::v1(
+            fleet,
+            "ApplicationSet",
+            "applicationsets",
+            "applicationset",
+            true,
+            NameRule::Subdomain,
+            typed::<ApplicationSet>(),
+        )
     }
 }

@@ -144,26 +144,20 @@ pub(crate) fn kind_infos(domain: &str) -> [KindInfo; 2] {
                 subresources: &'static [Subresource],
                 columns: &'static [Column],
                 behaviour: Arc<dyn Behaviour>| KindInfo {
-        group: format!("catalog.{domain}"),
-        version: "v1",
-        kind,
-        plural,
-        singular,
-        short_names: &[],
-        categories: &[],
-        namespaced,
         subresources,
-        field_labels: &[],
         columns,
         // What the catalog's routes serve: no patch, no deletecollection.
         verbs: &[Verb::Create, Verb::Delete, Verb::Get, Verb::List, Verb::Update, Verb::Watch],
-        builtin: false,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
         catalog: true,
-        names: NameRule::Path,
-        behaviour,
+        ..KindInfo::v1(
+            &format!("catalog.{domain}"),
+            kind,
+            plural,
+            singular,
+            namespaced,
+            NameRule::Path,
+            behaviour,
+        )
     };
     [
         kind(

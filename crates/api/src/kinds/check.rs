@@ -50,24 +50,8 @@ impl Kind for Check {}
 /// never stored.
 pub(crate) fn kind_info(authorization: &str) -> KindInfo {
     KindInfo {
-        group: authorization.to_owned(),
-        version: "v1",
-        kind: "Check",
-        plural: "check",
-        singular: "check",
-        short_names: &[],
-        categories: &[],
-        namespaced: false,
-        subresources: &[],
-        field_labels: &[],
-        columns: &[],
         verbs: &[Verb::Create],
-        builtin: false,
-        view_of: None,
-        create_keeps_status: false,
         review: true,
-        catalog: false,
-        names: NameRule::Path,
-        behaviour: typed::<Check>(),
+        ..KindInfo::v1(authorization, "Check", "check", "check", false, NameRule::Path, typed::<Check>())
     }
 }

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ConditionType, Kind};
-use crate::scheme::{ALL_VERBS, Behaviour, KindInfo, NAMESPACE_VERBS, NameRule, STATUS, Typed, typed};
+use crate::scheme::{Behaviour, KindInfo, NAMESPACE_VERBS, NameRule, STATUS, Typed, typed};
 use crate::table::{Column, age_of, field_of_typed_entry, text, text_or_none};
 use crate::validation::FieldError;
 use crate::verb::Verb;
@@ -120,14 +120,7 @@ impl Kind for Event {
 /// Namespaces as served: cluster-scoped, named by a DNS label, deleted in two steps.
 pub(crate) fn namespace() -> KindInfo {
     KindInfo {
-        group: String::new(),
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        singular: "namespace",
         short_names: &["ns"],
-        categories: &[],
-        namespaced: false,
         subresources: &[STATUS],
         field_labels: &["status.phase"],
         columns: &[Column {
@@ -140,26 +133,22 @@ pub(crate) fn namespace() -> KindInfo {
         }],
         verbs: NAMESPACE_VERBS,
         builtin: true,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Label,
-        behaviour: Arc::new(NamespaceBehaviour(Typed::new())),
+        ..KindInfo::v1(
+            "",
+            "Namespace",
+            "namespaces",
+            "namespace",
+            false,
+            NameRule::Label,
+            Arc::new(NamespaceBehaviour(Typed::new())),
+        )
     }
 }
 
 /// Nodes as served: cluster-scoped, registered with their status.
 pub(crate) fn node() -> KindInfo {
     KindInfo {
-        group: String::new(),
-        version: "v1",
-        kind: "Node",
-        plural: "nodes",
-        singular: "node",
         short_names: &["no"],
-        categories: &[],
-        namespaced: false,
         subresources: &[STATUS],
         field_labels: &["spec.unschedulable"],
         columns: &[
@@ -212,29 +201,16 @@ pub(crate) fn node() -> KindInfo {
                 cell: |o, _| text_or_none(o, "status.nodeInfo.kernelVersion"),
             },
         ],
-        verbs: ALL_VERBS,
         builtin: true,
-        view_of: None,
         create_keeps_status: true,
-        review: false,
-        catalog: false,
-        names: NameRule::Subdomain,
-        behaviour: typed::<Node>(),
+        ..KindInfo::v1("", "Node", "nodes", "node", false, NameRule::Subdomain, typed::<Node>())
     }
 }
 
 /// Events as served, with the fields `kubectl get events --field-selector` uses.
 pub(crate) fn event() -> KindInfo {
     KindInfo {
-        group: String::new(),
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        singular: "event",
         short_names: &["ev"],
-        categories: &[],
-        namespaced: true,
-        subresources: &[],
         field_labels: &[
             "involvedObject.kind",
             "involvedObject.namespace",
@@ -296,14 +272,8 @@ pub(crate) fn event() -> KindInfo {
                 cell: |o, _| Value::String(text(o, "message")),
             },
         ],
-        verbs: ALL_VERBS,
         builtin: true,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Subdomain,
-        behaviour: typed::<Event>(),
+        ..KindInfo::v1("", "Event", "events", "event", true, NameRule::Subdomain, typed::<Event>())
     }
 }
 
@@ -380,25 +350,10 @@ fn review(
     behaviour: Arc<dyn Behaviour>,
 ) -> KindInfo {
     KindInfo {
-        group: group.to_owned(),
-        version: "v1",
-        kind,
-        plural,
-        singular,
-        short_names: &[],
-        categories: &[],
-        namespaced: false,
-        subresources: &[],
-        field_labels: &[],
-        columns: &[],
         verbs: &[Verb::Create],
         builtin: true,
-        view_of: None,
-        create_keeps_status: false,
         review: true,
-        catalog: false,
-        names: NameRule::Path,
-        behaviour,
+        ..KindInfo::v1(group, kind, plural, singular, false, NameRule::Path, behaviour)
     }
 }
 

@@ -11,7 +11,7 @@ use k8s_openapi::api::certificates::v1::{CertificateSigningRequest, CertificateS
 use serde_json::Value;
 
 use super::Kind;
-use crate::scheme::{ALL_VERBS, APPROVAL, KindInfo, NameRule, STATUS, typed};
+use crate::scheme::{APPROVAL, KindInfo, NameRule, STATUS, typed};
 use crate::table::{AGE, Column, human_duration, text};
 use crate::validation::FieldError;
 
@@ -218,14 +218,7 @@ fn validate_status_change(
 /// signer's.
 pub(crate) fn kind_info() -> KindInfo {
     KindInfo {
-        group: "certificates.k8s.io".to_owned(),
-        version: "v1",
-        kind: "CertificateSigningRequest",
-        plural: "certificatesigningrequests",
-        singular: "certificatesigningrequest",
         short_names: &["csr"],
-        categories: &[],
-        namespaced: false,
         // `approval` writes only the Approved and Denied conditions (kubectl
         // certificate approve|deny); `status` is the signer's: the certificate and Failed.
         subresources: &[APPROVAL, STATUS],
@@ -268,14 +261,16 @@ pub(crate) fn kind_info() -> KindInfo {
                 cell: csr_condition,
             },
         ],
-        verbs: ALL_VERBS,
         builtin: true,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Subdomain,
-        behaviour: typed::<CertificateSigningRequest>(),
+        ..KindInfo::v1(
+            "certificates.k8s.io",
+            "CertificateSigningRequest",
+            "certificatesigningrequests",
+            "certificatesigningrequest",
+            false,
+            NameRule::Subdomain,
+            typed::<CertificateSigningRequest>(),
+        )
     }
 }
 

@@ -8,7 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::Kind;
-use crate::scheme::{ALL_VERBS, Behaviour, KindInfo, NameRule, typed};
+use crate::scheme::{Behaviour, KindInfo, NameRule, typed};
 use crate::validation::FieldError;
 
 /// One permission: verbs on resources of API groups (optionally only some names), or verbs on
@@ -242,26 +242,8 @@ pub(crate) fn kind_infos(authorization: &str) -> [KindInfo; 4] {
                 plural: &'static str,
                 singular: &'static str,
                 namespaced: bool,
-                behaviour: Arc<dyn Behaviour>| KindInfo {
-        group: authorization.to_owned(),
-        version: "v1",
-        kind,
-        plural,
-        singular,
-        short_names: &[],
-        categories: &[],
-        namespaced,
-        subresources: &[],
-        field_labels: &[],
-        columns: &[],
-        verbs: ALL_VERBS,
-        builtin: false,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Path,
-        behaviour,
+                behaviour: Arc<dyn Behaviour>| {
+        KindInfo::v1(authorization, kind, plural, singular, namespaced, NameRule::Path, behaviour)
     };
     [
         rbac("Role", "roles", "role", true, typed::<Role>()),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Kind;
-use crate::scheme::{ALL_VERBS, KindInfo, NameRule, typed};
+use crate::scheme::{KindInfo, NameRule, typed};
 use crate::table::{Column, text};
 use crate::validation::FieldError;
 
@@ -206,15 +206,6 @@ impl Kind for Secret {
 /// Secrets as served in `fleet`, selectable by `type`.
 pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
-        group: fleet.to_owned(),
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        singular: "secret",
-        short_names: &[],
-        categories: &[],
-        namespaced: true,
-        subresources: &[],
         field_labels: &["type"],
         columns: &[
             Column {
@@ -234,14 +225,7 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
                 cell: |o, _| Value::from(o.get("data").and_then(Value::as_object).map_or(0, |d| d.len())),
             },
         ],
-        verbs: ALL_VERBS,
-        builtin: false,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Subdomain,
-        behaviour: typed::<Secret>(),
+        ..KindInfo::v1(fleet, "Secret", "secrets", "secret", true, NameRule::Subdomain, typed::<Secret>())
     }
 }
 

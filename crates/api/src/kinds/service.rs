@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Kind, duplicates};
-use crate::scheme::{ALL_VERBS, KindInfo, NameRule, STATUS, typed};
+use crate::scheme::{KindInfo, NameRule, STATUS, typed};
 use crate::table::{Column, text, text_or_none};
 use crate::validation::{FieldError, is_dns_label};
 
@@ -179,16 +179,9 @@ impl Kind for Service {
 /// Services as served in `fleet`, named by a DNS label.
 pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
-        group: fleet.to_owned(),
-        version: "v1",
-        kind: "Service",
-        plural: "services",
-        singular: "service",
         short_names: &["svc"],
         categories: &["all"],
-        namespaced: true,
         subresources: &[STATUS],
-        field_labels: &[],
         columns: &[
             Column {
                 name: "Cluster-IP",
@@ -218,14 +211,7 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
                 },
             },
         ],
-        verbs: ALL_VERBS,
-        builtin: false,
-        view_of: None,
-        create_keeps_status: false,
-        review: false,
-        catalog: false,
-        names: NameRule::Label,
-        behaviour: typed::<Service>(),
+        ..KindInfo::v1(fleet, "Service", "services", "service", true, NameRule::Label, typed::<Service>())
     }
 }
 

@@ -53,16 +53,13 @@ fn authorize(state: &ApiState, request: &mut HttpRequest) -> Result<(), ApiError
         Some(Caller::Known { identity, .. }) => identity,
     };
     let client = state.layer().client(identity);
-    let target = match request.extensions().get::<Route>() {
-        Some(Route::Served(target)) => target.clone(),
-        _ => {
-            let discovery = client.authorize(Request::path(request.uri().path())).ok();
-            request.extensions_mut().insert(Unrouted { discovery });
-            return Ok(());
-        }
+    let Some(Route::Served(target)) = request.extensions().get::<Route>() else {
+        let discovery = client.authorize(Request::path(request.uri().path())).ok();
+        request.extensions_mut().insert(Unrouted { discovery });
+        return Ok(());
     };
     let query = crate::routes::query(request.uri())?;
-    let asked = asked(state, &target, request.method(), request.uri().path(), &query)?;
+    let asked = asked(state, target, request.method(), request.uri().path(), &query)?;
     let permitted = client.authorize(asked)?;
     let extensions = request.extensions_mut();
     extensions.insert(permitted);
