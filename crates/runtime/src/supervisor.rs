@@ -284,7 +284,9 @@ fn supervise(dir: &Path) -> io::Result<()> {
 
     let oom_after = spec.oom_counter.as_ref().map_or(0, OomCounter::read);
     let signal = status.signal();
-    let oom_killed = oom_after > oom_before && signal == Some(9);
+    // The kernel's own count decides, as runc and kubelet do: the process it chose may be any
+    // in the cgroup (a shell's child, a worker of a pool), not only the one this spawned.
+    let oom_killed = oom_after > oom_before;
     let code = status.code().unwrap_or_else(|| 128 + signal.unwrap_or(0));
     let was_stopped = *stopped.lock().expect("the stop flag is never poisoned");
     let not_started = match report {

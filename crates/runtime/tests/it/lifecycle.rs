@@ -260,6 +260,32 @@ async fn a_process_over_its_memory_limit_is_oom_killed() {
     wait_gone(&mut reports, "hungry").await;
 }
 
+/// The kernel may choose any process of the cgroup: here the shell's child dies and the shell
+/// itself exits 137. The cgroup's own OOM-kill counter is what tells.
+#[tokio::test]
+async fn an_oom_kill_of_a_shells_child_is_reported_as_one() {
+    let node = Node::new("oom-child");
+    let runtime = node.open().await;
+    let (_, mut reports) = runtime.subscribe();
+    let mut events = runtime.events();
+    let script = "python3 -c 'a = bytearray(400 * 1024 * 1024)'; exit $?";
+    let mut app = application("hungry-child", node.shell(script)).with_policy("Never");
+    app.spec.resources = Some(Resources {
+        limits: Some(ResourceList { memory: Some("64Mi".into()), cpu: None }),
+        requests: None,
+    });
+    runtime.apply(desired(vec![app]));
+    let status =
+        wait_status(&mut reports, "hungry-child", "phase Failed", |s| s.phase.as_deref() == Some("Failed"))
+            .await;
+    assert_eq!(status.exit_code, Some(137), "the shell passes on its child's death by SIGKILL");
+    let message = status.message.unwrap_or_default();
+    assert!(message.starts_with("OOMKilled"), "reason OOMKilled, not {message:?}");
+    wait_event(&mut events, "hungry-child", "OOMKilled").await;
+    runtime.apply(desired(vec![]));
+    wait_gone(&mut reports, "hungry-child").await;
+}
+
 #[tokio::test]
 async fn a_failing_liveness_probe_restarts_the_process() {
     let node = Node::new("liveness");
