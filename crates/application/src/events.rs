@@ -1,11 +1,24 @@
 //! Events: what the loops tell operators about the objects they work on, as core `v1` Events
 //! (`kubectl get events`, `kubectl describe`).
+//!
+//! An Event that repeats (same object, type, reason, message and source) within its time to
+//! live updates the Event it wrote before: `count` grows, `lastTimestamp` and `series` move, as
+//! client-go's correlator and `events.k8s.io` do, so a crash loop keeps one Event and not one
+//! per restart.
 
-use kayra_api::kinds::core::EventType;
-use kayra_registry::RegistryError;
-use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
+use kayra_api::kinds::core::{EVENT_TTL, EventType};
+use kayra_registry::{PatchKind, RegistryError};
+use serde_json::{Value, json};
 
 use crate::client::Client;
+
+/// How many distinct Events a recorder remembers; past it, the least recently seen is forgotten
+/// and its next repeat starts a new Event.
+const REMEMBERED: usize = 4096;
 
 /// The object an Event is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,22 +45,26 @@ pub struct Recorder {
     client: Client,
     component: String,
     host: Option<String>,
+    seen: Arc<Seen>,
 }
 
 impl Recorder {
     /// A recorder writing through `client`, naming `component` as the Events' source.
     pub fn new(client: Client, component: impl Into<String>) -> Recorder {
-        Recorder { client, component: component.into(), host: None }
+        Recorder { client, component: component.into(), host: None, seen: Arc::default() }
     }
 
     /// A recorder for what `component` on node `host` reports, as kubelet records its Events
-    /// (`source.host`): an Event about an Application is then also one about its Pod there.
-    pub fn on_node(client: Client, component: impl Into<String>, host: impl Into<String>) -> Recorder {
-        Recorder { client, component: component.into(), host: Some(host.into()) }
+    /// (`source.host`), written through `client`: an Event about an Application is then also
+    /// one about its Pod there. It shares this recorder's memory of recent Events, so a repeat
+    /// is counted however many recorders a node's reports pass through.
+    pub fn on_node(&self, client: Client, component: impl Into<String>, host: impl Into<String>) -> Recorder {
+        Recorder { client, component: component.into(), host: Some(host.into()), seen: self.seen.clone() }
     }
 
     /// Records one Event about `involved`, in its namespace (`default` for cluster-scoped
-    /// objects, as Kubernetes does).
+    /// objects, as Kubernetes does); a repeat within the Event's time to live counts on the
+    /// Event written before.
     pub async fn record(
         &self,
         involved: &Involved,
@@ -57,8 +74,24 @@ impl Recorder {
     ) -> Result<(), RegistryError> {
         let resource = self.client.resource("", "events")?;
         let namespace = if involved.namespace.is_empty() { "default" } else { involved.namespace.as_str() };
-        let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-        let event = json!({
+        let key = self.key(involved, severity, reason, message);
+        let now = Timestamp::now();
+        if let Some(repeat) = self.seen.repeat(&key, now) {
+            let patch = json!({
+                "count": repeat.count,
+                "lastTimestamp": seconds(now),
+                "series": {"count": repeat.count, "lastObservedTime": microseconds(now)},
+            });
+            let patched =
+                self.client.patch(&resource, Some(namespace), &repeat.name, PatchKind::Merge, &patch).await;
+            match patched {
+                Ok(_) => return Ok(()),
+                // Expired or deleted since: the repeat starts a new Event.
+                Err(RegistryError::NotFound { .. }) => self.seen.forget(&key),
+                Err(error) => return Err(error),
+            }
+        }
+        let mut event = json!({
             "apiVersion": "v1", "kind": "Event",
             "metadata": {"generateName": format!("{}.", involved.name), "namespace": namespace},
             "involvedObject": {
@@ -68,15 +101,148 @@ impl Recorder {
             "reason": reason, "message": message,
             "type": severity.as_str(),
             "source": {"component": self.component},
-            "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+            "firstTimestamp": seconds(now), "lastTimestamp": seconds(now), "count": 1,
         });
-        let mut event = event;
         if !involved.uid.is_empty() {
             event["involvedObject"]["uid"] = json!(involved.uid);
         }
         if let Some(host) = &self.host {
             event["source"]["host"] = json!(host);
         }
-        self.client.create(&resource, Some(namespace), event).await.map(|_| ())
+        let created = self.client.create(&resource, Some(namespace), event).await?;
+        if let Some(name) = created.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str) {
+            self.seen.wrote(key, name.to_owned(), now);
+        }
+        Ok(())
+    }
+
+    /// What makes two Events the same one: the object, what happened, and who says so.
+    fn key(&self, involved: &Involved, severity: Severity, reason: &str, message: &str) -> String {
+        let host = self.host.as_deref().unwrap_or_default();
+        [
+            self.component.as_str(),
+            host,
+            &involved.api_version,
+            &involved.kind,
+            &involved.namespace,
+            &involved.name,
+            &involved.uid,
+            severity.as_str(),
+            reason,
+            message,
+        ]
+        .join("\u{0}")
+    }
+}
+
+/// A recorder's memory of the Events it wrote lately, by what makes them the same.
+#[derive(Debug, Default)]
+struct Seen {
+    events: Mutex<HashMap<String, Written>>,
+}
+
+/// One Event a recorder wrote: its name, how often it happened and when it last did.
+#[derive(Debug, Clone)]
+struct Written {
+    name: String,
+    count: u64,
+    last: Timestamp,
+}
+
+/// A repeat of a remembered Event: the Event to update and its count with this occurrence.
+#[derive(Debug, PartialEq, Eq)]
+struct Repeat {
+    name: String,
+    count: u64,
+}
+
+impl Seen {
+    fn events(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
+        self.events.lock().expect("the recent events' lock is never held across a panic")
+    }
+
+    /// Counts one more occurrence of the Event under `key`, when it was written within its
+    /// time to live.
+    fn repeat(&self, key: &str, now: Timestamp) -> Option<Repeat> {
+        let mut events = self.events();
+        let written = events.get_mut(key)?;
+        if now.duration_since(written.last) >= EVENT_TTL {
+            events.remove(key);
+            return None;
+        }
+        written.count += 1;
+        written.last = now;
+        Some(Repeat { name: written.name.clone(), count: written.count })
+    }
+
+    fn wrote(&self, key: String, name: String, now: Timestamp) {
+        let mut events = self.events();
+        if events.len() >= REMEMBERED && !events.contains_key(&key) {
+            events.retain(|_, written| now.duration_since(written.last) < EVENT_TTL);
+            if events.len() >= REMEMBERED
+                && let Some(oldest) =
+                    events.iter().min_by_key(|(_, written)| written.last).map(|(key, _)| key.clone())
+            {
+                events.remove(&oldest);
+            }
+        }
+        events.insert(key, Written { name, count: 1, last: now });
+    }
+
+    fn forget(&self, key: &str) {
+        self.events().remove(key);
+    }
+}
+
+/// A timestamp as `firstTimestamp` and `lastTimestamp` carry it: whole seconds.
+fn seconds(at: Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A timestamp as `series.lastObservedTime` carries it: a `MicroTime`.
+fn microseconds(at: Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + second).unwrap()
+    }
+
+    #[test]
+    fn a_repeat_within_the_time_to_live_counts_on_the_event_written_before() {
+        let seen = Seen::default();
+        assert_eq!(seen.repeat("crash", at(0)), None, "nothing written yet");
+        seen.wrote("crash".into(), "app.1".into(), at(0));
+        assert_eq!(seen.repeat("crash", at(10)), Some(Repeat { name: "app.1".into(), count: 2 }));
+        assert_eq!(seen.repeat("crash", at(20)), Some(Repeat { name: "app.1".into(), count: 3 }));
+        assert_eq!(seen.repeat("other", at(20)), None, "another event is not a repeat");
+        let past = 20 + EVENT_TTL.as_secs();
+        assert_eq!(seen.repeat("crash", at(past)), None, "an hour after the last one, a new event");
+        assert_eq!(seen.repeat("crash", at(past + 1)), None, "and the old one is forgotten");
+    }
+
+    #[test]
+    fn the_memory_is_bounded_and_forgets_the_least_recently_seen() {
+        let seen = Seen::default();
+        let at = |millisecond: i64| Timestamp::from_millisecond(1_800_000_000_000 + millisecond).unwrap();
+        for i in 0..REMEMBERED {
+            seen.wrote(format!("event-{i}"), format!("e.{i}"), at(i as i64));
+        }
+        assert!(seen.repeat("event-0", at(5000)).is_some(), "seen again, so now the most recent");
+        seen.wrote("one-more".into(), "e.more".into(), at(5001));
+        assert_eq!(seen.events().len(), REMEMBERED);
+        assert!(seen.repeat("event-1", at(5002)).is_none(), "the least recently seen went");
+        assert!(seen.repeat("event-0", at(5002)).is_some());
+        assert!(seen.repeat("one-more", at(5002)).is_some());
+    }
+
+    #[test]
+    fn microtimes_carry_microseconds() {
+        assert_eq!(microseconds(at(0)), "2027-01-15T08:00:00.000000Z");
+        assert_eq!(seconds(at(0)), "2027-01-15T08:00:00Z");
     }
 }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use kayra_api::session::{ControllerMessage, DesiredState, NodeEvent, NodeMessage, UsageSample};
-use kayra_application::events::{Involved, Recorder, Severity};
+use kayra_application::events::{Involved, Severity};
 use kayra_authn::Identity;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -218,7 +218,7 @@ impl Session {
                 node: self.live.node.clone(),
             });
         }
-        let recorder = Recorder::on_node(
+        let recorder = self.inner.recorder.on_node(
             self.inner.client_for(self.live.identity.clone()),
             "kayra-agent",
             &self.live.node,

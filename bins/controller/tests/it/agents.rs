@@ -470,6 +470,21 @@ fn lifecycles(controller: &mut Controller) {
     // `kubectl describe` shows them, of the pod (found by the pod's uid) as of the Application.
     let described = kubectl_ok(controller, &["describe", "pod", "flaky"]);
     assert!(described.contains("BackOff"), "{described}");
+    // The crash loop keeps one BackOff Event whose count grows, and describe says how often.
+    let backoffs = wait_for("flaky's BackOff Event to count a repeat", Duration::from_secs(60), || {
+        let selector = "involvedObject.name=flaky,reason=BackOff";
+        let events = get_json(controller, &["get", "events", "--field-selector", selector])?;
+        let items = events["items"].as_array()?.clone();
+        items.iter().any(|event| event["count"].as_i64() >= Some(2)).then_some(items)
+    });
+    assert_eq!(backoffs.len(), 1, "a repeat is no new Event: {backoffs:#?}");
+    let described = kubectl_ok(controller, &["describe", "pod", "flaky"]);
+    assert!(described.contains(" (x"), "the count in describe's Age column: {described}");
+    let selector = "involvedObject.name=flaky,reason=BackOff";
+    let wide = kubectl_ok(controller, &["get", "events", "-o", "wide", "--field-selector", selector]);
+    let header: Vec<&str> = wide.lines().next().unwrap_or_default().split_whitespace().collect();
+    assert!(header.contains(&"COUNT") && header.contains(&"SOURCE"), "{wide}");
+    assert!(wide.contains(&format!("kayra-agent, {}", a.name)), "the source names the node: {wide}");
     for what in ["pod", "app"] {
         let described = kubectl_ok(controller, &["describe", what, "unhealthy"]);
         assert!(described.contains("Unhealthy") && described.contains("Killing"), "{described}");

@@ -8,7 +8,7 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectRulesReview};
 use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceSpec, NamespaceStatus, Node, Pod};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{ConditionType, Kind};
 use crate::scheme::{Behaviour, KindInfo, NAMESPACE_VERBS, NameRule, STATUS, Typed, typed};
@@ -264,12 +264,59 @@ pub(crate) fn event() -> KindInfo {
                 },
             },
             Column {
+                name: "Subobject",
+                type_: "string",
+                format: "",
+                description: "The part of the object the event is about",
+                priority: 1,
+                cell: |o, _| Value::String(text(o, "involvedObject.fieldPath")),
+            },
+            Column {
+                name: "Source",
+                type_: "string",
+                format: "",
+                description: "Who reported the event, and on which node",
+                priority: 1,
+                cell: |o, _| {
+                    let (component, host) = (text(o, "source.component"), text(o, "source.host"));
+                    Value::String(if host.is_empty() { component } else { format!("{component}, {host}") })
+                },
+            },
+            Column {
                 name: "Message",
                 type_: "string",
                 format: "",
                 description: "What happened",
                 priority: 0,
-                cell: |o, _| Value::String(text(o, "message")),
+                cell: |o, _| Value::String(text(o, "message").trim().to_owned()),
+            },
+            Column {
+                name: "First Seen",
+                type_: "string",
+                format: "",
+                description: "Time since the event was first seen",
+                priority: 1,
+                cell: |o, now| Value::String(age_of(&text(o, "firstTimestamp"), now)),
+            },
+            Column {
+                name: "Count",
+                type_: "integer",
+                format: "",
+                description: "How many times the event happened",
+                priority: 1,
+                cell: |o, _| {
+                    let count =
+                        o.get("series").and_then(|series| series.get("count")).or_else(|| o.get("count"));
+                    json!(count.and_then(Value::as_i64).filter(|count| *count > 0).unwrap_or(1))
+                },
+            },
+            Column {
+                name: "Name",
+                type_: "string",
+                format: "",
+                description: "The event's own name",
+                priority: 1,
+                cell: |o, _| Value::String(text(o, "metadata.name")),
             },
         ],
         builtin: true,

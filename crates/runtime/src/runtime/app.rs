@@ -634,8 +634,9 @@ impl Task {
                 set_condition(status, "Ready", false, kayra_api::kinds::application::BACK_OFF, None);
                 status.message =
                     Some(format!("{message}; back-off {}s restarting the process", after.as_secs()));
-                let event =
-                    format!("Back-off {}s restarting the failed process ({message})", after.as_secs());
+                // The same words every time the same failure repeats, so its Event counts up
+                // instead of multiplying; the growing delay is in the status message.
+                let event = format!("Back-off restarting the failed process ({message})");
                 self.shared.emit(&self.names, EventType::Warning, "BackOff", event);
                 State::Waiting(Instant::now() + after)
             }

@@ -480,6 +480,50 @@ async fn reading_a_log_is_authorized_as_pods_log_and_audited() {
 }
 
 #[tokio::test]
+async fn a_repeated_event_counts_on_one_event_instead_of_writing_another() {
+    let server = TestServer::start(Store::Memory).await;
+    let n1 = node_running_web(&server).await;
+    let (_, application) =
+        admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/web"), None).await;
+    let uid = application["metadata"]["uid"].as_str().expect("a uid").to_owned();
+    let event = |message: &str| kayra_api::session::NodeEvent {
+        namespace: "default".into(),
+        name: "web".into(),
+        uid: uid.clone(),
+        reason: "BackOff".into(),
+        message: message.into(),
+        type_: "Warning".into(),
+    };
+    let repeated = "Back-off restarting the failed process (Error: exit code 1)";
+    for message in
+        [repeated, repeated, repeated, "Back-off restarting the failed process (Error: exit code 2)"]
+    {
+        n1.sender().send(NodeMessage::Event(event(message))).await.expect("sent");
+    }
+    let path = "/api/v1/namespaces/default/events?fieldSelector=reason=BackOff";
+    let events = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let (code, list) = admin_json(&server, reqwest::Method::GET, path, None).await;
+            assert_eq!(code, StatusCode::OK, "{list}");
+            let items = list["items"].as_array().cloned().unwrap_or_default();
+            let counted = items.iter().any(|e| e["count"] == 3) && items.iter().any(|e| e["count"] == 1);
+            if counted {
+                return items;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("one Event counted three times and another once");
+    assert_eq!(events.len(), 2, "a repeat is no new Event: {events:#?}");
+    let counted = events.iter().find(|e| e["count"] == 3).expect("the repeated one");
+    assert_eq!(counted["message"], repeated);
+    assert_eq!(counted["series"]["count"], 3, "{counted}");
+    assert!(counted["series"]["lastObservedTime"].as_str().is_some_and(|t| t.contains('.')), "{counted}");
+    assert!(counted["lastTimestamp"].as_str() >= counted["firstTimestamp"].as_str());
+}
+
+#[tokio::test]
 async fn a_nodes_events_about_an_application_are_found_by_its_pods_uid() {
     let server = TestServer::start(Store::Memory).await;
     let n1 = node_running_web(&server).await;
