@@ -26,6 +26,7 @@ const ADAPTERS: &[&str] = &[
     "store-sled",
     "store-etcd",
     "apiserver",
+    "consul",
     "grpc",
     "client",
     "controlplane",
@@ -44,6 +45,7 @@ const FORBIDDEN: &[&str] = &[
     "kayra-store-sled",
     "kayra-store-etcd",
     "kayra-apiserver",
+    "kayra-consul",
     "kayra-grpc",
     "kayra-client",
     "kayra-testkit",
@@ -502,10 +504,12 @@ fn dependencies(manifest: &str) -> Vec<(&str, &str)> {
     named
 }
 
-/// Members that may depend on the HTTP server stack directly: the HTTP and gRPC adapters, the
+/// Members that may depend on the HTTP server stack directly: the HTTP adapters (the API's and
+/// the Consul projection's) and the gRPC one, the
 /// test kit and the benchmarks (and the example team services under `examples/`, which are
 /// apps of their own, not parts of Kayra).
-const HTTP_STACK_USERS: &[&str] = &["crates/apiserver", "crates/grpc", "crates/testkit", "crates/bench"];
+const HTTP_STACK_USERS: &[&str] =
+    &["crates/apiserver", "crates/consul", "crates/grpc", "crates/testkit", "crates/bench"];
 
 /// Every member outside [`HTTP_STACK_USERS`] that names axum or hyper among its dependencies:
 /// loops, domain crates and binaries reach HTTP only through an adapter.

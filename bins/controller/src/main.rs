@@ -29,6 +29,10 @@ struct Cli {
     /// Overrides `httpListen` (the plain-HTTP address); `off` turns it off.
     #[arg(long, global = true)]
     http_listen: Option<String>,
+    /// Overrides `consulListen` (where the fleet is served in Consul's shape); `off` turns it
+    /// off. The first local run (no subcommand) serves it at 127.0.0.1:8500 unless told.
+    #[arg(long, global = true)]
+    consul_listen: Option<String>,
     /// Overrides `domain`.
     #[arg(long, global = true)]
     domain: Option<String>,
@@ -114,6 +118,18 @@ fn config(cli: &Cli) -> Result<Config, String> {
         Some("off") => config.http_listen = None,
         Some(address) => {
             config.http_listen = Some(address.parse().map_err(|e| format!("--http-listen {address}: {e}"))?)
+        }
+        None => {}
+    }
+    match cli.consul_listen.as_deref() {
+        Some("off") => config.consul_listen = None,
+        Some(address) => {
+            config.consul_listen =
+                Some(address.parse().map_err(|e| format!("--consul-listen {address}: {e}"))?)
+        }
+        // The first local run answers Consul's clients where they look by default.
+        None if cli.command.is_none() && config.consul_listen.is_none() => {
+            config.consul_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 8500)));
         }
         None => {}
     }

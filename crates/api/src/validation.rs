@@ -8,7 +8,7 @@ pub struct FieldError {
     /// What is wrong, starting with Kubernetes' phrase (`Required value`, `Invalid value: ...`).
     pub message: String,
     /// `FieldValueRequired`, `FieldValueInvalid`, `FieldValueNotSupported`,
-    /// `FieldValueDuplicate`, `FieldValueTooMany` or `FieldValueForbidden`.
+    /// `FieldValueDuplicate`, `FieldValueTooLong`, `FieldValueTooMany` or `FieldValueForbidden`.
     pub reason: &'static str,
 }
 
@@ -52,6 +52,15 @@ impl FieldError {
             field: field.into(),
             message: format!("Forbidden: {why}"),
             reason: "FieldValueForbidden",
+        }
+    }
+
+    /// The value is longer than allowed, in bytes (Kubernetes' `Too long`).
+    pub fn too_long(field: impl Into<String>, limit: usize) -> FieldError {
+        FieldError {
+            field: field.into(),
+            message: format!("Too long: may not be more than {limit} bytes"),
+            reason: "FieldValueTooLong",
         }
     }
 

@@ -32,6 +32,8 @@ pub struct ControlPlane {
     pub(crate) catalog: Arc<kayra_catalog::Catalog>,
     pub(crate) nodes: kayra_nodeserver::NodeServer,
     pub(crate) metrics: kayra_loop::metrics::Metrics,
+    /// The static tokens, which the Consul projection authenticates too.
+    pub(crate) tokens: Arc<TokenFile>,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -111,11 +113,11 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         ..kayra_nodeserver::Config::default()
     };
     let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)?;
-    let state = ApiState::new(application.clone(), tokens, config.listen.to_string())
+    let state = ApiState::new(application.clone(), tokens.clone(), config.listen.to_string())
         .with_audit_log(audit)
         .with_catalog(catalog.clone())
         .with_nodes(nodes.clone())
         .with_metrics(Arc::new(metrics_registry))
         .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
-    Ok(ControlPlane { application, store, state: Arc::new(state), catalog, nodes, metrics })
+    Ok(ControlPlane { application, store, state: Arc::new(state), catalog, nodes, metrics, tokens })
 }

@@ -15,6 +15,11 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// The HTTPS listener (client certificates and bearer tokens).
     pub listen: SocketAddr,
+    /// Where the fleet's Services are served in Consul's shape (`consulListen`): plain HTTP on
+    /// loopback, HTTPS with the serving certificate elsewhere; off when unset.
+    pub consul_listen: Option<SocketAddr>,
+    /// How the Consul projection presents the fleet.
+    pub consul: ConsulConfig,
     /// The plain-HTTP listener for bearer-token clients; loopback unless deliberately
     /// configured otherwise. Empty to turn it off.
     pub http_listen: Option<SocketAddr>,
@@ -82,6 +87,22 @@ pub enum SchedulerPolicy {
     Binpack,
 }
 
+/// How the Consul projection presents the fleet (`consul` in `kayra.yaml`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ConsulConfig {
+    /// The one datacenter's name (default `dc1`).
+    pub datacenter: String,
+    /// The namespace read by a client that names none (default `default`, Consul's own).
+    pub default_namespace: String,
+}
+
+impl Default for ConsulConfig {
+    fn default() -> ConsulConfig {
+        ConsulConfig { datacenter: "dc1".to_owned(), default_namespace: "default".to_owned() }
+    }
+}
+
 /// Which store keeps the state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -117,6 +138,8 @@ impl Default for Config {
             data_dir: PathBuf::from("./kayra-data"),
             listen: SocketAddr::from(([127, 0, 0, 1], 6443)),
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
+            consul_listen: None,
+            consul: ConsulConfig::default(),
             server_names: Vec::new(),
             store: StoreKind::Sled,
             etcd: EtcdConfig::default(),
@@ -175,6 +198,15 @@ impl Config {
         }
         if self.watch_window_bytes < 1 << 20 {
             return Err("watchWindowBytes must be at least 1048576 (1 MiB)".to_owned());
+        }
+        if !kayra_api::validation::is_dns_label(&self.consul.datacenter) {
+            return Err(format!("consul.datacenter {:?} is not a DNS label", self.consul.datacenter));
+        }
+        if !kayra_api::validation::is_dns_label(&self.consul.default_namespace) {
+            return Err(format!(
+                "consul.defaultNamespace {:?} is not a namespace name",
+                self.consul.default_namespace
+            ));
         }
         if self.store == StoreKind::Etcd && self.etcd.endpoints.is_empty() {
             return Err("store: etcd needs etcd.endpoints".to_owned());

@@ -103,11 +103,37 @@ pub async fn run(
     let mut servers = tokio::task::JoinSet::new();
     servers.spawn(kayra_apiserver::serve(
         https,
-        Some(tls),
+        Some(tls.clone()),
         https_app,
         ServeOptions { max_connections: config.max_connections, ..ServeOptions::default() },
         stopped(&stop),
     ));
+    if let Some(address) = config.consul_listen {
+        let consul = bind(address).await?;
+        let bound = consul.local_addr().map_err(ControlPlaneError::io("cannot read the Consul address"))?;
+        let projection = kayra_consul::Projection::default();
+        let client = control_plane.application.client(kayra_application::controller_identity("consul"));
+        let follow = projection
+            .follow(client)
+            .map_err(ControlPlaneError::registry("following the fleet for Consul"))?;
+        running.spawn(follow.run(stop_loops.child_token()));
+        let settings = kayra_consul::Settings {
+            datacenter: config.consul.datacenter.clone(),
+            default_namespace: config.consul.default_namespace.clone(),
+            leader: bound.to_string(),
+            node_name: "kayra-controller".to_owned(),
+        };
+        let router = kayra_consul::router(
+            projection,
+            control_plane.application.clone(),
+            control_plane.tokens.clone(),
+            settings,
+        );
+        // Consul clients speak plain HTTP to a local agent; beyond loopback, tokens need TLS.
+        let tls = (!bound.ip().is_loopback()).then(|| tls.clone());
+        tracing::info!(consul = %bound, tls = tls.is_some(), "serving the fleet in Consul's shape");
+        servers.spawn(kayra_apiserver::serve(consul, tls, router, ServeOptions::default(), stopped(&stop)));
+    }
     if let Some(http) = http {
         if let Ok(address) = http.local_addr()
             && !address.ip().is_loopback()

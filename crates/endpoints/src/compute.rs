@@ -47,8 +47,9 @@ pub fn endpoints(
     endpoints
 }
 
-/// The Service's ports as `member` serves them, in the order of `spec.ports`.
-fn ports(spec: &ServiceSpec, member: &Application) -> Vec<EndpointPort> {
+/// The Service's ports as `member` serves them, in the order of `spec.ports`; a port whose
+/// `targetName` the member does not declare is left out.
+pub fn ports(spec: &ServiceSpec, member: &Application) -> Vec<EndpointPort> {
     spec.ports
         .iter()
         .filter_map(|port| {

@@ -1,5 +1,7 @@
 //! Service: a stable name for the Applications that join it.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -84,7 +86,26 @@ pub struct ServiceSpec {
     /// The ports; with more than one, each must be named.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ServicePort>,
+    /// Free-form tags, served as the Service's tags in Consul's shape: where an ingress such as
+    /// Traefik reads its routing (`traefik.enable=true`, `traefik.http.routers.web.rule=...`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// String metadata, served as the Service's `Meta` in Consul's shape.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub meta: BTreeMap<String, String>,
 }
+
+/// The most tags a Service carries (Consul's own bound on a service's tags is looser; a fleet's
+/// routing needs a few dozen).
+pub const MAX_TAGS: usize = 64;
+/// The longest tag, in bytes: a Traefik rule fits with room.
+pub const MAX_TAG_BYTES: usize = 512;
+/// The most `meta` entries, as Consul bounds a service's metadata.
+pub const MAX_META: usize = 64;
+/// The longest `meta` key, in bytes, as Consul bounds it.
+pub const MAX_META_KEY_BYTES: usize = 128;
+/// The longest `meta` value, in bytes, as Consul bounds it.
+pub const MAX_META_VALUE_BYTES: usize = 512;
 
 /// One port of a Service.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -172,8 +193,56 @@ impl Kind for Service {
             .map(|port| format!("{}/{}", port.port, port.protocol.as_deref().unwrap_or("TCP")))
             .collect();
         errors.extend(duplicates("spec.ports", numbers.iter().map(String::as_str)));
+        errors.extend(tags_and_meta(&self.spec));
         errors
     }
+}
+
+/// The bounds on `spec.tags` and `spec.meta`: how many, how long, and in what form.
+fn tags_and_meta(spec: &ServiceSpec) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    if spec.tags.len() > MAX_TAGS {
+        errors.push(FieldError::too_many("spec.tags", spec.tags.len(), MAX_TAGS));
+    }
+    for (at, tag) in spec.tags.iter().enumerate() {
+        let field = format!("spec.tags[{at}]");
+        if tag.is_empty() {
+            errors.push(FieldError::invalid(field, "\"\"", "a tag may not be empty"));
+        } else if tag.len() > MAX_TAG_BYTES {
+            errors.push(FieldError::too_long(field, MAX_TAG_BYTES));
+        } else if tag.chars().any(char::is_control) {
+            errors.push(FieldError::invalid(
+                field,
+                format!("{tag:?}"),
+                "a tag may not hold control characters",
+            ));
+        } else if tag.starts_with('=') {
+            errors.push(FieldError::invalid(
+                field,
+                format!("{tag:?}"),
+                "a key=value tag needs a key before '='",
+            ));
+        }
+    }
+    errors.extend(duplicates("spec.tags", spec.tags.iter().map(String::as_str)));
+    if spec.meta.len() > MAX_META {
+        errors.push(FieldError::too_many("spec.meta", spec.meta.len(), MAX_META));
+    }
+    for (key, value) in &spec.meta {
+        let field = format!("spec.meta[{key}]");
+        let well_formed = key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if key.is_empty() || key.len() > MAX_META_KEY_BYTES || !well_formed {
+            errors.push(FieldError::invalid(
+                field.clone(),
+                format!("{key:?}"),
+                "a meta key is 1 to 128 letters, digits, '-' or '_'",
+            ));
+        }
+        if value.len() > MAX_META_VALUE_BYTES {
+            errors.push(FieldError::too_long(field, MAX_META_VALUE_BYTES));
+        }
+    }
+    errors
 }
 
 /// Services as served in `fleet`, named by a DNS label.

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 mod catalog;
 mod check;
+mod consul;
 mod metrics;
 mod nodes;
 mod placement;
