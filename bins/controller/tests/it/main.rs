@@ -4,6 +4,7 @@
 mod agents;
 mod appsets;
 mod bypass;
+mod consul;
 mod csr;
 mod draining;
 mod kubectl;

@@ -303,3 +303,6 @@ fn service_ports(object: &Value, _: jiff::Timestamp) -> Value {
         .unwrap_or_default();
     Value::String(if ports.is_empty() { "<none>".to_owned() } else { ports.join(",") })
 }
+
+#[cfg(test)]
+mod tests;
