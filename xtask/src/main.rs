@@ -74,8 +74,9 @@ fn main() -> ExitCode {
             // The external HTTP benchmark drives the real controller binary from other processes.
             ["bench", "http"] => cargo(&["build", "--release", "--package", "kayra-controller"])
                 .and_then(|()| cargo(&["run", "--release", "--package", "kayra-bench", "--", "http"])),
-            // The node and watch benchmarks run the real controller binary as a process of its own.
-            ["bench", which @ ("nodes" | "watch"), rest @ ..] => {
+            // The node, watch and Consul benchmarks run the real controller binary as a process of
+            // its own.
+            ["bench", which @ ("nodes" | "watch" | "consul"), rest @ ..] => {
                 cargo(&["build", "--release", "--package", "kayra-controller"]).and_then(|()| {
                     let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", which];
                     args.extend_from_slice(rest);
@@ -83,7 +84,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask tidy | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]"
+                "usage: cargo xtask ci | cargo xtask tidy | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]|consul"
                     .to_owned(),
             ),
         };

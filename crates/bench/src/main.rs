@@ -1,4 +1,4 @@
-//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `appset`, `nodes`, `http` and `watch`: throughput and latency, each
+//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `appset`, `nodes`, `http`, `watch` and `consul`: throughput and latency, each
 //! printed next to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP
 //! handler, a bare channel of keys, a bare tonic stream), so the ratios hold on a shared, noisy
 //! machine where absolute numbers do not.
@@ -8,6 +8,7 @@
 mod api;
 mod appset;
 mod catalog;
+mod consul;
 mod http;
 mod loops;
 mod nodes;
@@ -60,8 +61,10 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some(which @ ("nodes" | "nodes-bare-server" | "watch")) => {
-            let result = if which == "watch" {
+        Some(which @ ("nodes" | "nodes-bare-server" | "watch" | "consul")) => {
+            let result = if which == "consul" {
+                runtime.block_on(consul::run(&args[1..]))
+            } else if which == "watch" {
                 runtime.block_on(watch::run(&args[1..]))
             } else if which == "nodes" {
                 runtime.block_on(nodes::run(&args[1..]))

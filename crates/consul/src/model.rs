@@ -100,9 +100,14 @@ pub struct NamespaceView {
 }
 
 impl NamespaceView {
-    /// Each Service's name and tags: what `/v1/catalog/services` answers.
+    /// Each Service's name and tags: what `/v1/catalog/services` answers. As in Consul, where a
+    /// service exists through its instances, a Service with no member on a node is not listed.
     pub fn catalog(&self) -> BTreeMap<&str, &[String]> {
-        self.services.iter().map(|(name, view)| (name.as_str(), view.tags.as_slice())).collect()
+        self.services
+            .iter()
+            .filter(|(_, view)| !view.instances.is_empty())
+            .map(|(name, view)| (name.as_str(), view.tags.as_slice()))
+            .collect()
     }
 
     /// This namespace computed again from its `services` and `applications` at `revision`,

@@ -68,6 +68,8 @@ fn a_member_on_no_node_with_an_address_is_no_instance() {
     unbound.spec.placement = None;
     let view = start.next(&[service("web", &[])], &[unbound], &nodes(), 5);
     assert!(view.services["web"].instances.is_empty());
+    assert!(view.catalog().is_empty(), "a Service with no instance is no Consul service");
+    assert_eq!(view.catalog_index, 0, "nothing the catalog lists changed");
     assert_eq!(Health::of_ready(None), Health::Warning, "not reported yet");
     assert_eq!(Health::of_ready(Some("Unknown")), Health::Warning);
 }
