@@ -130,6 +130,7 @@ fn config(cli: &Cli) -> Result<Config, String> {
         // The first local run answers Consul's clients where they look by default.
         None if cli.command.is_none() && config.consul_listen.is_none() => {
             config.consul_listen = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 8500)));
+            config.consul_listen_is_default = true;
         }
         None => {}
     }

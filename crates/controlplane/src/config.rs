@@ -20,6 +20,11 @@ pub struct Config {
     pub consul_listen: Option<SocketAddr>,
     /// How the Consul projection presents the fleet.
     pub consul: ConsulConfig,
+    /// Whether `consulListen` is only the first local run's default: then a port already taken
+    /// (a Consul agent of the host's own, another controller) leaves Consul's shape off with a
+    /// warning instead of stopping the controller.
+    #[serde(skip)]
+    pub consul_listen_is_default: bool,
     /// The plain-HTTP listener for bearer-token clients; loopback unless deliberately
     /// configured otherwise. Empty to turn it off.
     pub http_listen: Option<SocketAddr>,
@@ -140,6 +145,7 @@ impl Default for Config {
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 8080))),
             consul_listen: None,
             consul: ConsulConfig::default(),
+            consul_listen_is_default: false,
             server_names: Vec::new(),
             store: StoreKind::Sled,
             etcd: EtcdConfig::default(),

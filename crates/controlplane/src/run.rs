@@ -34,7 +34,8 @@ pub async fn serve(
     let bound = |listener: &TcpListener| listener.local_addr().map(|a| a.to_string()).ok();
     let http_address = http.as_ref().and_then(bound).unwrap_or_else(|| "off".to_owned());
     let https_address = bound(&https).unwrap_or_else(|| config.listen.to_string());
-    tracing::info!(https = %https_address, http = %http_address, store = ?config.store, "serving");
+    let consul_address = config.consul_listen.map_or_else(|| "off".to_owned(), |address| address.to_string());
+    tracing::info!(https = %https_address, http = %http_address, consul = %consul_address, store = ?config.store, "serving");
     let stop = CancellationToken::new();
     let local = if config.agent {
         let port = https.local_addr().map_err(ControlPlaneError::io("cannot read the bound address"))?.port();
@@ -108,8 +109,18 @@ pub async fn run(
         ServeOptions { max_connections: config.max_connections, ..ServeOptions::default() },
         stopped(&stop),
     ));
-    if let Some(address) = config.consul_listen {
-        let consul = bind(address).await?;
+    let consul = match config.consul_listen {
+        Some(address) => match bind(address).await {
+            Ok(listener) => Some(listener),
+            Err(error) if config.consul_listen_is_default => {
+                tracing::warn!(%address, "{error}: the fleet is not served in Consul's shape (--consul-listen chooses where)");
+                None
+            }
+            Err(error) => return Err(error),
+        },
+        None => None,
+    };
+    if let Some(consul) = consul {
         let bound = consul.local_addr().map_err(ControlPlaneError::io("cannot read the Consul address"))?;
         let projection = kayra_consul::Projection::default();
         let client = control_plane.application.client(kayra_application::controller_identity("consul"));

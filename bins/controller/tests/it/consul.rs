@@ -96,3 +96,24 @@ fn py_consul_finds_the_fleet_as_the_consul_contract_says() {
     );
     drop((a, b));
 }
+
+#[test]
+fn the_first_local_run_goes_on_without_consul_when_its_port_is_taken() {
+    if !have_kubectl() {
+        return;
+    }
+    // Held here, or by whatever else holds Consul's port on this host: taken either way.
+    let _held = std::net::TcpListener::bind("127.0.0.1:8500");
+    let controller = Controller::start(&["--store", "sled"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !controller.log().contains("not served in Consul's shape") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no warning about the taken port:\n{}",
+            controller.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = controller.kubectl(&["get", "namespaces"]);
+    assert!(output.status.success(), "the controller serves: {}", String::from_utf8_lossy(&output.stderr));
+}
