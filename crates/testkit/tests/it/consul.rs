@@ -335,3 +335,26 @@ async fn a_held_query_wakes_on_what_it_reads_and_only_on_it() {
     assert!(waited >= Duration::from_secs(5), "{waited:?}");
     assert_eq!(index, services_index);
 }
+
+#[tokio::test]
+async fn beyond_loopback_the_projection_speaks_only_tls() {
+    let port = free_port().port();
+    let everywhere = SocketAddr::from(([0, 0, 0, 0], port));
+    let server =
+        TestServer::start_with(Store::Memory, |config| config.consul_listen = Some(everywhere)).await;
+    let client = server.token_builder(&server.admin_token()).build().unwrap();
+    let url = format!("https://127.0.0.1:{port}/v1/status/leader");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let leader = loop {
+        match client.get(&url).send().await {
+            Ok(response) => break response,
+            Err(error) if error.is_connect() && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("TLS with the serving certificate: {error:?}"),
+        }
+    };
+    assert_eq!(leader.status(), StatusCode::OK);
+    let plain = reqwest::Client::new().get(format!("http://127.0.0.1:{port}/v1/status/leader")).send().await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success(), "plain HTTP beyond loopback");
+}
