@@ -12,6 +12,7 @@ use kayra_api::kinds::service::Service;
 use kayra_application::client::Client;
 use kayra_application::feed::{Projection as Project, ResourceFeed};
 use kayra_loop::runtime::Loop;
+use kayra_loop::source::Fixed;
 use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use kayra_registry::{Object, RegistryError, Resource, meta_str};
 use serde_json::Value;
@@ -96,7 +97,10 @@ impl Projection {
             served,
         );
         // One pass at a time: each reads the snapshot it replaces.
+        // Every namespace once at start, so that an empty fleet is served too.
+        let start = Fixed::new([Key::new(EVERY_NAMESPACE)]);
         Ok(Loop::new("consul-projection", follower)
+            .source(start)
             .source(services)
             .source(applications)
             .source(nodes)

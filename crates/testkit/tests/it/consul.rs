@@ -358,3 +358,29 @@ async fn beyond_loopback_the_projection_speaks_only_tls() {
     let plain = reqwest::Client::new().get(format!("http://127.0.0.1:{port}/v1/status/leader")).send().await;
     assert!(plain.is_err() || !plain.unwrap().status().is_success(), "plain HTTP beyond loopback");
 }
+
+#[tokio::test]
+async fn an_empty_fleet_is_served_too() {
+    let address = free_port();
+    let server = TestServer::start_with(Store::Memory, |config| config.consul_listen = Some(address)).await;
+    let consul = Consul {
+        base: format!("http://{address}"),
+        token: server.admin_token(),
+        http: reqwest::Client::new(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let url = format!("{}/v1/catalog/services", consul.base);
+        let answer = consul.http.get(url).header("X-Consul-Token", &consul.token).send().await;
+        if let Ok(response) = answer
+            && response.status() == StatusCode::OK
+        {
+            assert!(response.headers()["x-consul-index"].to_str().unwrap().parse::<u64>().unwrap() >= 1);
+            assert_eq!(response.json::<Value>().await.unwrap(), json!({}));
+            break;
+        }
+        assert!(Instant::now() < deadline, "an empty fleet was never served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(consul.json("/v1/catalog/nodes").await.1, json!([]));
+}
