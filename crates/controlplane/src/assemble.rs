@@ -111,6 +111,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         ..kayra_nodeserver::Config::default()
     };
     let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)?;
+    application.set_usage_source(nodes.usage_source());
     let state = ApiState::new(application.clone(), tokens, config.listen.to_string())
         .with_audit_log(audit)
         .with_catalog(catalog.clone())

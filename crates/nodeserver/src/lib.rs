@@ -24,6 +24,7 @@ mod push;
 mod registration;
 mod session;
 mod status;
+mod usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
