@@ -43,6 +43,13 @@ impl std::fmt::Debug for ControlPlane {
 /// Builds the application layer and the API over `store`: namespaces `default` and
 /// `kayra-system`, the bootstrap roles and a first RBAC index exist when it returns.
 pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlPlane, ControlPlaneError> {
+    let mut metrics_registry = prometheus_client::registry::Registry::default();
+    let engine = match config.store {
+        crate::config::StoreKind::Sled => "sled",
+        crate::config::StoreKind::Etcd => "etcd",
+        crate::config::StoreKind::Memory => "memory",
+    };
+    let store = crate::metered::metered(store, engine, &mut metrics_registry);
     let scheme = Arc::new(Scheme::new(&config.domain));
     let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/")
         .with_watch_window_bytes(config.watch_window_bytes);
@@ -101,8 +108,9 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     for resource in application.stored_resources() {
         patiently(&format!("start watching {}", resource.plural), || application.prime(resource)).await?;
     }
-    let mut metrics_registry = prometheus_client::registry::Registry::default();
     let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
+    let requests = kayra_apiserver::metrics::RequestMetrics::register(&mut metrics_registry);
+    metrics_registry.register_collector(Box::new(crate::process::ProcessCollector));
     let ready_timeout = Duration::from_secs(config.node_ready_timeout_seconds);
     let node_config = kayra_nodeserver::Config {
         ready_timeout,
@@ -112,11 +120,16 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     };
     let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)?;
     application.set_usage_source(nodes.usage_source());
+    nodes.register_metrics(&mut metrics_registry);
     let state = ApiState::new(application.clone(), tokens, config.listen.to_string())
         .with_audit_log(audit)
         .with_catalog(catalog.clone())
         .with_nodes(nodes.clone())
         .with_metrics(Arc::new(metrics_registry))
+        .with_request_metrics(requests)
         .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
     Ok(ControlPlane { application, store, state: Arc::new(state), catalog, nodes, metrics })
 }
+
+#[cfg(test)]
+mod tests;

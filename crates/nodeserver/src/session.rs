@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use kayra_api::session::{ControllerMessage, DesiredState, NodeEvent, NodeMessage, UsageSample};
-use kayra_application::usage::Samples;
 use kayra_application::events::{Involved, Recorder, Severity};
+use kayra_application::usage::Samples;
 use kayra_authn::Identity;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -164,6 +164,7 @@ impl Session {
         self.live.last_seen.store(inner.now_ms(), Ordering::Relaxed);
         match message {
             NodeMessage::Status(report) => {
+                inner.metrics.heartbeats.inc();
                 crate::status::write_node(inner, &self.live, report).await?;
                 if !self.live.reported.swap(true, Ordering::AcqRel) {
                     inner.trigger.add(&self.live.node);

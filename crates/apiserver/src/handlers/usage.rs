@@ -23,7 +23,11 @@ pub(crate) async fn get(call: &Call<'_>) -> Result<Response, ApiError> {
     let Value::Object(reading) = call.permitted.usage().await? else {
         return Err(ApiError::Internal("a usage reading is not an object".to_owned()));
     };
-    Ok(respond::json_response(StatusCode::OK, &respond::one(&call.target.kind, reading, output, call.query), &[]))
+    Ok(respond::json_response(
+        StatusCode::OK,
+        &respond::one(&call.target.kind, reading, output, call.query),
+        &[],
+    ))
 }
 
 /// Every NodeMetrics or PodMetrics the request addresses, selected by label.

@@ -27,8 +27,10 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
         json!({"apis": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]});
     // An Application's output and what it consumes, as `kubectl logs` and `kubectl top pod`
     // read them (metrics.k8s.io's pods, as Kubernetes' aggregated view, edit and admin grant).
-    let logs = json!({"apis": [fleet], "resources": ["applications/log", "applications/metrics"], "verbs": ["get"]});
-    let pod_metrics = json!({"apis": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list", "watch"]});
+    let logs =
+        json!({"apis": [fleet], "resources": ["applications/log", "applications/metrics"], "verbs": ["get"]});
+    let pod_metrics =
+        json!({"apis": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list", "watch"]});
     let statuses = json!(["applications/status", "applicationsets/status"]);
     // Evicting a pod moves the Application the scheduler placed (what `kubectl drain` does);
     // as in Kubernetes, admin and edit may, and so may a sysadmin, who drains nodes.

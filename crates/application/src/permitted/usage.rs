@@ -111,7 +111,8 @@ impl Permitted {
             label_selector: label_selector.filter(|s| !s.is_empty()).map(str::to_owned),
             ..ListOptions::default()
         };
-        let objects = self.layer().registry().list(self.source_resource(target)?, namespace, &options).await?;
+        let objects =
+            self.layer().registry().list(self.source_resource(target)?, namespace, &options).await?;
         let samples = match (self.layer().usage_source(), target.kind.namespaced) {
             (None, _) => Vec::new(),
             (Some(usage), true) => usage.applications(namespace).await,
