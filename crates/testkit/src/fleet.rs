@@ -97,7 +97,8 @@ pub fn processes_naming(marker: &str) -> Vec<u32> {
 }
 
 impl TestServer {
-    /// Joins a real agent named `name` (made unique) with a fresh bootstrap token.
+    /// Joins a real agent named `name` (made unique) with a fresh bootstrap token; answers once
+    /// its Node is registered.
     pub async fn join_agent(&self, name: &str) -> Agent {
         let token = self.bootstrap_token().await;
         let pin = kayra_controlplane::token::ca_cert_hash(&self.config).expect("the CA's pin");
@@ -112,7 +113,17 @@ impl TestServer {
             .stderr(log)
             .spawn()
             .expect("the agent starts");
-        Agent { child: Some(child), name, dir }
+        let agent = Agent { child: Some(child), name, dir };
+        let node = format!("{}/api/v1/nodes/{}", self.url(), agent.name);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let response = self.admin().get(&node).send().await;
+            if response.is_ok_and(|response| response.status() == reqwest::StatusCode::OK) {
+                return agent;
+            }
+            assert!(std::time::Instant::now() < deadline, "the agent never registered:\n{}", agent.log());
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     /// A fresh bootstrap token, stored as `kayra-controller token create` stores one.

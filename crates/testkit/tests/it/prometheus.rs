@@ -141,7 +141,8 @@ async fn a_real_prometheus_scrapes_the_api_and_the_workloads() {
             labels["code"].as_str(),
             labels["subresource"].as_str()
         ),
-        (Some("fleet.example.com"), Some("namespace"), Some("201"), Some("")),
+        // Prometheus keeps no empty label: no subresource is no `subresource` label.
+        (Some("fleet.example.com"), Some("namespace"), Some("201"), None),
         "{created:?}"
     );
     let cpu = prometheus

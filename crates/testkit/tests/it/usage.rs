@@ -105,7 +105,10 @@ async fn kubectl_top_shows_what_real_workloads_consume_to_those_granted_it() {
     let pods = loop {
         let output = server.kubectl(&token, &["top", "pod", "--no-headers"]).await;
         let rows = rows(&String::from_utf8_lossy(&output.stdout));
-        if output.status.success() && rows.len() == 2 && rows.iter().any(|(name, cpu, _)| name == "spinner" && *cpu > 0) {
+        if output.status.success()
+            && rows.len() == 2
+            && rows.iter().any(|(name, cpu, _)| name == "spinner" && *cpu > 0)
+        {
             break rows;
         }
         assert!(
