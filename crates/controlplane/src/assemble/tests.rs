@@ -136,6 +136,8 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
     for path in ["/api/v1/namespaces/default", "/api/v1/namespaces", "/api/v1/nodes/absent"] {
         router.clone().oneshot(get(path)).await.unwrap();
     }
+    // A watch held open while the metrics are read: long-running, not in flight.
+    let watch = router.clone().oneshot(get("/api/v1/namespaces?watch=true")).await.unwrap();
     let response = router.clone().oneshot(get("/metrics")).await.unwrap();
     let text = String::from_utf8(response.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
     let families = parse(&text).unwrap_or_else(|error| panic!("{error}\n{text}"));
@@ -155,7 +157,6 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
         "kayra_node_cpu_seconds",
         "kayra_node_memory_total_bytes",
         "kayra_workload_cpu_seconds",
-        "kayra_loop_reconciles",
         "process_cpu_seconds",
         "process_resident_memory_bytes",
         "process_open_fds",
@@ -170,4 +171,9 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
     let listed = "apiserver_request_total{verb=\"LIST\",group=\"\",resource=\"namespaces\",subresource=\"\",scope=\"cluster\",code=\"200\"}";
     assert!(requests.iter().any(|series| series == listed), "{requests:?}");
     assert!(families["kayra_node_memory_total_bytes"].iter().any(|series| series.contains("node=\"n1\"")));
+    let open = "apiserver_longrunning_requests{verb=\"WATCH\",group=\"\",resource=\"namespaces\",subresource=\"\",scope=\"cluster\"} 1";
+    assert!(text.lines().any(|line| line == open), "{open} missing from\n{text}");
+    let listed_watch = "apiserver_watch_events_total{group=\"\",version=\"v1\",kind=\"Namespace\"}";
+    assert!(families["apiserver_watch_events"].iter().any(|series| series == listed_watch), "{text}");
+    drop(watch);
 }
