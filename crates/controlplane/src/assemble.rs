@@ -32,6 +32,7 @@ pub struct ControlPlane {
     pub(crate) catalog: Arc<kayra_catalog::Catalog>,
     pub(crate) nodes: kayra_nodeserver::NodeServer,
     pub(crate) metrics: kayra_loop::metrics::Metrics,
+    pub(crate) scheduler_metrics: kayra_scheduler::metrics::SchedulerMetrics,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -110,6 +111,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     }
     let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
     let requests = kayra_apiserver::metrics::RequestMetrics::register(&mut metrics_registry);
+    let scheduler_metrics = kayra_scheduler::metrics::SchedulerMetrics::register(&mut metrics_registry);
     metrics_registry.register_collector(Box::new(crate::process::ProcessCollector));
     let ready_timeout = Duration::from_secs(config.node_ready_timeout_seconds);
     let node_config = kayra_nodeserver::Config {
@@ -128,7 +130,15 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         .with_metrics(Arc::new(metrics_registry))
         .with_request_metrics(requests)
         .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
-    Ok(ControlPlane { application, store, state: Arc::new(state), catalog, nodes, metrics })
+    Ok(ControlPlane {
+        application,
+        store,
+        state: Arc::new(state),
+        catalog,
+        nodes,
+        metrics,
+        scheduler_metrics,
+    })
 }
 
 #[cfg(test)]

@@ -151,6 +151,7 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
         "kayra_store_operation_duration_seconds",
         "kayra_store_compactions",
         "kayra_node_sessions",
+        "scheduler_pending_pods",
         "kayra_node_heartbeats",
         "kayra_node_pushes",
         "kayra_node_push_duration_seconds",

@@ -100,6 +100,39 @@ async fn kubectl_top_shows_what_real_workloads_consume_to_those_granted_it() {
     .await;
     assert_eq!(code, StatusCode::NOT_FOUND, "{answer}");
 
+    // Listed in legacy discovery too (kubectl top reads the aggregated one).
+    let (code, groups) = admin_json(&server, reqwest::Method::GET, "/apis", None).await;
+    assert_eq!(code, StatusCode::OK);
+    let listed = groups["groups"].as_array().unwrap().iter().any(|group| {
+        group["name"] == "metrics.k8s.io"
+            && group["preferredVersion"]["groupVersion"] == "metrics.k8s.io/v1beta1"
+    });
+    assert!(listed, "{groups}");
+    let (code, resources) =
+        admin_json(&server, reqwest::Method::GET, "/apis/metrics.k8s.io/v1beta1", None).await;
+    assert_eq!(code, StatusCode::OK, "{resources}");
+    let mut served: Vec<(String, String, Value)> = resources["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["kind"].as_str().unwrap().to_owned(),
+                r["verbs"].clone(),
+            )
+        })
+        .collect();
+    served.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        served,
+        [
+            ("nodes".to_owned(), "NodeMetrics".to_owned(), json!(["get", "list"])),
+            ("pods".to_owned(), "PodMetrics".to_owned(), json!(["get", "list"]))
+        ],
+        "{resources}"
+    );
+
     // Two heartbeats give a rate: the spinner near one core, the holder at least 100 MiB.
     let deadline = Instant::now() + Duration::from_secs(90);
     let pods = loop {
