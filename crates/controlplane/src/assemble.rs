@@ -33,6 +33,7 @@ pub struct ControlPlane {
     pub(crate) nodes: kayra_nodeserver::NodeServer,
     pub(crate) metrics: kayra_loop::metrics::Metrics,
     pub(crate) scheduler_metrics: kayra_scheduler::metrics::SchedulerMetrics,
+    pub(crate) gc_metrics: kayra_gc::reconciler::GcMetrics,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -112,6 +113,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
     let requests = kayra_apiserver::metrics::RequestMetrics::register(&mut metrics_registry);
     let scheduler_metrics = kayra_scheduler::metrics::SchedulerMetrics::register(&mut metrics_registry);
+    let gc_metrics = kayra_gc::reconciler::register_metrics(&mut metrics_registry);
     metrics_registry.register_collector(Box::new(crate::process::ProcessCollector));
     let ready_timeout = Duration::from_secs(config.node_ready_timeout_seconds);
     let node_config = kayra_nodeserver::Config {
@@ -138,6 +140,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         nodes,
         metrics,
         scheduler_metrics,
+        gc_metrics,
     })
 }
 

@@ -78,6 +78,7 @@ pub(crate) fn loops(config: &Config, control_plane: &ControlPlane) -> Result<Vec
         .elected(election("scheduler")),
         kayra_gc::reconciler::GarbageCollector::new(client("garbage-collector"))
             .map_err(registry("garbage collector"))?
+            .with_metrics(control_plane.gc_metrics.clone())
             .into_loop()
             .elected(election("garbage-collector")),
         kayra_endpoints::reconciler::EndpointsReconciler::new(client("endpoints"))
