@@ -60,6 +60,10 @@ pub const SCALE: Subresource = Subresource {
     response: Some(("autoscaling", "v1", "Scale")),
 };
 
+/// The `metrics` subresource of an Application: what its process consumed so far, from the
+/// last usage sample its node reported (an `ApplicationMetrics`).
+pub const METRICS: Subresource = Subresource { name: "metrics", verbs: &[Verb::Get], response: None };
+
 /// A certificate request's approval subresource: read, replaced and patched.
 pub const APPROVAL: Subresource =
     Subresource { name: "approval", verbs: &[Verb::Get, Verb::Patch, Verb::Update], response: None };
@@ -272,6 +276,9 @@ pub struct KindInfo {
     /// Whether the Kind belongs to the API catalog, which serves it with its own rules (and
     /// stores it under its own keys) instead of the registry.
     pub catalog: bool,
+    /// Whether the Kind is a reading of the nodes' usage samples (`metrics.k8s.io`), kept in
+    /// memory where the node's session is held and never stored.
+    pub usage: bool,
     /// Decoding, defaults, validation and schema.
     pub behaviour: Arc<dyn Behaviour>,
 }
@@ -285,7 +292,7 @@ impl std::fmt::Debug for KindInfo {
 impl KindInfo {
     /// A Kind named `kind` (`plural`, `singular`) in `group` at `v1`, stored by the registry and
     /// served with every verb, with none of the rest — no subresources, columns, short names,
-    /// categories or selectable fields —, not builtin, not a view, review or catalog Kind: what
+    /// categories or selectable fields —, not builtin, not a view, review, catalog or usage Kind: what
     /// each Kind's definition starts from and changes.
     pub(crate) fn v1(
         group: &str,
@@ -314,6 +321,7 @@ impl KindInfo {
             create_keeps_status: false,
             review: false,
             catalog: false,
+            usage: false,
             names,
             behaviour,
         }
@@ -321,7 +329,7 @@ impl KindInfo {
 
     /// Whether objects of the Kind are kept in the store (views and reviews are not).
     pub fn stored(&self) -> bool {
-        self.view_of.is_none() && !self.review && !self.catalog
+        self.view_of.is_none() && !self.review && !self.catalog && !self.usage
     }
 
     /// `group/version`, or `v1` for core.
@@ -382,6 +390,9 @@ impl Scheme {
         served.push(kinds::csr::kind_info());
         served.extend(kinds::core::reviews());
         served.extend(kinds::catalog::kind_infos(domain));
+        // Last: kubectl maps a plural to the first group serving it, and `pods` and `nodes`
+        // must stay core's.
+        served.extend(kinds::usage::kind_infos());
         Scheme { domain: domain.to_owned(), kinds: served }
     }
 

@@ -234,6 +234,8 @@ pub struct UsageSample {
     pub uid: String,
     /// CPU time used so far, in microseconds.
     pub cpu_usage_usec: u64,
+    /// Time held back by the CPU limit so far, in microseconds.
+    pub cpu_throttled_usec: u64,
     /// Memory in use.
     pub memory_bytes: u64,
     /// The most memory used.

@@ -110,6 +110,9 @@ impl ApiError {
                 R::NotFound { resource, name } => {
                     (StatusCode::NOT_FOUND, "NotFound", error.to_string(), Some(resource_details(resource, name)))
                 }
+                R::NotMeasured { resource, name, message } => {
+                    (StatusCode::NOT_FOUND, "NotFound", message.clone(), Some(resource_details(resource, name)))
+                }
                 R::AlreadyExists { resource, name } => {
                     (StatusCode::CONFLICT, "AlreadyExists", error.to_string(), Some(resource_details(resource, name)))
                 }

@@ -20,6 +20,7 @@ mod dispatch;
 mod error;
 mod handlers;
 mod media;
+pub mod metrics;
 mod middleware;
 mod openapi;
 mod protobuf;

@@ -11,9 +11,11 @@
 //! 5. [`impersonation`] — who the request acts as, when it asks to act as someone else;
 //! 6. [`routing`] — a canonical path (else 400), health answered to anyone, and what the path
 //!    addresses;
-//! 7. [`authorization`] — 401 without an identity, then the request decided by the application
+//! 7. [`instrument`] — the request counted, timed and held in flight by what its route names,
+//!    refused ones included;
+//! 8. [`authorization`] — 401 without an identity, then the request decided by the application
 //!    layer's one authorization function; what it may do rides on to the handler;
-//! 8. [`limits`] — the body, read within its size and time bounds.
+//! 9. [`limits`] — the body, read within its size and time bounds.
 //!
 //! The audit log sits above authentication so that a request refused there (or panicking there)
 //! is recorded too, and the Audit-Id above recovery so that a panic's log line and its 500 carry
@@ -24,6 +26,7 @@ pub(crate) mod audit_id;
 pub(crate) mod authentication;
 pub(crate) mod authorization;
 pub(crate) mod impersonation;
+pub(crate) mod instrument;
 pub(crate) mod limits;
 pub(crate) mod recover;
 pub(crate) mod routing;
@@ -46,6 +49,7 @@ pub(crate) fn stack(routes: Router<Arc<ApiState>>, state: Arc<ApiState>) -> Rout
         .layer(from_fn_with_state(state.clone(), authentication::layer))
         .layer(from_fn_with_state(state.clone(), impersonation::layer))
         .layer(from_fn_with_state(state.clone(), routing::layer))
+        .layer(from_fn_with_state(state.clone(), instrument::layer))
         .layer(from_fn_with_state(state.clone(), authorization::layer))
         .layer(from_fn(limits::layer));
     routes.layer(layers).with_state(state)

@@ -22,6 +22,7 @@ pub struct ApiState {
     pub(crate) audit: Option<Arc<AuditLog>>,
     pub(crate) catalog: Option<Arc<kayra_catalog::Catalog>>,
     pub(crate) metrics: Option<Arc<prometheus_client::registry::Registry>>,
+    pub(crate) requests: Option<crate::metrics::RequestMetrics>,
     pub(crate) nodes: Option<kayra_nodeserver::NodeServer>,
     /// How long a watch may hold events its client has not taken before it is ended.
     pub(crate) watch_stall: std::time::Duration,
@@ -44,6 +45,7 @@ impl ApiState {
             audit: None,
             catalog: None,
             metrics: None,
+            requests: None,
             nodes: None,
             watch_stall: DEFAULT_WATCH_STALL,
         }
@@ -69,6 +71,12 @@ impl ApiState {
     /// Serves `registry` at `/metrics`.
     pub fn with_metrics(mut self, registry: Arc<prometheus_client::registry::Registry>) -> ApiState {
         self.metrics = Some(registry);
+        self
+    }
+
+    /// Counts, times and gauges every routed request in `requests`.
+    pub fn with_request_metrics(mut self, requests: crate::metrics::RequestMetrics) -> ApiState {
+        self.requests = Some(requests);
         self
     }
 

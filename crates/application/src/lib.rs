@@ -28,6 +28,7 @@ pub mod placement;
 pub mod reviews;
 pub mod scale;
 mod strategy;
+pub mod usage;
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -55,6 +56,7 @@ pub struct ApplicationLayer {
     resources: HashMap<(String, &'static str, &'static str), Resource>,
     rbac: RwLock<Arc<Rbac>>,
     fleet: Arc<placement::FleetIndex>,
+    usage: RwLock<Option<Arc<dyn usage::UsageSource>>>,
 }
 
 impl std::fmt::Debug for ApplicationLayer {
@@ -78,6 +80,7 @@ impl ApplicationLayer {
             resources,
             rbac: RwLock::new(Arc::new(Rbac::default())),
             fleet: Arc::default(),
+            usage: RwLock::new(None),
         }
     }
 
@@ -134,6 +137,17 @@ impl ApplicationLayer {
     /// The current RBAC index.
     pub fn rbac(&self) -> Arc<Rbac> {
         self.rbac.read().expect("the RBAC lock is never held across a panic").clone()
+    }
+
+    /// Reads what workloads and nodes consume from `source` (the node server, which holds
+    /// the samples its sessions report).
+    pub fn set_usage_source(&self, source: Arc<dyn usage::UsageSource>) {
+        *self.usage.write().expect("the usage source's lock is never held across a panic") = Some(source);
+    }
+
+    /// Where usage samples are read from, once one is set.
+    pub(crate) fn usage_source(&self) -> Option<Arc<dyn usage::UsageSource>> {
+        self.usage.read().expect("the usage source's lock is never held across a panic").clone()
     }
 
     /// Whether `identity` may do `action`.

@@ -8,6 +8,7 @@
 
 pub mod read;
 pub mod subresources;
+pub mod usage;
 pub mod write;
 
 use kayra_api::verb::Verb;

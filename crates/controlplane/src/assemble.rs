@@ -32,6 +32,8 @@ pub struct ControlPlane {
     pub(crate) catalog: Arc<kayra_catalog::Catalog>,
     pub(crate) nodes: kayra_nodeserver::NodeServer,
     pub(crate) metrics: kayra_loop::metrics::Metrics,
+    pub(crate) scheduler_metrics: kayra_scheduler::metrics::SchedulerMetrics,
+    pub(crate) gc_metrics: kayra_gc::reconciler::GcMetrics,
     /// The static tokens, which the Consul projection authenticates too.
     pub(crate) tokens: Arc<TokenFile>,
 }
@@ -45,6 +47,13 @@ impl std::fmt::Debug for ControlPlane {
 /// Builds the application layer and the API over `store`: namespaces `default` and
 /// `kayra-system`, the bootstrap roles and a first RBAC index exist when it returns.
 pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlPlane, ControlPlaneError> {
+    let mut metrics_registry = prometheus_client::registry::Registry::default();
+    let engine = match config.store {
+        crate::config::StoreKind::Sled => "sled",
+        crate::config::StoreKind::Etcd => "etcd",
+        crate::config::StoreKind::Memory => "memory",
+    };
+    let store = crate::metered::metered(store, engine, &mut metrics_registry);
     let scheme = Arc::new(Scheme::new(&config.domain));
     let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/")
         .with_watch_window_bytes(config.watch_window_bytes);
@@ -103,8 +112,11 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     for resource in application.stored_resources() {
         patiently(&format!("start watching {}", resource.plural), || application.prime(resource)).await?;
     }
-    let mut metrics_registry = prometheus_client::registry::Registry::default();
     let metrics = kayra_loop::metrics::Metrics::register(&mut metrics_registry);
+    let requests = kayra_apiserver::metrics::RequestMetrics::register(&mut metrics_registry);
+    let scheduler_metrics = kayra_scheduler::metrics::SchedulerMetrics::register(&mut metrics_registry);
+    let gc_metrics = kayra_gc::reconciler::register_metrics(&mut metrics_registry);
+    metrics_registry.register_collector(Box::new(crate::process::ProcessCollector));
     let ready_timeout = Duration::from_secs(config.node_ready_timeout_seconds);
     let node_config = kayra_nodeserver::Config {
         ready_timeout,
@@ -113,11 +125,27 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         ..kayra_nodeserver::Config::default()
     };
     let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)?;
+    application.set_usage_source(nodes.usage_source());
+    nodes.register_metrics(&mut metrics_registry);
     let state = ApiState::new(application.clone(), tokens.clone(), config.listen.to_string())
         .with_audit_log(audit)
         .with_catalog(catalog.clone())
         .with_nodes(nodes.clone())
         .with_metrics(Arc::new(metrics_registry))
+        .with_request_metrics(requests)
         .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
-    Ok(ControlPlane { application, store, state: Arc::new(state), catalog, nodes, metrics, tokens })
+    Ok(ControlPlane {
+        application,
+        store,
+        state: Arc::new(state),
+        catalog,
+        nodes,
+        metrics,
+        scheduler_metrics,
+        gc_metrics,
+        tokens,
+    })
 }
+
+#[cfg(test)]
+mod tests;

@@ -73,10 +73,12 @@ pub(crate) fn loops(config: &Config, control_plane: &ControlPlane) -> Result<Vec
                 Some(Duration::from_secs(config.node_ready_timeout_seconds)),
             ),
         )?
+        .with_metrics(control_plane.scheduler_metrics.clone())
         .into_loop()
         .elected(election("scheduler")),
         kayra_gc::reconciler::GarbageCollector::new(client("garbage-collector"))
             .map_err(registry("garbage collector"))?
+            .with_metrics(control_plane.gc_metrics.clone())
             .into_loop()
             .elected(election("garbage-collector")),
         kayra_endpoints::reconciler::EndpointsReconciler::new(client("endpoints"))

@@ -28,6 +28,28 @@ pub struct GarbageCollector {
     applications: Resource,
     services: Resource,
     marks: Marks,
+    deletions: GcMetrics,
+}
+
+/// Dependents the collector deleted, by Kind.
+pub type GcMetrics =
+    prometheus_client::metrics::family::Family<DeletedLabels, prometheus_client::metrics::counter::Counter>;
+
+/// The Kind of a deleted dependent.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, prometheus_client::encoding::EncodeLabelSet)]
+pub struct DeletedLabels {
+    kind: &'static str,
+}
+
+/// Registers the collector's series in `registry`: `kayra_gc_deletions_total{kind}`.
+pub fn register_metrics(registry: &mut prometheus_client::registry::Registry) -> GcMetrics {
+    let deletions = GcMetrics::default();
+    registry.sub_registry_with_prefix("kayra_gc").register(
+        "deletions",
+        "Dependents of a deleted ApplicationSet the garbage collector deleted, by Kind",
+        deletions.clone(),
+    );
+    deletions
 }
 
 /// The reserved labels and annotation a released dependent loses.
@@ -57,7 +79,14 @@ impl GarbageCollector {
                 annotation: spec_hash_annotation(&domain),
             },
             client,
+            deletions: GcMetrics::default(),
         })
+    }
+
+    /// The same collector, counting what it deletes in `deletions`.
+    pub fn with_metrics(mut self, deletions: GcMetrics) -> GarbageCollector {
+        self.deletions = deletions;
+        self
     }
 
     /// The loop: one key per set, woken by the sets and by their dependents.
@@ -118,6 +147,11 @@ impl GarbageCollector {
         };
         match self.client.delete(self.resource(kind), key.namespace(), name, &options).await {
             Ok(_) => {
+                let kind_name = match kind {
+                    DependentKind::Application => "Application",
+                    DependentKind::Service => "Service",
+                };
+                self.deletions.get_or_create(&DeletedLabels { kind: kind_name }).inc();
                 tracing::info!(set = %key, dependent = name, ?kind, "deleted a dependent of a set that is gone or going");
                 Ok(false)
             }

@@ -172,6 +172,7 @@ impl Workloads for Node {
                 name: sample.name,
                 uid: sample.uid,
                 cpu_usage_usec: sample.cpu_usec,
+                cpu_throttled_usec: sample.cpu_throttled_usec,
                 memory_bytes: sample.memory_bytes,
                 memory_peak_bytes: sample.memory_peak_bytes,
                 pids: sample.pids,

@@ -20,10 +20,12 @@ mod error;
 mod liveness;
 mod logs;
 mod loss;
+mod metrics;
 mod push;
 mod registration;
 mod session;
 mod status;
+mod usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,6 +108,7 @@ pub(crate) struct Inner {
     log_streams: Arc<tokio::sync::Semaphore>,
     closing: std::sync::atomic::AtomicBool,
     started: Instant,
+    metrics: metrics::FleetMetrics,
 }
 
 impl Inner {
@@ -148,6 +151,7 @@ impl NodeServer {
                 secrets,
                 closing: std::sync::atomic::AtomicBool::new(false),
                 started: Instant::now(),
+                metrics: metrics::FleetMetrics::default(),
             }),
         })
     }

@@ -77,9 +77,12 @@ impl Reconciler for Pusher {
             // status re-creates the Node.
             return Ok(Action::AwaitChange);
         }
+        let started = std::time::Instant::now();
         let desired = inner.cache.desired(node);
         let (applications, secrets) = (desired.applications.len(), desired.secrets.len());
         if live.push(desired, inner.config.resync) {
+            inner.metrics.pushes.inc();
+            inner.metrics.push_duration.observe(started.elapsed().as_secs_f64());
             tracing::debug!(node, applications, secrets, "pushed the node's desired state");
         }
         Ok(Action::AwaitChange)

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use kayra_api::session::{ControllerMessage, DesiredState, NodeEvent, NodeMessage, UsageSample};
 use kayra_application::events::{Involved, Severity};
+use kayra_application::usage::Samples;
 use kayra_authn::Identity;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -43,7 +44,7 @@ pub(crate) struct Live {
     pub(crate) written: Mutex<Option<Written>>,
     /// Whether the node's registration is known to be recorded ([`crate::registration`]).
     pub(crate) recorded: AtomicBool,
-    usage: Mutex<HashMap<(String, String), UsageSample>>,
+    usage: Mutex<HashMap<(String, String), Samples>>,
 }
 
 impl Live {
@@ -80,14 +81,9 @@ impl Live {
         self.logs.lock().expect("the log table's lock is never held across a panic")
     }
 
-    /// The latest usage sample of each Application (and of the node, under empty names).
-    pub(crate) fn usage(&self) -> Vec<UsageSample> {
-        self.usage
-            .lock()
-            .expect("the usage table's lock is never held across a panic")
-            .values()
-            .cloned()
-            .collect()
+    /// The last two usage samples of each Application (and of the node, under empty names).
+    pub(crate) fn usage(&self) -> MutexGuard<'_, HashMap<(String, String), Samples>> {
+        self.usage.lock().expect("the usage table's lock is never held across a panic")
     }
 }
 
@@ -168,6 +164,7 @@ impl Session {
         self.live.last_seen.store(inner.now_ms(), Ordering::Relaxed);
         match message {
             NodeMessage::Status(report) => {
+                inner.metrics.heartbeats.inc();
                 crate::status::write_node(inner, &self.live, report).await?;
                 if !self.live.reported.swap(true, Ordering::AcqRel) {
                     inner.trigger.add(&self.live.node);
@@ -194,11 +191,21 @@ impl Session {
             return;
         }
         let key = (sample.namespace.clone(), sample.name.clone());
-        self.live
-            .usage
-            .lock()
-            .expect("the usage table's lock is never held across a panic")
-            .insert(key, sample);
+        let whole_node = sample.name.is_empty();
+        let mut usage = self.live.usage();
+        match usage.get_mut(&key) {
+            Some(samples) => samples.follow(sample),
+            None => {
+                let samples = Samples { node: self.live.node.clone(), latest: sample, previous: None };
+                usage.insert(key, samples);
+            }
+        }
+        // The node's own sample comes once a round: what is no longer bound here goes then.
+        if whole_node {
+            usage.retain(|(namespace, name), samples| {
+                name.is_empty() || self.bound_here(namespace, name, &samples.latest.uid)
+            });
+        }
     }
 
     /// Whether Application `namespace/name` with `uid` is bound to this session's node.
@@ -240,7 +247,7 @@ impl Session {
 
     /// The latest usage samples this node reported.
     pub fn usage(&self) -> Vec<UsageSample> {
-        self.live.usage()
+        self.live.usage().values().map(|samples| samples.latest.clone()).collect()
     }
 }
 

@@ -59,3 +59,37 @@ async fn one_live_session_per_node_and_a_silent_one_is_taken_over() {
     assert!(tokio::time::timeout(Duration::from_secs(1), live.next()).await.expect("ends").is_none());
     assert!(matches!(server.open(&node("n4")), Err(NodeServerError::ShuttingDown)));
 }
+
+#[tokio::test]
+async fn a_session_keeps_its_last_two_samples_and_only_of_what_is_bound_to_it() {
+    use kayra_api::session::{NodeMessage, UsageSample};
+    let server = server(Duration::from_secs(40));
+    let source = server.usage_source();
+    let session = server.open(&node("n1")).expect("a session");
+    let whole_node = |at: &str, cpu_usage_usec: u64| UsageSample {
+        cpu_usage_usec,
+        memory_bytes: 7,
+        timestamp: at.to_owned(),
+        ..UsageSample::default()
+    };
+    session.receive(NodeMessage::Usage(whole_node("2026-01-01T00:00:00Z", 1_000_000))).await.unwrap();
+    let one = source.node("n1").await.expect("the node's sample");
+    assert_eq!((one.node.as_str(), one.previous.is_none(), one.rate()), ("n1", true, None));
+    session.receive(NodeMessage::Usage(whole_node("2026-01-01T00:00:10Z", 21_000_000))).await.unwrap();
+    let rate = source.node("n1").await.and_then(|samples| samples.rate()).expect("two samples give a rate");
+    assert_eq!((rate.nanocores, rate.memory_bytes), (2_000_000_000, 7), "two cores over ten seconds");
+    assert_eq!(source.nodes().await.len(), 1);
+    // An Application not bound to the node is not the node's to report.
+    let stranger = UsageSample {
+        namespace: "demo".into(),
+        name: "web".into(),
+        uid: "u1".into(),
+        ..whole_node("2026-01-01T00:00:10Z", 5)
+    };
+    session.receive(NodeMessage::Usage(stranger)).await.unwrap();
+    assert!(source.application("demo", "web").await.is_none());
+    assert!(source.applications(None).await.is_empty());
+    // The samples live with the session.
+    drop(session);
+    assert!(source.node("n1").await.is_none() && source.nodes().await.is_empty());
+}

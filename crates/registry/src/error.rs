@@ -15,6 +15,17 @@ pub enum RegistryError {
         /// The name looked for.
         name: String,
     },
+    /// The object exists, but its node has reported no usage sample of it yet (or not the
+    /// two a rate needs): there is nothing to answer, and zeros would be a lie.
+    #[error("{message}")]
+    NotMeasured {
+        /// The resource asked for, qualified by group (`pods.metrics.k8s.io`).
+        resource: String,
+        /// The name asked for.
+        name: String,
+        /// What is missing, and why.
+        message: String,
+    },
     /// An object of that name exists already.
     #[error("{resource} \"{name}\" already exists")]
     AlreadyExists {

@@ -72,6 +72,8 @@ pub(crate) const CPU_PERIOD_US: u64 = 100_000;
 pub(crate) struct Usage {
     /// CPU time used, in microseconds.
     pub(crate) cpu_usec: u64,
+    /// Time the CPU limit held the cgroup back, in microseconds.
+    pub(crate) cpu_throttled_usec: u64,
     /// Memory in use, in bytes.
     pub(crate) memory_bytes: u64,
     /// The most memory ever in use, in bytes.

@@ -152,6 +152,8 @@ pub struct UsageSample {
     pub uid: String,
     /// CPU time used so far, in microseconds.
     pub cpu_usec: u64,
+    /// Time the CPU limit held the Application back so far, in microseconds.
+    pub cpu_throttled_usec: u64,
     /// Memory in use, in bytes.
     pub memory_bytes: u64,
     /// The most memory in use so far, in bytes.
@@ -443,6 +445,7 @@ impl Runtime {
                     name,
                     uid,
                     cpu_usec: usage.cpu_usec,
+                    cpu_throttled_usec: usage.cpu_throttled_usec,
                     memory_bytes: usage.memory_bytes,
                     memory_peak_bytes: usage.memory_peak_bytes,
                     pids: usage.pids,

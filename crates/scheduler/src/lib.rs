@@ -21,6 +21,7 @@
 
 mod error;
 pub mod framework;
+pub mod metrics;
 pub mod model;
 pub mod plugins;
 pub mod queue;
@@ -93,6 +94,7 @@ struct Inner {
     explanations: Arc<Semaphore>,
     /// Where the explanation ticks are counted from.
     epoch: tokio::time::Instant,
+    metrics: metrics::SchedulerMetrics,
 }
 
 #[derive(Default)]
@@ -164,8 +166,17 @@ impl Scheduler {
                 binds: Arc::new(Semaphore::new(BINDS)),
                 explanations: Arc::new(Semaphore::new(EXPLANATIONS)),
                 epoch: tokio::time::Instant::now(),
+                metrics: metrics::SchedulerMetrics::default(),
             }),
         })
+    }
+
+    /// The same scheduler, counting its attempts in `metrics`.
+    pub fn with_metrics(mut self, metrics: metrics::SchedulerMetrics) -> Scheduler {
+        Arc::get_mut(&mut self.inner)
+            .expect("a scheduler is given its metrics before it is shared")
+            .metrics = metrics;
+        self
     }
 
     /// The loop: the queue's key, and one key per node for the taint manager.
@@ -274,6 +285,7 @@ impl Scheduler {
                 let now = jiff::Timestamp::now();
                 let mut decisions = Vec::with_capacity(batch.len());
                 for entry in batch {
+                    let started = Instant::now();
                     // A reserve plugin's refusal explains itself in its own words.
                     let decision = match framework.schedule(&entry.app, &state.snapshot, Some(now)) {
                         Ok(node) => framework
@@ -282,11 +294,14 @@ impl Scheduler {
                             .map_err(|refused| refused.to_string()),
                         Err(unschedulable) => Err(unschedulable.message()),
                     };
+                    let result = if decision.is_ok() { "scheduled" } else { "unschedulable" };
+                    self.inner.metrics.attempt(result, started.elapsed().as_secs_f64());
                     if decision.is_err() {
                         state.queue.failed(&entry.app.id, Instant::now());
                     }
                     decisions.push((entry, decision));
                 }
+                self.inner.metrics.pending.set(i64::try_from(state.queue.len()).unwrap_or(i64::MAX));
                 decisions
             };
             for (entry, decision) in decisions {
@@ -330,6 +345,11 @@ impl Scheduler {
                         state.queue.retry(&app.id)
                     }
                     error => {
+                        self.inner
+                            .metrics
+                            .attempts
+                            .get_or_create(&metrics::ResultLabels { result: "error" })
+                            .inc();
                         tracing::warn!(application = %app.id, %node, %error, "binding failed; backing off");
                         state.queue.failed(&app.id, Instant::now());
                     }

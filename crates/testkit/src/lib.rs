@@ -3,6 +3,8 @@
 //! TLS and real HTTP, and hands out clients with the admin's certificate, a bearer token, or
 //! no credentials at all.
 
+pub mod fleet;
+
 use std::net::SocketAddr;
 
 use base64::Engine;

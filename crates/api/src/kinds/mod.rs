@@ -14,6 +14,7 @@ pub mod csr;
 pub mod rbac;
 pub mod secret;
 pub mod service;
+pub mod usage;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -193,7 +193,7 @@ fn services_need_names_for_several_ports() {
 }
 
 #[test]
-fn group_versions_put_core_first() {
+fn group_versions_put_core_first_and_metrics_last() {
     let scheme = scheme();
     let groups: Vec<String> = scheme.group_versions().iter().map(|(g, v, _)| format!("{g}/{v}")).collect();
     assert_eq!(
@@ -205,7 +205,8 @@ fn group_versions_put_core_first() {
             "certificates.k8s.io/v1",
             "authorization.k8s.io/v1",
             "authentication.k8s.io/v1",
-            "catalog.example.com/v1"
+            "catalog.example.com/v1",
+            "metrics.k8s.io/v1beta1"
         ]
     );
 }

@@ -64,6 +64,10 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
     };
     let kind = call.target.kind.clone();
     let (stall, disconnect) = (call.state.watch_stall, call.disconnect);
+    let (sent, cut) = match &call.state.requests {
+        Some(metrics) => metrics.watches(&kind),
+        None => Default::default(),
+    };
     let (sender, receiver) = tokio::sync::mpsc::channel::<Frames>(WATCH_QUEUE);
     tokio::spawn(async move {
         let deadline = tokio::time::sleep(timeout);
@@ -72,6 +76,7 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
         ticker.tick().await;
         let mut first = true;
         loop {
+            let mut event_frames = false;
             let frames = tokio::select! {
                 () = &mut deadline => break,
                 () = sender.closed() => break,
@@ -93,18 +98,22 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
                             (Output::Json, None) => super::read::encode(event.object()),
                         };
                         first = false;
+                        event_frames = true;
                         vec![event_head(&event), object, Bytes::from_static(b"}\n")]
                     }
                     Err(error) => {
                         let (_, status) = ApiError::Registry(error).to_status();
                         let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
-                        deliver(&sender, vec![Bytes::from(line)], stall, disconnect.as_ref()).await;
+                        deliver(&sender, vec![Bytes::from(line)], stall, disconnect.as_ref(), &cut).await;
                         break;
                     }
                 },
             };
-            if !deliver(&sender, frames, stall, disconnect.as_ref()).await {
+            if !deliver(&sender, frames, stall, disconnect.as_ref(), &cut).await {
                 break;
+            }
+            if event_frames {
+                sent.inc();
             }
         }
     });
@@ -139,6 +148,7 @@ async fn deliver(
     frames: Frames,
     stall: Duration,
     disconnect: Option<&Disconnect>,
+    cut: &prometheus_client::metrics::counter::Counter,
 ) -> bool {
     match tokio::time::timeout(stall, sender.send(frames)).await {
         Ok(sent) => sent.is_ok(),
@@ -147,6 +157,7 @@ async fn deliver(
                 stall_seconds = stall.as_secs_f64(),
                 "a watch's client stopped reading; dropping it"
             );
+            cut.inc();
             if let Some(disconnect) = disconnect {
                 disconnect.now();
             }

@@ -25,8 +25,12 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     // Pods are a read-only view of Applications; events are written by the system.
     let core =
         json!({"apis": [""], "resources": ["pods", "pods/log", "events"], "verbs": ["get", "list", "watch"]});
-    // An Application's output, as `kubectl logs` reads it through pods or directly.
-    let logs = json!({"apis": [fleet], "resources": ["applications/log"], "verbs": ["get"]});
+    // An Application's output and what it consumes, as `kubectl logs` and `kubectl top pod`
+    // read them (metrics.k8s.io's pods, as Kubernetes' aggregated view, edit and admin grant).
+    let logs =
+        json!({"apis": [fleet], "resources": ["applications/log", "applications/metrics"], "verbs": ["get"]});
+    let pod_metrics =
+        json!({"apis": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list", "watch"]});
     let statuses = json!(["applications/status", "applicationsets/status"]);
     // Evicting a pod moves the Application the scheduler placed (what `kubectl drain` does);
     // as in Kubernetes, admin and edit may, and so may a sysadmin, who drains nodes.
@@ -48,6 +52,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": ["certificates.k8s.io"], "resources": ["certificatesigningrequests", "certificatesigningrequests/approval", "certificatesigningrequests/status"], "verbs": ["*"]},
                 {"apis": [catalog], "resources": registrations, "verbs": writes},
                 {"apis": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apis": ["metrics.k8s.io"], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
                 eviction.clone(),
             ]),
         ),
@@ -62,6 +67,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["*"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch", "update", "patch"]},
                 logs.clone(),
+                pod_metrics.clone(),
                 eviction.clone(),
             ]),
         ),
@@ -74,6 +80,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [fleet], "resources": ["secrets"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
                 logs.clone(),
+                pod_metrics.clone(),
                 eviction,
             ]),
         ),
@@ -85,6 +92,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 core,
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
                 logs,
+                pod_metrics,
             ]),
         ),
         // A node writes its own Node (NodeRestriction admission confines it to that one), renews

@@ -52,7 +52,12 @@ fn every_message_survives_the_wire() {
             },
         }),
         NodeMessage::LogChunk(LogChunk { id: 7, data: b"hello\n".to_vec(), eof: true, error: None }),
-        NodeMessage::Usage(UsageSample { name: "web".into(), memory_bytes: 5, ..UsageSample::default() }),
+        NodeMessage::Usage(UsageSample {
+            name: "web".into(),
+            memory_bytes: 5,
+            cpu_throttled_usec: 7,
+            ..UsageSample::default()
+        }),
         NodeMessage::Event(NodeEvent {
             reason: "Started".into(),
             type_: "Normal".into(),

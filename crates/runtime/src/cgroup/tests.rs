@@ -110,3 +110,36 @@ fn a_real_cgroup_is_created_joined_read_and_removed() {
         let _ = std::fs::remove_dir(root.join(&top));
     }
 }
+
+#[test]
+fn usage_reads_cpu_throttling_memory_pids_and_oom_kills_from_either_hierarchy() {
+    let write = |path: std::path::PathBuf, text: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    let v1 = tempfile::tempdir().unwrap();
+    let relative = Path::new("kayra/node-a/app");
+    let at = |controller: &str, file: &str| v1.path().join(controller).join(relative).join(file);
+    write(at("cpuacct", "cpuacct.usage"), "5000000\n");
+    write(at("cpu", "cpu.stat"), "nr_periods 10\nnr_throttled 2\nthrottled_time 3000000\n");
+    write(at("memory", "memory.usage_in_bytes"), "100\n");
+    write(at("memory", "memory.max_usage_in_bytes"), "200\n");
+    write(at("memory", "memory.oom_control"), "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n");
+    write(at("pids", "pids.current"), "3\n");
+    let v2 = tempfile::tempdir().unwrap();
+    let dir = v2.path().join(relative);
+    write(
+        dir.join("cpu.stat"),
+        "usage_usec 5000\nuser_usec 4000\nsystem_usec 1000\nnr_periods 10\nnr_throttled 2\nthrottled_usec 3000\n",
+    );
+    write(dir.join("memory.current"), "100\n");
+    write(dir.join("memory.peak"), "200\n");
+    write(dir.join("memory.events"), "low 0\nhigh 0\nmax 1\noom 1\noom_kill 1\n");
+    write(dir.join("pids.current"), "3\n");
+    for (hierarchy, usage) in [("v1", v1::usage(v1.path(), relative)), ("v2", v2::usage(&dir))] {
+        let usage = usage.unwrap_or_else(|| panic!("{hierarchy} reads"));
+        let read = (usage.cpu_usec, usage.cpu_throttled_usec, usage.memory_bytes, usage.memory_peak_bytes);
+        assert_eq!(read, (5000, 3000, 100, 200), "{hierarchy}");
+        assert_eq!((usage.pids, usage.oom_kills), (3, 1), "{hierarchy}");
+    }
+}

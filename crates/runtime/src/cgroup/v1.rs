@@ -41,6 +41,9 @@ pub(crate) fn usage(mount: &Path, relative: &Path) -> Option<Usage> {
     let memory = mount.join("memory").join(relative);
     Some(Usage {
         cpu_usec: read_u64(&mount.join("cpuacct").join(relative).join("cpuacct.usage")).unwrap_or(0) / 1000,
+        cpu_throttled_usec: std::fs::read_to_string(mount.join("cpu").join(relative).join("cpu.stat"))
+            .map(|text| keyed_value(&text, "throttled_time") / 1000)
+            .unwrap_or(0),
         memory_bytes: read_u64(&memory.join("memory.usage_in_bytes"))?,
         memory_peak_bytes: read_u64(&memory.join("memory.max_usage_in_bytes")).unwrap_or(0),
         pids: read_u64(&mount.join("pids").join(relative).join("pids.current")).unwrap_or(0),

@@ -47,6 +47,7 @@ pub(crate) fn usage(dir: &Path) -> Option<Usage> {
     let cpu = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
     Some(Usage {
         cpu_usec: keyed_value(&cpu, "usage_usec"),
+        cpu_throttled_usec: keyed_value(&cpu, "throttled_usec"),
         memory_bytes: read_u64(&dir.join("memory.current")).unwrap_or(0),
         memory_peak_bytes: read_u64(&dir.join("memory.peak")).unwrap_or(0),
         pids: read_u64(&dir.join("pids.current")).unwrap_or(0),

@@ -12,10 +12,12 @@ mod consul;
 mod metrics;
 mod nodes;
 mod placement;
+mod prometheus;
 mod rbac_table;
 mod scale;
 mod security;
 mod surface;
+mod usage;
 mod watching;
 
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";

@@ -1,0 +1,149 @@
+//! Request metrics: each routed request counted by what its route names and how it was
+//! answered, timed, and held in the in-flight gauge of its kind while it is answered; a watch
+//! or a followed stream is held in the long-running gauge instead, until its body ends.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use futures_util::StreamExt;
+use kayra_api::verb::Verb;
+use prometheus_client::metrics::gauge::Gauge;
+
+use super::routing::Route;
+use crate::metrics::{AnsweredLabels, KindLabels, RequestLabels, RequestMetrics};
+use crate::routes::{Target, query, verb};
+use crate::state::ApiState;
+
+/// Counts and times the request.
+pub(crate) async fn layer(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
+    let Some(metrics) = state.requests.clone() else { return next.run(request).await };
+    let (labels, long_running) = labels(&request);
+    let request_kind = match *request.method() {
+        Method::GET | Method::HEAD | Method::OPTIONS => "readOnly",
+        _ => "mutating",
+    };
+    let started = Instant::now();
+    let response = if long_running {
+        let open = metrics.longrunning.get_or_create(&labels).clone();
+        open.inc();
+        let response = next.run(request).await;
+        held_until_the_body_ends(response, open)
+    } else {
+        let in_flight = metrics.in_flight.get_or_create(&KindLabels { request_kind }).clone();
+        in_flight.inc();
+        let response = next.run(request).await;
+        in_flight.dec();
+        metrics.duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+        response
+    };
+    count(&metrics, labels, response.status().as_u16());
+    response
+}
+
+fn count(metrics: &RequestMetrics, labels: RequestLabels, code: u16) {
+    let RequestLabels { verb, group, resource, subresource, scope } = labels;
+    metrics.total.get_or_create(&AnsweredLabels { verb, group, resource, subresource, scope, code }).inc();
+}
+
+/// Keeps `open` raised until the response's body is done with (sent whole, or dropped).
+fn held_until_the_body_ends(response: Response, open: Gauge) -> Response {
+    struct Open(Gauge);
+    impl Drop for Open {
+        fn drop(&mut self) {
+            self.0.dec();
+        }
+    }
+    let open = Open(open);
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        let _held = &open;
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
+}
+
+/// The request's labels, and whether it is long-running (a watch, a followed log, a stream).
+fn labels(request: &Request) -> (RequestLabels, bool) {
+    let method = request.method();
+    let query = query(request.uri()).unwrap_or_default();
+    let plain = |verb| RequestLabels {
+        verb,
+        group: String::new(),
+        resource: String::new(),
+        subresource: String::new(),
+        scope: "",
+    };
+    let Some(Route::Served(target)) = request.extensions().get::<Route>() else {
+        return (plain(method_name(method)), false);
+    };
+    let (group, resource, namespace, name, subresource) = match target {
+        Target::Resource(path) => (
+            path.kind.group.clone(),
+            path.kind.plural.to_owned(),
+            path.namespace.is_some(),
+            path.name.is_some(),
+            path.subresource.clone(),
+        ),
+        Target::Catalog(path) => (
+            String::new(),
+            path.plural.to_owned(),
+            path.namespace.is_some(),
+            path.name.is_some(),
+            path.subresource.clone(),
+        ),
+        _ => return (plain(method_name(method)), false),
+    };
+    let verb = match (method, &subresource) {
+        (&Method::POST, Some(_)) => Verb::Create,
+        _ => match verb(method, name, &query) {
+            Ok(verb) => verb,
+            Err(_) => return (plain(method_name(method)), false),
+        },
+    };
+    let streams = matches!(subresource.as_deref(), Some("exec" | "attach" | "portforward"))
+        || (subresource.as_deref() == Some("log") && query.get("follow").is_some_and(|f| f == "true"));
+    let scope = match (name, namespace) {
+        (true, _) => "resource",
+        (false, true) => "namespace",
+        (false, false) => "cluster",
+    };
+    let labels = RequestLabels {
+        verb: kube_verb(verb),
+        group,
+        resource,
+        subresource: subresource.unwrap_or_default(),
+        scope,
+    };
+    (labels, verb == Verb::Watch || streams)
+}
+
+/// kube-apiserver's spelling of a verb in its request metrics.
+fn kube_verb(verb: Verb) -> &'static str {
+    match verb {
+        Verb::Get => "GET",
+        Verb::List => "LIST",
+        Verb::Watch => "WATCH",
+        Verb::Create => "POST",
+        Verb::Update => "PUT",
+        Verb::Patch => "PATCH",
+        Verb::Delete | Verb::DeleteCollection => "DELETE",
+    }
+}
+
+fn method_name(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::HEAD => "HEAD",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::PATCH => "PATCH",
+        Method::DELETE => "DELETE",
+        Method::OPTIONS => "OPTIONS",
+        _ => "OTHER",
+    }
+}

@@ -1,0 +1,130 @@
+//! The store as the controller holds it: every operation timed by operation and engine, and
+//! compactions counted, in the process's metrics registry; what the store answers is passed on
+//! untouched.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kayra_store::{
+    Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult, Watcher,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// One operation on one engine.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+    engine: &'static str,
+}
+
+fn durations() -> Histogram {
+    // 50 µs to about 26 s.
+    Histogram::new(exponential_buckets(0.00005, 2.0, 20))
+}
+
+/// A store whose operations are timed.
+struct Metered {
+    inner: Arc<dyn Store>,
+    engine: &'static str,
+    latency: Family<OperationLabels, Histogram, fn() -> Histogram>,
+    compactions: Counter,
+}
+
+/// `store`, timed in `registry` as engine `engine` (`sled`, `etcd`, `memory`).
+pub(crate) fn metered(
+    store: Arc<dyn Store>,
+    engine: &'static str,
+    registry: &mut Registry,
+) -> Arc<dyn Store> {
+    let latency: Family<OperationLabels, Histogram, fn() -> Histogram> =
+        Family::new_with_constructor(durations);
+    let compactions = Counter::default();
+    let prefix = registry.sub_registry_with_prefix("kayra_store");
+    prefix.register(
+        "operation_duration_seconds",
+        "How long store operations take, by operation (get, range, txn, watch, compact, revision, lease) and engine",
+        latency.clone(),
+    );
+    prefix.register("compactions", "History compactions asked of the store", compactions.clone());
+    Arc::new(Metered { inner: store, engine, latency, compactions })
+}
+
+impl Metered {
+    fn observe(&self, operation: &'static str, started: Instant) {
+        let labels = OperationLabels { operation, engine: self.engine };
+        self.latency.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Metered {
+    async fn get(&self, key: &str) -> Result<Option<kayra_store::KeyValue>, StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.get(key).await;
+        self.observe("get", started);
+        answer
+    }
+
+    async fn range(&self, request: &RangeRequest) -> Result<RangeResult, StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.range(request).await;
+        self.observe("range", started);
+        answer
+    }
+
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.txn(txn).await;
+        self.observe("txn", started);
+        answer
+    }
+
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.watch(prefix, after).await;
+        self.observe("watch", started);
+        answer
+    }
+
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.compact(revision).await;
+        self.observe("compact", started);
+        if answer.is_ok() {
+            self.compactions.inc();
+        }
+        answer
+    }
+
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.revision().await;
+        self.observe("revision", started);
+        answer
+    }
+
+    async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.grant_lease(ttl).await;
+        self.observe("lease", started);
+        answer
+    }
+
+    async fn keep_alive(&self, lease: LeaseId) -> Result<Duration, StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.keep_alive(lease).await;
+        self.observe("lease", started);
+        answer
+    }
+
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let answer = self.inner.revoke_lease(lease).await;
+        self.observe("lease", started);
+        answer
+    }
+}
