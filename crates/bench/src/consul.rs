@@ -171,6 +171,7 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
 }
 
 pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     println!("Consul benchmark: one run; each ratio compares two figures from this run\n");
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let controller = start(dir.path()).await?;
