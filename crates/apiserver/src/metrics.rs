@@ -1,5 +1,5 @@
 //! The API's own series, with kube-apiserver's names: requests by verb, group, resource,
-//! subresource, scope and code; their latency; what is in flight, by kind; and the long-running
+//! subresource, scope and code; their latency and their request and response sizes; what is in flight, by kind; and the long-running
 //! requests (watches and streams). Labels come from what the route names, never from a name,
 //! a namespace or a caller, so the series stay as few as the Kinds served.
 
@@ -45,6 +45,11 @@ pub(crate) struct KindLabels {
     pub(crate) request_kind: &'static str,
 }
 
+fn sizes() -> Histogram {
+    // 64 bytes to 64 MiB, as kube-apiserver's size buckets span.
+    Histogram::new(exponential_buckets(64.0, 4.0, 11))
+}
+
 fn durations() -> Histogram {
     // 1 ms to about 65 s.
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
@@ -55,6 +60,8 @@ fn durations() -> Histogram {
 pub struct RequestMetrics {
     pub(crate) total: Family<AnsweredLabels, Counter>,
     pub(crate) duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    pub(crate) request_sizes: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    pub(crate) response_sizes: Family<RequestLabels, Histogram, fn() -> Histogram>,
     pub(crate) in_flight: Family<KindLabels, Gauge>,
     pub(crate) longrunning: Family<RequestLabels, Gauge>,
     pub(crate) watch_events: Family<WatchLabels, Counter>,
@@ -78,6 +85,8 @@ impl RequestMetrics {
         let metrics = RequestMetrics {
             total: Family::default(),
             duration: Family::new_with_constructor(durations),
+            request_sizes: Family::new_with_constructor(sizes),
+            response_sizes: Family::new_with_constructor(sizes),
             in_flight: Family::default(),
             longrunning: Family::default(),
             watch_events: Family::default(),
@@ -93,6 +102,16 @@ impl RequestMetrics {
             "request_duration_seconds",
             "How long requests take to answer (long-running ones aside), by verb, group, resource, subresource and scope",
             metrics.duration.clone(),
+        );
+        apiserver.register(
+            "request_body_size_bytes",
+            "Sizes of request bodies that carry one, by verb, group, resource, subresource and scope",
+            metrics.request_sizes.clone(),
+        );
+        apiserver.register(
+            "response_sizes",
+            "Sizes of response bodies (long-running ones aside), in bytes, by verb, group, resource, subresource and scope",
+            metrics.response_sizes.clone(),
         );
         apiserver.register(
             "current_inflight_requests",

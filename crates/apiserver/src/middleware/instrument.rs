@@ -1,11 +1,11 @@
 //! Request metrics: each routed request counted by what its route names and how it was
-//! answered, timed, and held in the in-flight gauge of its kind while it is answered; a watch
+//! answered, timed, its body sizes measured, and held in the in-flight gauge of its kind while it is answered; a watch
 //! or a followed stream is held in the long-running gauge instead, until its body ends.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
@@ -13,6 +13,7 @@ use axum::response::Response;
 use futures_util::StreamExt;
 use kayra_api::verb::Verb;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 
 use super::routing::Route;
 use crate::metrics::{AnsweredLabels, KindLabels, RequestLabels, RequestMetrics};
@@ -27,6 +28,10 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, request: Request, 
         Method::GET | Method::HEAD | Method::OPTIONS => "readOnly",
         _ => "mutating",
     };
+    // The length the client declared: a body of unknown length is not measured.
+    if let Some(length) = HttpBody::size_hint(request.body()).exact().filter(|length| *length > 0) {
+        metrics.request_sizes.get_or_create(&labels).observe(length as f64);
+    }
     let started = Instant::now();
     let response = if long_running {
         let open = metrics.longrunning.get_or_create(&labels).clone();
@@ -39,7 +44,8 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, request: Request, 
         let response = next.run(request).await;
         in_flight.dec();
         metrics.duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
-        response
+        let sizes = metrics.response_sizes.get_or_create(&labels).clone();
+        measured(response, sizes)
     };
     count(&metrics, labels, response.status().as_u16());
     response
@@ -48,6 +54,35 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, request: Request, 
 fn count(metrics: &RequestMetrics, labels: RequestLabels, code: u16) {
     let RequestLabels { verb, group, resource, subresource, scope } = labels;
     metrics.total.get_or_create(&AnsweredLabels { verb, group, resource, subresource, scope, code }).inc();
+}
+
+/// Observes the response body's size in `sizes`: at once when its length is known, else once
+/// it has been sent whole.
+fn measured(response: Response, sizes: Histogram) -> Response {
+    if let Some(length) = HttpBody::size_hint(response.body()).exact() {
+        sizes.observe(length as f64);
+        return response;
+    }
+    struct Sent {
+        bytes: u64,
+        sizes: Histogram,
+    }
+    impl Drop for Sent {
+        fn drop(&mut self) {
+            self.sizes.observe(self.bytes as f64);
+        }
+    }
+    let mut sent = Sent { bytes: 0, sizes };
+    let (parts, body) = response.into_parts();
+    let body = body.into_data_stream().map(move |chunk| {
+        // The whole counter moves into the stream, to be observed when the stream is dropped.
+        let sent = &mut sent;
+        if let Ok(bytes) = &chunk {
+            sent.bytes += bytes.len() as u64;
+        }
+        chunk
+    });
+    Response::from_parts(parts, Body::from_stream(body))
 }
 
 /// Keeps `open` raised until the response's body is done with (sent whole, or dropped).

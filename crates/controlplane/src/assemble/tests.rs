@@ -144,6 +144,7 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
     for family in [
         "apiserver_request",
         "apiserver_request_duration_seconds",
+        "apiserver_response_sizes",
         "apiserver_current_inflight_requests",
         "apiserver_longrunning_requests",
         "apiserver_watch_events",
