@@ -7,6 +7,7 @@ mod bypass;
 mod csr;
 mod draining;
 mod kubectl;
+mod leases;
 mod logs;
 mod registration;
 mod scheduling;

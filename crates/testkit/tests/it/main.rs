@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 mod catalog;
 mod check;
+mod leases;
 mod metrics;
 mod nodes;
 mod placement;
@@ -398,7 +399,11 @@ async fn state_survives_a_restart_on_sled() {
         .iter()
         .map(|n| n["metadata"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["default", "kayra-system"], "the built-in namespaces are created once");
+    assert_eq!(
+        names,
+        ["default", "kayra-system", "kube-node-lease"],
+        "the built-in namespaces are created once"
+    );
 }
 
 /// A TCP forwarder to `target` on loopback: answers its port and the number of connections it
