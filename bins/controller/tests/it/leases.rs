@@ -4,11 +4,12 @@
 //! by every heartbeat; and a stopped agent's node turns `Ready=Unknown` once its Lease is older
 //! than the ready timeout, as it did when the status carried the heartbeat.
 
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::agents::{curl_as_node, get_json, kubectl_ok, two_nodes, wait_for};
+use crate::agents::{Agent, curl_as_node, get_json, kubectl_ok, two_nodes, wait_for};
 use crate::{Controller, have_kubectl};
 
 /// The ready timeout these tests run with: the agent's heartbeat comes every 10 s.
@@ -28,6 +29,23 @@ fn renew_time(lease: &Value) -> jiff::Timestamp {
 fn ready_condition(controller: &Controller, node: &str) -> Option<Value> {
     let node = get_json(controller, &["get", "node", node])?;
     node["status"]["conditions"].as_array()?.iter().find(|c| c["type"] == "Ready").cloned()
+}
+
+/// `curl -X POST` of `body` as JSON with node `agent`'s own certificate: the HTTP status.
+fn create_as_node(controller: &Controller, agent: &Agent, path: &str, body: &Value) -> u16 {
+    let pki = agent.data().join("pki");
+    let output = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", "--cacert"])
+        .arg(pki.join("ca.crt"))
+        .arg("--cert")
+        .arg(pki.join("node.crt"))
+        .arg("--key")
+        .arg(pki.join("node.key"))
+        .args(["-H", "Content-Type: application/json", "-d", &body.to_string()])
+        .arg(format!("{}{path}", controller.url()))
+        .output()
+        .expect("curl runs");
+    String::from_utf8_lossy(&output.stdout).trim().parse().unwrap_or(0)
 }
 
 #[test]
@@ -80,13 +98,8 @@ fn a_nodes_heartbeat_renews_its_own_lease_which_liveness_reads() {
     assert_eq!(removed, 403, "a node may not delete another node's lease");
     let elsewhere =
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": a.name}});
-    let created = curl_as_node(
-        &controller,
-        &a,
-        "POST",
-        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
-        Some(&elsewhere),
-    );
+    let created =
+        create_as_node(&controller, &a, "/apis/coordination.k8s.io/v1/namespaces/default/leases", &elsewhere);
     assert_eq!(created, 403, "a node may not hold a lease outside kube-node-lease");
 
     // Stopped, the node turns Unknown once its Lease is older than the ready timeout.

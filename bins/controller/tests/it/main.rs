@@ -6,6 +6,7 @@ mod appsets;
 mod bypass;
 mod csr;
 mod draining;
+mod features;
 mod kubectl;
 mod leases;
 mod logs;
