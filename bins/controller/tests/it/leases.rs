@@ -102,6 +102,10 @@ fn a_nodes_heartbeat_renews_its_own_lease_which_liveness_reads() {
         create_as_node(&controller, &a, "/apis/coordination.k8s.io/v1/namespaces/default/leases", &elsewhere);
     assert_eq!(created, 403, "a node may not hold a lease outside kube-node-lease");
 
+    // The agent keeps its own log in its data directory, beside what it prints.
+    let own = std::fs::read_to_string(a.data().join("agent.log")).unwrap_or_default();
+    assert!(own.contains("the node session is open"), "agent.log: {own:?}\nprinted: {}", a.log());
+
     // Stopped, the node turns Unknown once its Lease is older than the ready timeout.
     a.kill();
     let unknown = wait_for("node a to be Ready=Unknown", Duration::from_secs(60), || {

@@ -16,14 +16,8 @@ fn a_node_is_silent_once_its_heartbeat_is_older_than_the_timeout() {
         verdict(Some(&ready("True", "2026-01-01T00:00:50Z")), None, now, timeout),
         Verdict::Alive(Duration::from_secs(31))
     );
-    assert_eq!(
-        verdict(Some(&ready("True", "2026-01-01T00:00:19Z")), None, now, timeout),
-        Verdict::Silent
-    );
-    assert_eq!(
-        verdict(Some(&ready("False", "2026-01-01T00:00:00Z")), None, now, timeout),
-        Verdict::Silent
-    );
+    assert_eq!(verdict(Some(&ready("True", "2026-01-01T00:00:19Z")), None, now, timeout), Verdict::Silent);
+    assert_eq!(verdict(Some(&ready("False", "2026-01-01T00:00:00Z")), None, now, timeout), Verdict::Silent);
     assert_eq!(
         verdict(Some(&json!({"type": "Ready", "status": "True"})), None, now, timeout),
         Verdict::Silent
@@ -52,7 +46,6 @@ fn a_renewed_lease_keeps_a_node_alive_whose_status_is_old() {
         Verdict::Alive(Duration::from_secs(31)),
         "the later of the two counts"
     );
-    let unknown =
-        json!({"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "2026-01-01T00:00:00Z"});
+    let unknown = json!({"type": "Ready", "status": "Unknown", "lastHeartbeatTime": "2026-01-01T00:00:00Z"});
     assert_eq!(verdict(Some(&unknown), at("2026-01-01T00:04:59Z"), now, timeout), Verdict::Nothing);
 }
