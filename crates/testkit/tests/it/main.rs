@@ -10,6 +10,7 @@ mod catalog;
 mod check;
 mod leases;
 mod metrics;
+mod node_logs_gate;
 mod nodes;
 mod placement;
 mod rbac_table;
