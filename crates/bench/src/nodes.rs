@@ -163,16 +163,12 @@ struct Controller {
 async fn start_controller(dir: &Path, options: &Options) -> Result<Controller, String> {
     let port = free_port()?;
     let config = dir.join("kayra.yaml");
-    // Agents here report their status once: a ready timeout longer than the run keeps the
-    // liveness loop from marking every node Unknown half-way through a measurement.
-    std::fs::write(
-        &config,
-        format!(
-            "maxConnections: {}\nnodeReadyTimeoutSeconds: 3600\nhttpListen: null\n",
-            options.nodes + 1024
-        ),
-    )
-    .map_err(|e| e.to_string())?;
+    // The default ready timeout (40 s), so that heartbeats are written as a deployment writes
+    // them (a longer one would space the writes out with it). Nodes heartbeat only while the
+    // heartbeats are measured, so the liveness loop marks them Unknown before that, and the
+    // first interval of heartbeats, which brings them back, is left out of the measurement.
+    std::fs::write(&config, format!("maxConnections: {}\nhttpListen: null\n", options.nodes + 1024))
+        .map_err(|e| e.to_string())?;
     let log = dir.join("controller.log");
     let data = dir.join("data");
     let child = wrapped(sibling("kayra-controller")?)
