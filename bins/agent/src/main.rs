@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand};
 use kayra_nodeagent::AgentConfig;
 use tokio_util::sync::CancellationToken;
+use tracing_subscriber::fmt::writer::BoxMakeWriter;
 
 #[derive(Parser)]
 #[command(name = "kayra-agent", version, about = "The Kayra node agent")]
@@ -103,12 +104,30 @@ fn main() -> ExitCode {
         let code = kayra_runtime::supervise_main(args);
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
+    // The agent's own log goes to its data directory too (rotated), and to standard error.
+    let own_log = match &cli.command {
+        Command::Join { node, .. } | Command::Run { node } => {
+            let dir = data_dir(node);
+            match kayra_nodeagent::own_log::OwnLog::open(&dir, kayra_nodeagent::own_log::DEFAULT_LIMIT) {
+                Ok(log) => Some(log),
+                Err(error) => {
+                    eprintln!("kayra-agent: cannot open its log in {}: {error}", dir.display());
+                    None
+                }
+            }
+        }
+        Command::Supervise { .. } => None,
+    };
+    let writer = match own_log {
+        Some(log) => BoxMakeWriter::new(move || log.with_stderr()),
+        None => BoxMakeWriter::new(std::io::stderr),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("KAYRA_LOG").unwrap_or_else(|_| "info".into()),
         )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(writer)
+        .with_ansi(false)
         .init();
     let _ = rustls::crypto::ring::default_provider().install_default();
     let runtime = tokio::runtime::Runtime::new().expect("a Tokio runtime starts");

@@ -39,6 +39,9 @@ struct Cli {
     /// Runs no local node (as `agent: false`).
     #[arg(long, global = true)]
     no_agent: bool,
+    /// Sets feature gates, `Name=bool,...`, over `featureGates` (unknown names are refused).
+    #[arg(long, global = true)]
+    feature_gates: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -139,6 +142,9 @@ fn config(cli: &Cli) -> Result<Config, String> {
     }
     if cli.no_agent {
         config.agent = false;
+    }
+    if let Some(gates) = &cli.feature_gates {
+        config.feature_gates.extend(kayra_controlplane::features::parse_flag(gates)?);
     }
     config.validate()?;
     Ok(config)

@@ -1,7 +1,10 @@
 //! Node restriction: a node identity (`system:node:<name>` in `system:nodes`) writes and deletes
 //! only the Node of its own name, and never sets its spec or labels (what scheduling reads):
 //! none on create, the stored ones on update. Of Applications it writes only the status of
-//! those bound to it. Other callers are not this plugin's concern.
+//! those bound to it; of Leases only its own heartbeat (`lease.rs`). Other callers are not this
+//! plugin's concern.
+
+mod lease;
 
 use kayra_api::kinds::application::bound_node;
 use kayra_registry::{Operation, Part, Refusal};
@@ -9,8 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::{Validating, Write};
 
-/// The node restriction, for core `nodes` and `fleet.<domain>` `applications` (and their
-/// subresources).
+/// The node restriction, for core `nodes`, `fleet.<domain>` `applications` (and their
+/// subresources) and `coordination.k8s.io` `leases`.
 #[derive(Debug, Clone, Default)]
 pub struct NodeRestriction {
     fleet: String,
@@ -49,6 +52,9 @@ impl Validating for NodeRestriction {
         let Some(own) = write.caller.node_name() else { return Ok(()) };
         if write.api == self.fleet && write.resource == "applications" {
             return self.application(own, write);
+        }
+        if lease::concerns(write) {
+            return lease::validate(own, write);
         }
         if !write.api.is_empty() || write.resource != "nodes" {
             return Ok(());

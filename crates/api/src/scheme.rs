@@ -388,6 +388,7 @@ impl Scheme {
         served.extend(kinds::rbac::kind_infos(&authorization));
         served.push(kinds::check::kind_info(&authorization));
         served.push(kinds::csr::kind_info());
+        served.push(kinds::lease::kind_info());
         served.extend(kinds::core::reviews());
         served.extend(kinds::catalog::kind_infos(domain));
         // Last: kubectl maps a plural to the first group serving it, and `pods` and `nodes`

@@ -2,9 +2,11 @@
 //! session each over real gRPC and mutual TLS against the real `kayra-controller` binary, run
 //! as a process of its own. Figures: sessions held, the controller's resident memory per
 //! session, and the delay from one write that concerns every node (the Secret all their
-//! Applications reference) to each node receiving it. The ceiling, in the same run: a bare
-//! tonic service behind the same TLS listener in a process of its own, pushing a message of the
-//! same size to as many streams.
+//! Applications reference) to each node receiving it; then, with every node heartbeating as
+//! the real agent does, the controller's CPU and its store writes per node per minute. The
+//! ceiling, in the same run: a bare tonic service behind the same TLS listener in a process of
+//! its own, pushing a message of the same size to as many streams and taking as many
+//! heartbeats (which it reads and drops: no store behind it).
 //!
 //! Three processes, so that no one of them needs more than one file descriptor per session:
 //! the controller, this one (the agents), and then the bare server.
@@ -38,10 +40,13 @@ struct Options {
     nodes: usize,
     rounds: usize,
     store: String,
+    /// How long the heartbeats are measured for.
+    heartbeats: Duration,
 }
 
 fn options(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { nodes: 10_000, rounds: 5, store: "memory".into() };
+    let mut options =
+        Options { nodes: 10_000, rounds: 5, store: "memory".into(), heartbeats: Duration::from_secs(120) };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -49,15 +54,19 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--nodes" => options.nodes = value()?.parse().map_err(|e| format!("--nodes: {e}"))?,
             "--rounds" => options.rounds = value()?.parse().map_err(|e| format!("--rounds: {e}"))?,
             "--store" => options.store = value()?.clone(),
+            "--heartbeat-seconds" => {
+                let seconds = value()?.parse().map_err(|e| format!("--heartbeat-seconds: {e}"))?;
+                options.heartbeats = Duration::from_secs(seconds);
+            }
             other => {
                 return Err(format!(
-                    "unknown option {other}; expected --nodes N, --rounds R, --store memory|sled"
+                    "unknown option {other}; expected --nodes N, --rounds R, --store memory|sled, --heartbeat-seconds S"
                 ));
             }
         }
     }
-    if options.nodes == 0 || options.rounds == 0 {
-        return Err("--nodes and --rounds must be at least 1".into());
+    if options.nodes == 0 || options.rounds == 0 || options.heartbeats.is_zero() {
+        return Err("--nodes, --rounds and --heartbeat-seconds must be at least 1".into());
     }
     Ok(options)
 }
@@ -124,6 +133,18 @@ pub(crate) fn sibling(binary: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// CPU time process `pid` has used so far, user and system, in seconds (`/proc/<pid>/stat`).
+pub(crate) fn cpu_seconds(pid: u32) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
+    // The command name may hold spaces; the fields after it are space-separated.
+    let after_name = stat.rsplit_once(')').map(|(_, rest)| rest).ok_or("no command name in stat")?;
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).ok_or("a short stat line");
+    let per_second = rustix::param::clock_ticks_per_second() as f64;
+    Ok((ticks(11)? + ticks(12)?) as f64 / per_second)
+}
+
 fn open_files_limit() -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
     let line = limits.lines().find(|line| line.starts_with("Max open files"))?;
@@ -142,16 +163,12 @@ struct Controller {
 async fn start_controller(dir: &Path, options: &Options) -> Result<Controller, String> {
     let port = free_port()?;
     let config = dir.join("kayra.yaml");
-    // Agents here report their status once: a ready timeout longer than the run keeps the
-    // liveness loop from marking every node Unknown half-way through a measurement.
-    std::fs::write(
-        &config,
-        format!(
-            "maxConnections: {}\nnodeReadyTimeoutSeconds: 3600\nhttpListen: null\n",
-            options.nodes + 1024
-        ),
-    )
-    .map_err(|e| e.to_string())?;
+    // The default ready timeout (40 s), so that heartbeats are written as a deployment writes
+    // them (a longer one would space the writes out with it). Nodes heartbeat only while the
+    // heartbeats are measured, so the liveness loop marks them Unknown before that, and the
+    // first interval of heartbeats, which brings them back, is left out of the measurement.
+    std::fs::write(&config, format!("maxConnections: {}\nhttpListen: null\n", options.nodes + 1024))
+        .map_err(|e| e.to_string())?;
     let log = dir.join("controller.log");
     let data = dir.join("data");
     let child = wrapped(sibling("kayra-controller")?)
@@ -235,6 +252,74 @@ async fn create(admin: &Client, url: String, body: Value) -> Result<Value, Strin
         return Err(format!("create answered {status}: {answer}"));
     }
     Ok(answer)
+}
+
+/// The store's revision now: a list's resourceVersion, which every store write moves by one.
+async fn store_revision(controller: &Controller) -> Result<u64, String> {
+    let response = controller
+        .admin
+        .get(format!("{}/api/v1/namespaces?limit=1", controller.url))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let answer: Value = response.json().await.map_err(|e| e.to_string())?;
+    answer["metadata"]["resourceVersion"]
+        .as_str()
+        .and_then(|version| version.parse().ok())
+        .ok_or_else(|| format!("a list without a numeric resourceVersion: {answer}"))
+}
+
+/// What the heartbeats cost a server: its CPU per node per minute (ms) and, for the
+/// controller, the store writes per node per minute.
+#[derive(Debug, Clone, Copy)]
+struct Heartbeats {
+    cpu_ms_per_node_minute: f64,
+    cores: f64,
+    writes_per_node_minute: Option<f64>,
+}
+
+/// Lets every node heartbeat for one interval (so each has), then measures `pid`'s CPU and,
+/// with `controller`, the store's revision over `window`.
+async fn heartbeats(
+    fleet: &Fleet,
+    pid: u32,
+    controller: Option<&Controller>,
+    window: Duration,
+) -> Result<Heartbeats, String> {
+    fleet.heartbeats(true);
+    tokio::time::sleep(agents::HEARTBEAT).await;
+    let revision = match controller {
+        Some(controller) => Some(store_revision(controller).await?),
+        None => None,
+    };
+    let (cpu, started) = (cpu_seconds(pid)?, Instant::now());
+    tokio::time::sleep(window).await;
+    let (cpu, elapsed) = (cpu_seconds(pid)? - cpu, started.elapsed().as_secs_f64());
+    let writes = match (controller, revision) {
+        (Some(controller), Some(revision)) => {
+            Some(store_revision(controller).await?.saturating_sub(revision))
+        }
+        _ => None,
+    };
+    fleet.heartbeats(false);
+    let node_minutes = fleet.held.max(1) as f64 * elapsed / 60.0;
+    let measured = Heartbeats {
+        cpu_ms_per_node_minute: cpu * 1e3 / node_minutes,
+        cores: cpu / elapsed,
+        writes_per_node_minute: writes.map(|writes| writes as f64 / node_minutes),
+    };
+    println!(
+        "  {} nodes heartbeating every {} s for {elapsed:.0} s: {:.2} cores, {:.3} ms CPU per node per minute{}",
+        fleet.held,
+        agents::HEARTBEAT.as_secs(),
+        measured.cores,
+        measured.cpu_ms_per_node_minute,
+        match (writes, measured.writes_per_node_minute) {
+            (Some(writes), Some(per)) => format!(", {writes} store writes: {per:.2} per node per minute"),
+            _ => String::new(),
+        }
+    );
+    Ok(measured)
 }
 
 fn application(i: usize) -> Value {
@@ -371,6 +456,7 @@ struct Measured {
     per_session: f64,
     p50: f64,
     p99: f64,
+    heartbeats: Heartbeats,
 }
 
 fn print_fleet(fleet: &Fleet, nodes: usize) {
@@ -429,12 +515,14 @@ async fn ours(options: &Options, dir: &Path) -> Result<(Measured, Value, Value, 
         quantile(&patches, 0.5)
     );
     let (p50, p99) = print_rounds("ours", &rounds);
+    let heartbeats =
+        heartbeats(&fleet, controller.process.pid(), Some(&controller), options.heartbeats).await?;
     let held = fleet.held;
     fleet.close().await;
     if held < options.nodes {
         println!("  the controller's log: {}", controller.log.display());
     }
-    Ok((Measured { held, per_session, p50, p99 }, application, secret, controller.pki.clone()))
+    Ok((Measured { held, per_session, p50, p99, heartbeats }, application, secret, controller.pki.clone()))
 }
 
 async fn bare_ceiling(
@@ -502,11 +590,12 @@ async fn bare_ceiling(
     }
     println!("  one message of the same size pushed to every stream, to each client's receipt of it:");
     let (p50, p99) = print_rounds("bare", &rounds);
+    let heartbeats = heartbeats(&fleet, process.pid(), None, options.heartbeats).await?;
     let held = fleet.held;
     fleet.close().await;
     drop(stdin);
     drop(process);
-    Ok(Measured { held, per_session, p50, p99 })
+    Ok(Measured { held, per_session, p50, p99, heartbeats })
 }
 
 pub(crate) async fn run(args: &[String]) -> Result<(), String> {
@@ -541,5 +630,18 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
         bare.p99,
         ours.p99 / bare.p99
     );
+    println!(
+        "  heartbeats' CPU      ours {:>6.3} ms   bare {:>6.3} ms per node per minute   ratio {:.2} ({:.2} cores beside {:.2})",
+        ours.heartbeats.cpu_ms_per_node_minute,
+        bare.heartbeats.cpu_ms_per_node_minute,
+        ours.heartbeats.cpu_ms_per_node_minute / bare.heartbeats.cpu_ms_per_node_minute,
+        ours.heartbeats.cores,
+        bare.heartbeats.cores
+    );
+    if let Some(writes) = ours.heartbeats.writes_per_node_minute {
+        println!(
+            "  store writes         ours {writes:>6.2} per node per minute (the bare server has no store)"
+        );
+    }
     Ok(())
 }

@@ -94,7 +94,11 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         Arc::new(kayra_catalog::RandomIds),
         Arc::new(SystemClock),
     ));
-    for name in ["default", kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE] {
+    for name in [
+        "default",
+        kayra_api::kinds::secret::BOOTSTRAP_TOKEN_NAMESPACE,
+        kayra_api::kinds::lease::NODE_LEASE_NAMESPACE,
+    ] {
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
         patiently(&format!("create namespace {name}"), || async {
             match client.create(&namespaces, None, namespace.clone()).await {

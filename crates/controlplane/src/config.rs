@@ -1,5 +1,6 @@
 //! `kayra.yaml`: every key the controller reads, with its default. Unknown keys are refused.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -71,6 +72,9 @@ pub struct Config {
     /// The scheduler: `policy` is `spread` (the default: the emptiest node wins) or `binpack`
     /// (the fullest node that fits wins).
     pub scheduler: SchedulerConfig,
+    /// Feature gates, by name (`NodeLogs: true`); a name that is no gate is refused at start
+    /// (see `features.rs` for the gates and their defaults).
+    pub feature_gates: BTreeMap<String, bool>,
 }
 
 /// The scheduler's settings.
@@ -162,6 +166,7 @@ impl Default for Config {
             watch_stall_timeout_seconds: 10,
             watch_window_bytes: kayra_registry::DEFAULT_WINDOW_BYTES,
             scheduler: SchedulerConfig::default(),
+            feature_gates: BTreeMap::new(),
         }
     }
 }
@@ -217,7 +222,14 @@ impl Config {
         if self.store == StoreKind::Etcd && self.etcd.endpoints.is_empty() {
             return Err("store: etcd needs etcd.endpoints".to_owned());
         }
+        self.features()?;
         Ok(())
+    }
+
+    /// The feature gates as set; an error naming a gate that does not exist.
+    pub fn features(&self) -> Result<crate::features::FeatureGates, String> {
+        crate::features::FeatureGates::from_map(&self.feature_gates)
+            .map_err(|error| format!("featureGates: {error}"))
     }
 }
 

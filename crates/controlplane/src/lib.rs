@@ -20,6 +20,7 @@ pub mod assemble;
 mod bridges;
 pub mod config;
 mod error;
+pub mod features;
 mod local;
 mod loops;
 mod metered;

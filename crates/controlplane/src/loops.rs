@@ -70,7 +70,10 @@ pub(crate) fn loops(config: &Config, control_plane: &ControlPlane) -> Result<Vec
                     SchedulerPolicy::Spread => kayra_scheduler::Policy::Spread,
                     SchedulerPolicy::Binpack => kayra_scheduler::Policy::Binpack,
                 },
-                Some(Duration::from_secs(config.node_ready_timeout_seconds)),
+                // A node's status carries its heartbeat only every few minutes (its Lease
+                // carries it between): the scheduler trusts `Ready`, which the liveness loop
+                // turns `Unknown` once the Lease goes stale, as kube-scheduler does.
+                None,
             ),
         )?
         .with_metrics(control_plane.scheduler_metrics.clone())

@@ -12,6 +12,7 @@
 
 mod error;
 mod node;
+pub mod own_log;
 mod renewal;
 pub mod session;
 

@@ -39,6 +39,9 @@ struct State {
     /// The names of the Node objects that exist: all the push needs of them (a whole Node is
     /// some 10 KiB decoded, per node, and the registry's watch cache holds it already).
     nodes: HashSet<String>,
+    /// The Nodes whose stored `Ready` condition is not `True` (never reported, or marked
+    /// `Unknown` by the liveness loop): their next report is written whatever it says.
+    not_ready: HashSet<String>,
     /// For each node, how many times an Application left it (unbound, or bound elsewhere):
     /// part of its signature, since one that comes back before a push is the same document.
     departures: HashMap<String, u64>,
@@ -67,6 +70,12 @@ impl Cache {
     /// Whether the Node object `name` exists.
     pub(crate) fn has_node(&self, name: &str) -> bool {
         self.state().nodes.contains(name)
+    }
+
+    /// Whether the Node `name` exists with a stored `Ready=True`.
+    pub(crate) fn node_ready(&self, name: &str) -> bool {
+        let state = self.state();
+        state.nodes.contains(name) && !state.not_ready.contains(name)
     }
 
     /// The Application `namespace/name`, if cached.
@@ -158,7 +167,26 @@ impl State {
                 self.secrets.insert(id.clone(), object);
             }
             Collection::Nodes => {
-                self.nodes.insert(meta_str(&object, "name").to_owned());
+                let name = meta_str(&object, "name").to_owned();
+                let ready = object
+                    .get("status")
+                    .and_then(|status| status.get("conditions"))
+                    .and_then(Value::as_array)
+                    .and_then(|conditions| {
+                        conditions.iter().find(|c| {
+                            c.get("type").and_then(Value::as_str)
+                                == Some(kayra_api::kinds::ConditionType::Ready.as_str())
+                        })
+                    })
+                    .and_then(|ready| ready.get("status"))
+                    .and_then(Value::as_str)
+                    == Some("True");
+                if ready {
+                    self.not_ready.remove(&name);
+                } else {
+                    self.not_ready.insert(name.clone());
+                }
+                self.nodes.insert(name);
             }
         }
         let keys = self.keys(collection, &id);
@@ -194,6 +222,7 @@ impl State {
             }
             Collection::Nodes => {
                 self.nodes.remove(id.trim_start_matches('/'));
+                self.not_ready.remove(id.trim_start_matches('/'));
             }
         }
     }

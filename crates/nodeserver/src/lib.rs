@@ -17,6 +17,7 @@
 
 mod cache;
 mod error;
+mod lease;
 mod liveness;
 mod logs;
 mod loss;
@@ -57,9 +58,12 @@ pub struct Config {
     /// How long a node may be `Ready=Unknown` before it is lost and what the scheduler placed
     /// there is placed elsewhere (default 5 min).
     pub lost_timeout: Duration,
-    /// How stale a stored heartbeat may get before an unchanged status is written again
-    /// (default a quarter of the ready timeout).
+    /// How stale a node's Lease may get before a report renews it (default a quarter of the
+    /// ready timeout, as kubelet renews its own).
     pub heartbeat_write: Duration,
+    /// How often an unchanged node status is written all the same (kubelet's
+    /// `nodeStatusReportFrequency`; default 5 min): its Lease carries the heartbeat meanwhile.
+    pub status_report: Duration,
     /// How many log bytes a node may send ahead of the reader (default 256 KiB).
     pub log_window: u64,
     /// The most log streams in flight across the server (default 256).
@@ -74,6 +78,7 @@ impl Default for Config {
             resync: Duration::from_secs(300),
             lost_timeout: Duration::from_secs(300),
             heartbeat_write: ready_timeout / 4,
+            status_report: Duration::from_secs(300),
             log_window: 256 * 1024,
             max_log_streams: 256,
         }
@@ -103,6 +108,7 @@ pub(crate) struct Inner {
     reader: Client,
     recorder: Recorder,
     nodes: Resource,
+    leases: Resource,
     applications: Resource,
     secrets: Resource,
     log_streams: Arc<tokio::sync::Semaphore>,
@@ -132,6 +138,7 @@ impl NodeServer {
         let reader = control.client(controller_identity("nodeserver"));
         let served = || NodeServerError::registry("finding the resources the node server writes");
         let nodes = reader.resource("", "nodes").map_err(served())?;
+        let leases = reader.resource(kayra_api::kinds::lease::GROUP, "leases").map_err(served())?;
         let applications = application_resource(&control).map_err(served())?;
         let secrets = reader.resource(&applications.group, "secrets").map_err(served())?;
         let recorder = Recorder::new(reader.clone(), "kayra-nodeserver");
@@ -147,6 +154,7 @@ impl NodeServer {
                 reader,
                 recorder,
                 nodes,
+                leases,
                 applications,
                 secrets,
                 closing: std::sync::atomic::AtomicBool::new(false),

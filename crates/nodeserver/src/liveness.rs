@@ -1,11 +1,15 @@
 //! Node liveness: a node whose heartbeat is older than the ready timeout is marked
-//! `Ready=Unknown` (kubelet's node lifecycle controller), with an Event. Elected: one replica
-//! judges every node from the heartbeats in the store, whichever replica holds its session.
+//! `Ready=Unknown` (kubelet's node lifecycle controller), with an Event. A node's heartbeat is
+//! the later of its Lease's `renewTime` (`kube-node-lease/<node>`, renewed by every report) and
+//! its `Ready` condition's `lastHeartbeatTime` (written only when its status changes, or every
+//! few minutes), as the lifecycle controller takes it. Elected: one replica judges every node
+//! from the heartbeats in the store, whichever replica holds its session.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use kayra_api::kinds::ConditionType;
+use kayra_api::kinds::lease::NODE_LEASE_NAMESPACE;
 use kayra_application::events::Severity;
 use kayra_application::feed::ResourceFeed;
 use kayra_loop::runtime::Loop;
@@ -29,7 +33,12 @@ enum Verdict {
     Silent,
 }
 
-fn verdict(ready: Option<&Value>, now: jiff::Timestamp, timeout: Duration) -> Verdict {
+fn verdict(
+    ready: Option<&Value>,
+    renewed: Option<jiff::Timestamp>,
+    now: jiff::Timestamp,
+    timeout: Duration,
+) -> Verdict {
     let Some(ready) = ready else { return Verdict::Nothing };
     if ready.get("status").and_then(Value::as_str) == Some("Unknown") {
         return Verdict::Nothing;
@@ -38,7 +47,7 @@ fn verdict(ready: Option<&Value>, now: jiff::Timestamp, timeout: Duration) -> Ve
         .get("lastHeartbeatTime")
         .and_then(Value::as_str)
         .and_then(|time| time.parse::<jiff::Timestamp>().ok());
-    let Some(heartbeat) = heartbeat else { return Verdict::Silent };
+    let Some(heartbeat) = heartbeat.max(renewed) else { return Verdict::Silent };
     let age = now.duration_since(heartbeat);
     let age = Duration::try_from(age).unwrap_or_default();
     if age > timeout { Verdict::Silent } else { Verdict::Alive(timeout - age + Duration::from_secs(1)) }
@@ -65,7 +74,12 @@ impl Reconciler for Liveness {
         else {
             return Ok(Action::AwaitChange);
         };
-        match verdict(Some(ready), jiff::Timestamp::now(), inner.config.ready_timeout) {
+        let renewed = match inner.reader.get(&inner.leases, Some(NODE_LEASE_NAMESPACE), name).await {
+            Ok(lease) => kayra_api::kinds::lease::renew_time(&Value::Object(lease)),
+            Err(RegistryError::NotFound { .. }) => None,
+            Err(error) => return Err(error.into()),
+        };
+        match verdict(Some(ready), renewed, jiff::Timestamp::now(), inner.config.ready_timeout) {
             Verdict::Nothing => return Ok(Action::AwaitChange),
             Verdict::Alive(again) => return Ok(Action::RequeueAfter(again)),
             Verdict::Silent => {}
@@ -100,22 +114,4 @@ impl NodeServer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_node_is_silent_once_its_heartbeat_is_older_than_the_timeout() {
-        let now: jiff::Timestamp = "2026-01-01T00:01:00Z".parse().expect("a time");
-        let timeout = Duration::from_secs(40);
-        let ready = |status: &str, heartbeat: &str| json!({"type": "Ready", "status": status, "lastHeartbeatTime": heartbeat});
-        assert_eq!(verdict(None, now, timeout), Verdict::Nothing);
-        assert_eq!(verdict(Some(&ready("Unknown", "2026-01-01T00:00:00Z")), now, timeout), Verdict::Nothing);
-        assert_eq!(
-            verdict(Some(&ready("True", "2026-01-01T00:00:50Z")), now, timeout),
-            Verdict::Alive(Duration::from_secs(31))
-        );
-        assert_eq!(verdict(Some(&ready("True", "2026-01-01T00:00:19Z")), now, timeout), Verdict::Silent);
-        assert_eq!(verdict(Some(&ready("False", "2026-01-01T00:00:00Z")), now, timeout), Verdict::Silent);
-        assert_eq!(verdict(Some(&json!({"type": "Ready", "status": "True"})), now, timeout), Verdict::Silent);
-    }
-}
+mod tests;

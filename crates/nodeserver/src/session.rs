@@ -13,6 +13,7 @@ use kayra_authn::Identity;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::lease::Renewed;
 use crate::logs::Sink;
 use crate::status::Written;
 use crate::{Inner, NodeServerError};
@@ -42,6 +43,8 @@ pub(crate) struct Live {
     pub(crate) logs: Mutex<HashMap<u64, Sink>>,
     pub(crate) next_log: AtomicU64,
     pub(crate) written: Mutex<Option<Written>>,
+    /// The node's Lease as this session last renewed it ([`crate::lease`]).
+    pub(crate) lease: Mutex<Option<Renewed>>,
     /// Whether the node's registration is known to be recorded ([`crate::registration`]).
     pub(crate) recorded: AtomicBool,
     usage: Mutex<HashMap<(String, String), Samples>>,
@@ -125,6 +128,7 @@ pub(crate) fn open(
         logs: Mutex::default(),
         next_log: AtomicU64::new(1),
         written: Mutex::new(None),
+        lease: Mutex::new(None),
         recorded: AtomicBool::new(false),
         usage: Mutex::default(),
     });

@@ -74,9 +74,12 @@ fn ready_condition(stored: Option<&Value>, now: &str) -> Value {
 }
 
 /// Writes node `live.node`'s status from `report`, stamping the heartbeat with the controller's
-/// clock. An unchanged status is written only when the stored heartbeat grows stale. A missing
-/// Node is registered ([`crate::registration`]): as the node asks on its first registration,
-/// cordoned when it was deleted after one.
+/// clock, and renews its Lease ([`crate::lease`]), which carries the heartbeat between status
+/// writes. The status is written when it changed, when the stored Node is not `Ready=True`
+/// (marked `Unknown`, or never reported), on the session's first report, and otherwise every
+/// `status_report` (kubelet's `nodeStatusReportFrequency`). A missing Node is registered
+/// ([`crate::registration`]): as the node asks on its first registration, cordoned when it was
+/// deleted after one.
 pub(crate) async fn write_node(
     inner: &Inner,
     live: &Live,
@@ -84,19 +87,24 @@ pub(crate) async fn write_node(
 ) -> Result<(), NodeServerError> {
     let content = reported_status(&report);
     let reported = digest(&content);
-    {
+    let due = {
         let written = live.written.lock().expect("the status record's lock is never held across a panic");
-        if let Some(written) = written.as_ref()
-            && written.digest == reported
-            && written.at.elapsed() < inner.config.heartbeat_write
-        {
-            return Ok(());
+        match written.as_ref() {
+            Some(written) => {
+                written.digest != reported
+                    || written.at.elapsed() >= inner.config.status_report
+                    || !inner.cache.node_ready(&live.node)
+            }
+            None => true,
         }
+    };
+    if !due {
+        return crate::lease::renew(inner, live, None).await;
     }
     let client = inner.client_for(live.identity.clone());
     let node = live.node.as_str();
     let mut attempt = 0;
-    loop {
+    let stored = loop {
         let mut object = match inner.reader.get(&inner.nodes, None, node).await {
             Ok(object) => {
                 // A heartbeat is not held up by the record: without it, a Node deleted later
@@ -139,7 +147,7 @@ pub(crate) async fn write_node(
         }
         object.insert("status".into(), status);
         match client.update_status(&inner.nodes, None, node, &object).await {
-            Ok(_) => break,
+            Ok(stored) => break stored,
             Err(RegistryError::Conflict { .. }) if attempt < CONFLICT_RETRIES => attempt += 1,
             Err(source) => {
                 return Err(NodeServerError::Registry {
@@ -148,10 +156,10 @@ pub(crate) async fn write_node(
                 });
             }
         }
-    }
+    };
     *live.written.lock().expect("the status record's lock is never held across a panic") =
         Some(Written { digest: reported, at: Instant::now() });
-    Ok(())
+    crate::lease::renew(inner, live, Some(&stored)).await
 }
 
 /// Writes one Application's status as its node reported it. Only an Application bound to the

@@ -496,7 +496,7 @@ fn lifecycles(controller: &mut Controller) {
 }
 
 /// `curl` with node `agent`'s own certificate: the HTTP status.
-fn curl_as_node(
+pub(crate) fn curl_as_node(
     controller: &Controller,
     agent: &Agent,
     method: &str,

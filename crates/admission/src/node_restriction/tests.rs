@@ -166,3 +166,34 @@ fn a_node_writes_only_the_status_of_applications_bound_to_it() {
         "not a node: not this plugin's concern"
     );
 }
+
+#[test]
+fn a_node_writes_only_its_own_lease() {
+    let lease = object(json!({"spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40}}));
+    let check = |who: &str, namespace: &str, name: &str, operation: Operation, expect: Result<(), &str>| {
+        let writer = match who {
+            "n1" => caller("system:node:n1", &[NODES]),
+            other => user(other),
+        };
+        let write = crate::Write {
+            api: "coordination.k8s.io",
+            operation,
+            ..write(&writer, "leases", Some(namespace), name, &lease)
+        };
+        let decision = NodeRestriction::new("example.com").validate(&write);
+        let why = format!("{who} {operation:?} {namespace}/{name}");
+        match (expect, decision) {
+            (Ok(()), Ok(())) => {}
+            (Err(text), Err(Refusal::Forbidden(message))) => {
+                assert!(message.contains(text), "{why}: {message} lacks {text:?}")
+            }
+            (expect, decision) => panic!("{why}: expected {expect:?}, got {decision:?}"),
+        }
+    };
+    for operation in [Operation::Create, Operation::Update, Operation::Delete] {
+        check("n1", "kube-node-lease", "n1", operation, Ok(()));
+        check("n1", "kube-node-lease", "n2", operation, Err("may not write lease \"kube-node-lease/n2\""));
+        check("n1", "default", "n1", operation, Err("only its own lease \"kube-node-lease/n1\""));
+        check("root", "kube-node-lease", "n2", operation, Ok(()));
+    }
+}

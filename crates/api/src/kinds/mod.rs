@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod check;
 pub mod core;
 pub mod csr;
+pub mod lease;
 pub mod rbac;
 pub mod secret;
 pub mod service;

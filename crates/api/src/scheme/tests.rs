@@ -203,6 +203,7 @@ fn group_versions_put_core_first_and_metrics_last() {
             "fleet.example.com/v1",
             "authorization.example.com/v1",
             "certificates.k8s.io/v1",
+            "coordination.k8s.io/v1",
             "authorization.k8s.io/v1",
             "authentication.k8s.io/v1",
             "catalog.example.com/v1",

@@ -53,6 +53,8 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [catalog], "resources": registrations, "verbs": writes},
                 {"apis": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
                 {"apis": ["metrics.k8s.io"], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+                // The nodes' heartbeats, which `kubectl describe node` shows.
+                {"apis": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
                 eviction.clone(),
             ]),
         ),
@@ -103,6 +105,8 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
             json!([
                 {"apis": [""], "resources": ["nodes", "nodes/status"], "verbs": ["get", "list", "watch", "create", "update", "patch"]},
                 {"apis": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"], "verbs": ["get", "list", "watch", "create"]},
+                // Its heartbeat: node restriction confines writes to its own Lease.
+                {"apis": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
                 // Node restriction confines these to the Applications bound to the node; a node
                 // reads no Application, and no Secret, over the API: its session brings them.
                 {"apis": [fleet], "resources": ["applications/status"], "verbs": ["update", "patch"]},

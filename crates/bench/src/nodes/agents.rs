@@ -1,8 +1,10 @@
 //! Simulated node agents: each holds one node session over real gRPC and mutual TLS with its
-//! own node certificate, reports its status once, and notes when each desired state arrives and
-//! which version of the shared Secret it carries.
+//! own node certificate, reports its status once, notes when each desired state arrives and
+//! which version of the shared Secret it carries, and while the fleet is told to, reports its
+//! status again every [`HEARTBEAT`] as the real agent does (its heartbeat).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use kayra_api::session::{ControllerMessage, NodeInfo, NodeMessage, NodeReport};
@@ -15,6 +17,9 @@ use tokio::task::JoinSet;
 /// How many sessions are being opened (TCP, TLS, HTTP/2, first status, first desired state)
 /// at once.
 const OPENING: usize = 128;
+
+/// How often a heartbeating node reports its status: the real agent's default.
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(10);
 
 /// A desired state reaching a node: which node, the shared Secret's resourceVersion in it, and
 /// when it arrived.
@@ -93,6 +98,8 @@ pub(crate) struct Fleet {
     pub(crate) opened_in: Duration,
     /// Why the others failed, the first of each kind, with how many.
     pub(crate) failures: Vec<(String, usize)>,
+    /// Whether the nodes send their heartbeats.
+    beating: Arc<AtomicBool>,
 }
 
 /// Opens one session per certificate against `server` and waits until each received its
@@ -106,7 +113,9 @@ pub(crate) async fn open(
     let (arrivals_tx, arrivals) = mpsc::unbounded_channel();
     let (ready_tx, mut ready) = mpsc::unbounded_channel::<Result<(), String>>();
     let opening = Arc::new(Semaphore::new(OPENING));
+    let beating = Arc::new(AtomicBool::new(false));
     let mut tasks = JoinSet::new();
+    let spread = HEARTBEAT.as_secs_f64() / certificates.len().max(1) as f64;
     let started = Instant::now();
     for (node, (cert_pem, key_pem)) in certificates.iter().enumerate() {
         let credentials = Credentials {
@@ -116,6 +125,9 @@ pub(crate) async fn open(
             key_pem: key_pem.clone(),
         };
         let (arrivals, ready, opening) = (arrivals_tx.clone(), ready_tx.clone(), opening.clone());
+        let beating = beating.clone();
+        // Heartbeats spread evenly over the interval, as independent agents' are.
+        let first_beat = tokio::time::Instant::now() + Duration::from_secs_f64(spread * node as f64);
         tasks.spawn(async move {
             let permit = opening.acquire_owned().await;
             let mut connection = match connect(&credentials).await {
@@ -130,8 +142,19 @@ pub(crate) async fn open(
                 return;
             }
             let mut first = Some((permit, ready));
+            let sender = connection.sender();
+            let mut heartbeat = tokio::time::interval_at(first_beat, HEARTBEAT);
             loop {
-                match connection.next().await {
+                let next = tokio::select! {
+                    next = connection.next() => next,
+                    _ = heartbeat.tick() => {
+                        if beating.load(Ordering::Relaxed) && sender.send(NodeMessage::Status(report())).await.is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                };
+                match next {
                     Ok(Some(ControllerMessage::Desired(desired))) => {
                         let version = desired
                             .secrets
@@ -179,10 +202,15 @@ pub(crate) async fn open(
         }
         answered += 1;
     }
-    Fleet { tasks, arrivals, held, opened_in: started.elapsed(), failures }
+    Fleet { tasks, arrivals, held, opened_in: started.elapsed(), failures, beating }
 }
 
 impl Fleet {
+    /// Starts or stops every node's heartbeats.
+    pub(crate) fn heartbeats(&self, on: bool) {
+        self.beating.store(on, Ordering::Relaxed);
+    }
+
     /// Forgets every arrival so far.
     pub(crate) fn drain(&mut self) {
         while self.arrivals.try_recv().is_ok() {}

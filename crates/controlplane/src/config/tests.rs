@@ -42,3 +42,18 @@ fn audit_lines_reach_the_console_only_when_asked() {
     assert!(!Config::from_yaml("").unwrap().audit_to_console);
     assert!(Config::from_yaml("auditToConsole: true\n").unwrap().audit_to_console);
 }
+
+#[test]
+fn feature_gates_are_read_from_yaml_and_an_unknown_one_refused_at_start() {
+    let config = Config::from_yaml("featureGates:\n  NodeLogs: true\n").unwrap();
+    assert!(config.validate().is_ok());
+    assert!(config.features().unwrap().node_logs());
+    assert!(!Config::from_yaml("").unwrap().features().unwrap().node_logs(), "NodeLogs is off by default");
+    let typo = Config::from_yaml("featureGates:\n  NodeLog: true\n").unwrap();
+    let error = typo.validate().unwrap_err();
+    assert!(
+        error.contains("featureGates: unknown feature gate \"NodeLog\"; the gates are: NodeLogs"),
+        "{error}"
+    );
+    assert!(Config::from_yaml("featureGates:\n  NodeLogs: maybe\n").is_err());
+}

@@ -34,9 +34,10 @@ async fn fleet() -> Fleet {
     let server = NodeServer::new(control.clone(), Config::default()).expect("a node server");
     let admin = control.client(Identity::new("admin", "", vec!["system:masters".into()]));
     let namespaces = admin.resource("", "namespaces").expect("namespaces");
-    let system =
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": BOOTSTRAP_TOKEN_NAMESPACE}});
-    admin.create(&namespaces, None, system).await.expect("the system namespace");
+    for name in [BOOTSTRAP_TOKEN_NAMESPACE, kayra_api::kinds::lease::NODE_LEASE_NAMESPACE] {
+        let system = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        admin.create(&namespaces, None, system).await.expect("the system namespaces");
+    }
     BootstrapReconciler::new(admin.clone()).ensure_all().await.expect("the bootstrap roles");
     control.set_rbac(IndexReconciler::new(admin.clone()).expect("an index").rebuild().await.expect("RBAC"));
     let nodes = admin.resource("", "nodes").expect("nodes");
@@ -216,4 +217,29 @@ fn a_record_is_named_for_its_node_within_a_name_s_length() {
     let name = record_name(&long);
     assert_eq!(name.len(), "node-registration-".len() + 64, "{name}");
     assert_ne!(name, record_name(&format!("{}.example.org", "a".repeat(230))));
+}
+
+/// Each report renews the node's Lease in `kube-node-lease`, held by the node for the ready
+/// timeout; a report within a quarter of it does not write it again.
+#[tokio::test]
+async fn a_report_renews_the_nodes_own_lease() {
+    let fleet = fleet().await;
+    let leases = fleet.admin.resource("coordination.k8s.io", "leases").expect("leases");
+    let lease = |fleet: &Fleet| {
+        let (admin, leases) = (fleet.admin.clone(), leases.clone());
+        async move { admin.get(&leases, Some("kube-node-lease"), "n0").await.expect("the lease") }
+    };
+    let session = fleet.server.open(&identity("n0")).expect("a session");
+    session.receive(report(&asking(false, ""))).await.expect("the status is taken");
+    let first = lease(&fleet).await;
+    assert_eq!(first["spec"]["holderIdentity"], "n0");
+    assert_eq!(first["spec"]["leaseDurationSeconds"], Config::default().ready_timeout.as_secs());
+    let node = fleet.node("n0").await.expect("the node");
+    assert_eq!(first["metadata"]["ownerReferences"][0]["uid"], node["metadata"]["uid"]);
+    session.receive(report(&asking(false, ""))).await.expect("the status is taken");
+    let second = lease(&fleet).await;
+    assert_eq!(
+        second["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"],
+        "renewed at most every quarter of the ready timeout"
+    );
 }

@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 mod catalog;
 mod check;
 mod consul;
+mod leases;
 mod metrics;
+mod node_logs_gate;
 mod nodes;
 mod placement;
 mod prometheus;
@@ -402,7 +404,11 @@ async fn state_survives_a_restart_on_sled() {
         .iter()
         .map(|n| n["metadata"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["default", "kayra-system"], "the built-in namespaces are created once");
+    assert_eq!(
+        names,
+        ["default", "kayra-system", "kube-node-lease"],
+        "the built-in namespaces are created once"
+    );
 }
 
 /// A TCP forwarder to `target` on loopback: answers its port and the number of connections it
