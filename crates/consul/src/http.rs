@@ -15,7 +15,6 @@ use kayra_application::ApplicationLayer;
 use kayra_application::authorization::Request;
 use kayra_application::client::Client;
 use kayra_authn::{Identity, TokenFile};
-use rand::Rng;
 use serde_json::{Value, json};
 
 use crate::model::{Health, Snapshot};
@@ -170,7 +169,7 @@ impl Consul {
     /// Waits until `index` differs from `wanted` (moved past it, or behind it after a restart)
     /// or `wait` and Consul's jitter of up to a sixteenth of it pass.
     async fn hold(&self, wanted: u64, wait: Duration, index: impl Fn(&Snapshot) -> u64) {
-        let jitter = wait.mul_f64(rand::rng().random_range(0.0..1.0) / 16.0);
+        let jitter = wait.mul_f64(fraction() / 16.0);
         let deadline = tokio::time::Instant::now() + wait + jitter;
         let mut changes = self.projection.changes();
         loop {
@@ -187,6 +186,16 @@ impl Consul {
     fn place<'a>(&'a self, query: &'a Query) -> Place<'a> {
         Place { datacenter: &self.settings.datacenter, namespace: &query.namespace }
     }
+}
+
+/// A fraction in [0, 1), different for each call: enough to spread held queries' deadlines, as
+/// Consul's jitter does, without a random-number crate.
+fn fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    hasher.write_u128(now.as_nanos());
+    (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// A JSON answer with Consul's index headers; `filtered` when ACLs hid something.
