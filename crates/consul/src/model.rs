@@ -110,6 +110,55 @@ impl NamespaceView {
             .collect()
     }
 
+    /// Service `name` computed again from `service` (none when it is gone) and its `members`
+    /// at `revision`, with `nodes` by name; the namespace's indexes move when what they cover
+    /// changed. Answers whether anything served changed.
+    pub fn update(
+        &mut self,
+        name: &str,
+        service: Option<&Service>,
+        members: &[&Application],
+        nodes: &BTreeMap<String, ConsulNode>,
+        revision: u64,
+    ) -> bool {
+        let listed =
+            |view: Option<&ServiceView>| view.filter(|v| !v.instances.is_empty()).map(|v| v.tags.clone());
+        let old = self.services.get(name);
+        let was_listed = listed(old);
+        let view = service.map(|service| {
+            let mut view = ServiceView {
+                tags: service.spec.tags.clone(),
+                meta: service.spec.meta.clone(),
+                instances: instances(service, members, nodes),
+                create_index: revision,
+                index: revision,
+            };
+            if let Some(old) = old {
+                view.create_index = old.create_index;
+                if old.same_as(&view) {
+                    view.index = old.index;
+                }
+            }
+            view
+        });
+        let changed = match (old, &view) {
+            (None, None) => false,
+            (Some(old), Some(view)) => old.index != view.index,
+            _ => true,
+        };
+        if listed(view.as_ref()) != was_listed {
+            self.catalog_index = revision;
+        }
+        if changed {
+            self.health_index = revision;
+        }
+        match view {
+            Some(view) => self.services.insert(name.to_owned(), view),
+            None => self.services.remove(name),
+        };
+        changed
+    }
+
     /// This namespace computed again from its `services` and `applications` at `revision`,
     /// with `nodes` by name: every part that changed takes `revision` as its index.
     pub fn next(

@@ -73,3 +73,19 @@ fn a_member_on_no_node_with_an_address_is_no_instance() {
     assert_eq!(Health::of_ready(None), Health::Warning, "not reported yet");
     assert_eq!(Health::of_ready(Some("Unknown")), Health::Warning);
 }
+
+#[test]
+fn one_service_updated_alone_moves_what_it_covers() {
+    let mut view = NamespaceView { catalog_index: 1, health_index: 1, ..NamespaceView::default() };
+    let web = service("web", &["t"]);
+    let (ready, unready) = (member("web-1", "True"), member("web-2", "False"));
+    assert!(view.update("web", Some(&web), &[&ready], &nodes(), 5));
+    assert_eq!((view.catalog_index, view.health_index), (5, 5), "listed once it has an instance");
+    assert!(!view.update("web", Some(&web), &[&ready], &nodes(), 6), "nothing served changed");
+    assert_eq!((view.catalog_index, view.health_index), (5, 5));
+    assert!(view.update("web", Some(&web), &[&ready, &unready], &nodes(), 7));
+    assert_eq!((view.catalog_index, view.health_index, view.services["web"].index), (5, 7, 7));
+    assert!(view.update("web", None, &[], &nodes(), 8), "gone");
+    assert_eq!((view.catalog_index, view.health_index), (8, 8));
+    assert!(!view.update("never", None, &[], &nodes(), 9));
+}
