@@ -239,9 +239,9 @@ fn instances(
 }
 
 /// The Nodes that have an address, as Consul nodes, by name.
-pub fn consul_nodes(nodes: &[Node]) -> BTreeMap<String, ConsulNode> {
+pub fn consul_nodes<'a>(nodes: impl IntoIterator<Item = &'a Node>) -> BTreeMap<String, ConsulNode> {
     nodes
-        .iter()
+        .into_iter()
         .filter_map(|node| {
             let name = node.metadata.name.clone()?;
             let ready = node.status.as_ref().and_then(|status| {

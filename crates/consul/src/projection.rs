@@ -93,6 +93,8 @@ struct Fleet {
     /// Which Service each member joins, by namespace and name.
     joins: HashMap<(String, String), String>,
     nodes: BTreeMap<String, Node>,
+    /// What of each Node is served (see [`served`]), to tell a heartbeat from a change.
+    served: HashMap<String, Value>,
     /// The highest revision seen: the index of what changes next.
     revision: u64,
 }
@@ -187,7 +189,10 @@ impl Follows for Follower {
                 fleet.members.clear();
                 fleet.joins.clear();
             }
-            Which::Nodes => fleet.nodes.clear(),
+            Which::Nodes => {
+                fleet.nodes.clear();
+                fleet.served.clear();
+            }
         }
         let mut items = Vec::with_capacity(objects.len());
         for object in &objects {
@@ -205,6 +210,7 @@ impl Follows for Follower {
                 }
                 Which::Nodes => {
                     if let Some(node) = decode::<Node>(object) {
+                        fleet.served.insert(name.clone(), served(object));
                         fleet.nodes.insert(name, node);
                     }
                 }
@@ -235,16 +241,20 @@ impl Follows for Follower {
                 fleet.application(application, &namespace, &name)
             }
             Which::Nodes => {
-                let before = fleet.nodes.get(&name).and_then(|node| serde_json::to_value(node).ok());
-                let before = before.as_ref().and_then(Value::as_object).map(served);
                 let after = (!gone).then(|| served(object));
-                match decode::<Node>(object).filter(|_| !gone) {
-                    Some(node) => fleet.nodes.insert(name, node),
-                    None => fleet.nodes.remove(&name),
-                };
                 // A heartbeat changes nothing served: it is progress, no work.
-                if before == after {
+                if fleet.served.get(&name) == after.as_ref() {
                     return None;
+                }
+                match (decode::<Node>(object).filter(|_| !gone), after) {
+                    (Some(node), Some(after)) => {
+                        fleet.served.insert(name.clone(), after);
+                        fleet.nodes.insert(name, node);
+                    }
+                    _ => {
+                        fleet.served.remove(&name);
+                        fleet.nodes.remove(&name);
+                    }
                 }
                 vec![Key::new(EVERY_SERVICE)]
             }
@@ -264,7 +274,9 @@ impl Reconciler for Recompute {
     async fn reconcile(&self, key: &Key) -> Result<Action, ReconcileError> {
         let fleet = self.fleet.lock().expect("the fleet's lock is never held across a panic");
         let revision = fleet.revision.max(1);
-        let nodes = consul_nodes(&fleet.nodes.values().cloned().collect::<Vec<_>>());
+        // Only a Node's change, or a list, names every Service: then the Nodes are read again.
+        let every = key.as_str() == EVERY_SERVICE;
+        let nodes = every.then(|| consul_nodes(fleet.nodes.values()));
         self.projection.publish(|snapshot| {
             let mut changed = false;
             if snapshot.base_index == 0 {
@@ -272,7 +284,9 @@ impl Reconciler for Recompute {
                 snapshot.nodes_index = revision;
                 changed = true;
             }
-            if snapshot.nodes != nodes {
+            if let Some(nodes) = nodes
+                && snapshot.nodes != nodes
+            {
                 snapshot.nodes = nodes;
                 snapshot.nodes_index = revision;
                 changed = true;
