@@ -282,7 +282,7 @@ pub struct DesiredState {
     pub signature: String,
 }
 
-/// A request for an Application's log.
+/// A request for an Application's log, or for the node agent's own.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LogRequest {
     /// Numbers the stream within the session.
@@ -307,6 +307,8 @@ pub struct LogRequest {
     pub limit_bytes: Option<i64>,
     /// Bytes the node may send before waiting for credit.
     pub window: u64,
+    /// The agent's own log instead of an Application's (which is then unnamed).
+    pub agent: bool,
 }
 
 #[cfg(test)]

@@ -95,6 +95,7 @@ pub(crate) async fn serve(
         }
         Target::Catalog(_) => catalog::serve(&state, &permitted, &query, &parts.headers, &body).await,
         Target::Check => check::serve(&state, &permitted, &body).await,
+        Target::NodeLog { .. } => handlers::logs::serve_agent(&state, &permitted, &query).await,
     }
 }
 

@@ -45,6 +45,7 @@ use axum::response::Response;
 pub use error::ApiError;
 pub use middleware::audit::AuditLog;
 pub use middleware::limits::{BODY_TIMEOUT, MAX_BODY};
+pub use routes::Gates;
 pub use serve::{PeerIdentity, ServeOptions, serve, tls_config};
 pub use state::{ApiState, DEFAULT_WATCH_STALL};
 

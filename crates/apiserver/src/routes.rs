@@ -77,6 +77,21 @@ pub(crate) enum Target {
     Catalog(CatalogPath),
     /// `POST /apis/authorization.<domain>/v1/check`: an RBAC decision for an app.
     Check,
+    /// `GET /apis/fleet.<domain>/v1/nodes/<name>/log`: a node agent's own log, routed only
+    /// when the `NodeLogs` gate is on.
+    NodeLog {
+        /// `fleet.<domain>`.
+        group: String,
+        /// The node.
+        node: String,
+    },
+}
+
+/// Routes that exist only when their feature gate is on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gates {
+    /// `NodeLogs`: a node agent's own log at `/apis/fleet.<domain>/v1/nodes/<name>/log`.
+    pub node_logs: bool,
 }
 
 /// A path in the API catalog.
@@ -114,8 +129,8 @@ pub(crate) enum PathError {
     NotFound,
 }
 
-/// Parses a path against the scheme.
-pub(crate) fn parse(scheme: &Scheme, path: &str) -> Result<Target, PathError> {
+/// Parses a path against the scheme and the routes `gates` turn on.
+pub(crate) fn parse(scheme: &Scheme, gates: Gates, path: &str) -> Result<Target, PathError> {
     if path.contains('%') || !path.starts_with('/') {
         return Err(PathError::NonCanonical);
     }
@@ -150,6 +165,11 @@ pub(crate) fn parse(scheme: &Scheme, path: &str) -> Result<Target, PathError> {
         ["apis", group, "v1", rest @ ..] if *group == format!("catalog.{}", scheme.domain()) => catalog(rest),
         ["apis", group, "v1", "check"] if *group == format!("authorization.{}", scheme.domain()) => {
             Ok(Target::Check)
+        }
+        ["apis", group, "v1", "nodes", node, "log"]
+            if gates.node_logs && *group == format!("fleet.{}", scheme.domain()) =>
+        {
+            Ok(Target::NodeLog { group: (*group).to_owned(), node: (*node).to_owned() })
         }
         ["api", version, rest @ ..] => resource(scheme, "", version, rest),
         ["apis", group, version, rest @ ..] => resource(scheme, group, version, rest),

@@ -26,6 +26,8 @@ pub struct ApiState {
     pub(crate) nodes: Option<kayra_nodeserver::NodeServer>,
     /// How long a watch may hold events its client has not taken before it is ended.
     pub(crate) watch_stall: std::time::Duration,
+    /// The routes feature gates turn on.
+    pub(crate) gates: crate::routes::Gates,
 }
 
 /// How long a watch may hold events its client has not taken, unless configured otherwise.
@@ -48,6 +50,7 @@ impl ApiState {
             requests: None,
             nodes: None,
             watch_stall: DEFAULT_WATCH_STALL,
+            gates: crate::routes::Gates::default(),
         }
     }
 
@@ -77,6 +80,12 @@ impl ApiState {
     /// Counts, times and gauges every routed request in `requests`.
     pub fn with_request_metrics(mut self, requests: crate::metrics::RequestMetrics) -> ApiState {
         self.requests = Some(requests);
+        self
+    }
+
+    /// Serves the routes `gates` turn on; the others do not exist (404, as a typo).
+    pub fn with_gates(mut self, gates: crate::routes::Gates) -> ApiState {
+        self.gates = gates;
         self
     }
 

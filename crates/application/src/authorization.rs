@@ -42,6 +42,9 @@ pub enum Target {
     /// The RBAC decision apps ask for about requests to their own APIs
     /// (`POST /apis/authorization.<domain>/v1/check`).
     Check,
+    /// A node agent's own log (`GET /apis/fleet.<domain>/v1/nodes/<name>/log`, behind the
+    /// `NodeLogs` gate), decided as `get` on `nodes/log` of that group.
+    NodeLog(String),
     /// A path that names no resource: discovery, OpenAPI, `/version`, `/metrics`.
     Path(String),
 }
@@ -96,6 +99,11 @@ impl Request {
     /// A request for the RBAC decision of `/check`.
     pub fn check() -> Request {
         Request { verb: Verb::Create, target: Target::Check }
+    }
+
+    /// A read of node `name`'s agent log.
+    pub fn node_log(name: &str) -> Request {
+        Request { verb: Verb::Get, target: Target::NodeLog(name.to_owned()) }
     }
 
     /// A read of a path that names no resource.
@@ -177,6 +185,13 @@ impl ApplicationLayer {
                 resource: "check".to_owned(),
                 namespace: None,
                 name: None,
+            },
+            Target::NodeLog(node) => Action::Resource {
+                verb: Verb::Get.as_str().to_owned(),
+                api: format!("fleet.{}", self.scheme().domain()),
+                resource: "nodes/log".to_owned(),
+                namespace: None,
+                name: Some(node.clone()),
             },
             // Paths that name no resource are read; RBAC grants them by `get`.
             Target::Path(path) => {

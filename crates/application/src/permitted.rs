@@ -127,6 +127,7 @@ fn describe(target: &Target) -> String {
             described
         }
         Target::Check => "check".to_owned(),
+        Target::NodeLog(node) => format!("nodes/log {node:?}"),
         Target::Path(path) => format!("path {path:?}"),
     }
 }

@@ -131,7 +131,9 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)?;
     application.set_usage_source(nodes.usage_source());
     nodes.register_metrics(&mut metrics_registry);
+    let features = config.features().map_err(ControlPlaneError::Invalid)?;
     let state = ApiState::new(application.clone(), tokens.clone(), config.listen.to_string())
+        .with_gates(kayra_apiserver::Gates { node_logs: features.node_logs() })
         .with_audit_log(audit)
         .with_catalog(catalog.clone())
         .with_nodes(nodes.clone())

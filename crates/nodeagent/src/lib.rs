@@ -237,7 +237,7 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> Result<(), Nod
     );
     let registration = registration(data_dir)?;
     let runtime = kayra_runtime::runtime::Runtime::open(runtime_config).await?;
-    let workloads = Arc::new(node::Node::new(runtime, registration));
+    let workloads = Arc::new(node::Node::new(runtime, registration, data_dir.join(own_log::FILE_NAME)));
     let renewal =
         tokio::spawn(renewal::renew(pki(data_dir), server.clone(), config.node_name.clone(), stop.clone()));
     let credentials = Arc::new(Stored { dir: pki(data_dir), server });

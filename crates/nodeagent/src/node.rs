@@ -2,6 +2,7 @@
 //! state's documents, translates statuses, events, usage and logs into the session's messages,
 //! and describes the host as the node's status.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -17,6 +18,7 @@ use kayra_runtime::runtime::{self, AppReport, Desired, EventType, Runtime};
 use serde::de::DeserializeOwned;
 use tokio::sync::broadcast;
 
+use crate::own_log;
 use crate::session::Workloads;
 
 /// How many status changes and events wait for a slow session before it must resynchronise.
@@ -29,10 +31,12 @@ pub(crate) struct Node {
     registration: Registration,
     statuses: broadcast::Sender<ApplicationReport>,
     events: broadcast::Sender<NodeEvent>,
+    /// The agent's own log, served when the controller asks for it.
+    own_log: PathBuf,
 }
 
 impl Node {
-    pub(crate) fn new(runtime: Runtime, registration: Registration) -> Node {
+    pub(crate) fn new(runtime: Runtime, registration: Registration, own_log: PathBuf) -> Node {
         let runtime = Arc::new(runtime);
         let facts = Runtime::node_facts();
         let (statuses, _) = broadcast::channel(BACKLOG);
@@ -40,7 +44,7 @@ impl Node {
         let address = internal_ip(&facts);
         tokio::spawn(forward_statuses(runtime.clone(), statuses.clone(), address));
         tokio::spawn(forward_events(runtime.clone(), events.clone()));
-        Node { runtime, facts, registration, statuses, events }
+        Node { runtime, facts, registration, statuses, events, own_log }
     }
 
     /// Stops supervising; what runs keeps running.
@@ -94,6 +98,17 @@ async fn forward_events(runtime: Arc<Runtime>, out: broadcast::Sender<NodeEvent>
     loop {
         match events.recv().await {
             Ok(event) => {
+                // The agent's own log keeps what happened on the node, for whoever reads it there
+                // (or through the controller's node log) when the Events have expired.
+                let application = format!("{}/{}", event.namespace, event.name);
+                match event.type_ {
+                    EventType::Normal => {
+                        tracing::info!(%application, reason = %event.reason, message = %event.message, "event");
+                    }
+                    EventType::Warning => {
+                        tracing::warn!(%application, reason = %event.reason, message = %event.message, "event");
+                    }
+                }
                 let _ = out.send(NodeEvent {
                     namespace: event.namespace,
                     name: event.name,
@@ -214,6 +229,9 @@ impl Workloads for Node {
         &self,
         request: &LogRequest,
     ) -> Result<BoxStream<'static, Result<Vec<u8>, String>>, String> {
+        if request.agent {
+            return Ok(own_log_stream(&self.own_log, request));
+        }
         let asked = runtime::LogRequest {
             namespace: request.namespace.clone(),
             name: request.name.clone(),
@@ -228,4 +246,23 @@ impl Workloads for Node {
         let stream = self.runtime.logs(asked).await.map_err(|error| error.to_string())?;
         Ok(stream.map(|chunk| chunk.map(|bytes| bytes.to_vec()).map_err(|error| error.to_string())).boxed())
     }
+}
+
+/// The agent's own log, as `request` asks: from its lines' own times for `since`.
+fn own_log_stream(
+    path: &std::path::Path,
+    request: &LogRequest,
+) -> BoxStream<'static, Result<Vec<u8>, String>> {
+    let since = request.since_seconds.and_then(|seconds| {
+        jiff::Timestamp::now().checked_sub(jiff::SignedDuration::from_secs(seconds.max(0))).ok()
+    });
+    let reading = own_log::Reading {
+        tail_lines: request.tail_lines.and_then(|lines| usize::try_from(lines).ok()),
+        since,
+        follow: request.follow,
+        limit_bytes: request.limit_bytes.and_then(|bytes| u64::try_from(bytes).ok()),
+    };
+    let chunks = own_log::read(path, reading);
+    futures_util::stream::unfold(chunks, |mut chunks| async move { Some((Ok(chunks.recv().await?), chunks)) })
+        .boxed()
 }

@@ -9,6 +9,12 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use tokio::sync::mpsc;
+
+mod reading;
+
+pub use reading::Reading;
+
 /// The name of the agent's own log in its data directory.
 pub const FILE_NAME: &str = "agent.log";
 
@@ -69,6 +75,15 @@ impl OwnLog {
     }
 }
 
+/// Reads the log at `path` (the agent's own, or one laid out as it is) as `reading` asks, on a
+/// blocking thread: the chunks arrive on the receiver, which ends the reading when dropped.
+pub fn read(path: &Path, reading: Reading) -> mpsc::Receiver<Vec<u8>> {
+    let (sender, chunks) = mpsc::channel(4);
+    let path = path.to_owned();
+    tokio::task::spawn_blocking(move || reading::stream(&path, &reading, &sender));
+    chunks
+}
+
 /// Where a rotated log goes: `agent.log.1`.
 pub fn rotated_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().map(|name| name.to_os_string()).unwrap_or_default();
@@ -101,43 +116,4 @@ impl Write for Tee {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_log_rotates_by_size_and_keeps_the_newest_lines() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let log = OwnLog::open(dir.path(), 20).expect("the log opens");
-        for line in ["one 12345\n", "two 12345\n", "three 123\n"] {
-            log.append(line.as_bytes()).expect("a line is written");
-        }
-        let read = |path: &Path| std::fs::read_to_string(path).unwrap_or_default();
-        assert_eq!(read(&log.path()), "three 123\n", "a line past the limit starts a new file");
-        assert_eq!(read(&rotated_path(&log.path())), "one 12345\ntwo 12345\n", "the one before is kept");
-        log.append(b"four 1234\n").expect("a line is written");
-        log.append(b"five 1234\n").expect("a line is written");
-        assert_eq!(read(&log.path()), "five 1234\n");
-        assert_eq!(read(&rotated_path(&log.path())), "three 123\nfour 1234\n", "only one rotated file");
-    }
-
-    #[test]
-    fn a_reopened_log_appends_and_counts_what_it_holds() {
-        let dir = tempfile::tempdir().expect("a directory");
-        OwnLog::open(dir.path(), 20).expect("the log opens").append(b"before 1234\n").expect("written");
-        let log = OwnLog::open(dir.path(), 20).expect("the log opens again");
-        log.append(b"after 12345\n").expect("written");
-        assert_eq!(std::fs::read_to_string(log.path()).unwrap_or_default(), "after 12345\n");
-        assert_eq!(std::fs::read_to_string(rotated_path(&log.path())).unwrap_or_default(), "before 1234\n");
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(log.path()).expect("the file").permissions().mode();
-        assert_eq!(mode & 0o777, 0o600, "the log is the agent's alone");
-    }
-
-    #[test]
-    fn one_line_larger_than_the_limit_is_written_whole() {
-        let dir = tempfile::tempdir().expect("a directory");
-        let log = OwnLog::open(dir.path(), 4).expect("the log opens");
-        log.append(b"a long line\n").expect("written");
-        assert_eq!(std::fs::read_to_string(log.path()).unwrap_or_default(), "a long line\n");
-    }
-}
+mod tests;

@@ -51,6 +51,18 @@ pub enum NodeServerError {
         /// The Application.
         name: String,
     },
+    /// No such Node, so no log of its agent.
+    #[error("nodes \"{node}\" not found")]
+    NodeNotFound {
+        /// The name asked for.
+        node: String,
+    },
+    /// The node holds no session with this controller, so its agent cannot be asked.
+    #[error("node \"{node}\" holds no session with this controller")]
+    NoSession {
+        /// The node.
+        node: String,
+    },
     /// The node's session ended as a log was asked of it.
     #[error("node \"{node}\" disconnected")]
     NodeDisconnected {
@@ -117,6 +129,7 @@ impl NodeServerError {
             | NodeServerError::ShuttingDown
             | NodeServerError::NotPlaced { .. }
             | NodeServerError::NodeUnavailable { .. }
+            | NodeServerError::NoSession { .. }
             | NodeServerError::NodeDisconnected { .. }
             | NodeServerError::TooManyLogStreams
             | NodeServerError::LogEnded { .. } => true,
@@ -124,6 +137,7 @@ impl NodeServerError {
             NodeServerError::NotANode { .. }
             | NodeServerError::BadNodeName { .. }
             | NodeServerError::ApplicationNotFound { .. }
+            | NodeServerError::NodeNotFound { .. }
             | NodeServerError::BadRegistration { .. }
             | NodeServerError::NotBoundHere { .. }
             | NodeServerError::EventNotBoundHere { .. } => false,

@@ -219,6 +219,12 @@ impl NodeServer {
     ) -> Result<LogStream, NodeServerError> {
         logs::open(&self.inner, namespace, name, request).await
     }
+
+    /// Streams the own log of `node`'s agent (behind the `NodeLogs` gate). `previous` and
+    /// `timestamps` do not apply: the agent keeps one log, whose lines carry their times.
+    pub async fn agent_log(&self, node: &str, request: LogOptions) -> Result<LogStream, NodeServerError> {
+        logs::open_agent(&self.inner, node, request).await
+    }
 }
 
 /// What a log request asks for (the session numbers it).

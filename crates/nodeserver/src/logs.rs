@@ -1,5 +1,5 @@
-//! Logs relayed from nodes: a reader asks for an Application's log, the request goes to the
-//! node holding it over the session, and the node's chunks come back. Flow control is by
+//! Logs relayed from nodes: a reader asks for an Application's log (or for a node agent's own),
+//! the request goes to the node holding it over the session, and the node's chunks come back. Flow control is by
 //! credit: the node sends at most a window of bytes ahead of what the reader has taken, so a
 //! slow reader slows the node instead of losing lines or growing buffers. Dropping the stream
 //! cancels it on the node.
@@ -22,7 +22,7 @@ pub(crate) struct Sink {
     window: u64,
 }
 
-/// One Application's log as it arrives from its node.
+/// One log as it arrives from its node.
 pub struct LogStream {
     id: u64,
     live: Arc<Live>,
@@ -104,28 +104,61 @@ pub(crate) async fn open(
     let Some(live) = inner.sessions().get(&node).cloned() else {
         return Err(NodeServerError::NodeUnavailable { node, name: name.to_owned() });
     };
-    let permit =
-        inner.log_streams.clone().try_acquire_owned().map_err(|_| NodeServerError::TooManyLogStreams)?;
-    let id = live.next_log.fetch_add(1, Ordering::Relaxed);
-    let window = inner.config.log_window;
-    let (chunks, receiver) = mpsc::unbounded_channel();
-    live.logs().insert(id, Sink { chunks, outstanding: 0, window });
     let request = LogRequest {
-        id,
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         uid: meta_str(&application, "uid").to_owned(),
+        timestamps: options.timestamps,
+        previous: options.previous,
+        ..asked(&options)
+    };
+    start(inner, &live, request)
+}
+
+/// Opens the stream of `node`'s agent's own log.
+pub(crate) async fn open_agent(
+    inner: &Arc<Inner>,
+    node: &str,
+    options: LogOptions,
+) -> Result<LogStream, NodeServerError> {
+    match inner.reader.get(&inner.nodes, None, node).await {
+        Ok(_) => {}
+        Err(RegistryError::NotFound { .. }) => {
+            return Err(NodeServerError::NodeNotFound { node: node.to_owned() });
+        }
+        Err(source) => {
+            return Err(NodeServerError::Registry { what: format!("reading node {node}"), source });
+        }
+    }
+    let Some(live) = inner.sessions().get(node).cloned() else {
+        return Err(NodeServerError::NoSession { node: node.to_owned() });
+    };
+    start(inner, &live, LogRequest { agent: true, ..asked(&options) })
+}
+
+/// What every log request asks, from the reader's options.
+fn asked(options: &LogOptions) -> LogRequest {
+    LogRequest {
         follow: options.follow,
         tail_lines: options.tail_lines,
         since_seconds: options.since_seconds,
-        timestamps: options.timestamps,
-        previous: options.previous,
         limit_bytes: options.limit_bytes,
-        window,
-    };
-    let stream = LogStream { id, live: live.clone(), chunks: receiver, finished: false, _permit: permit };
+        ..LogRequest::default()
+    }
+}
+
+/// Numbers `request` within the session, sends it to the node and answers its stream.
+fn start(inner: &Inner, live: &Arc<Live>, mut request: LogRequest) -> Result<LogStream, NodeServerError> {
+    let permit =
+        inner.log_streams.clone().try_acquire_owned().map_err(|_| NodeServerError::TooManyLogStreams)?;
+    request.id = live.next_log.fetch_add(1, Ordering::Relaxed);
+    request.window = inner.config.log_window;
+    let (chunks, receiver) = mpsc::unbounded_channel();
+    live.logs().insert(request.id, Sink { chunks, outstanding: 0, window: request.window });
+    let stream =
+        LogStream { id: request.id, live: live.clone(), chunks: receiver, finished: false, _permit: permit };
     if live.control.send(ControllerMessage::LogRequest(request)).is_err() {
-        return Err(NodeServerError::NodeDisconnected { node });
+        return Err(NodeServerError::NodeDisconnected { node: live.node.clone() });
     }
     Ok(stream)
 }

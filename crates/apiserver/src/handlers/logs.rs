@@ -2,17 +2,23 @@
 //! node it runs on over that node's session (`kubectl logs [-f] [--tail] [--since]
 //! [--timestamps] [--previous]`). The response body pulls from the node as the client reads,
 //! so a slow reader slows the node; a client that goes away cancels the stream on the node.
+//!
+//! Behind the `NodeLogs` gate, `GET /apis/fleet.<domain>/v1/nodes/<name>/log` streams a node
+//! agent's own log the same way (`follow`, `tailLines`, `sinceSeconds`, `sinceTime`,
+//! `limitBytes`; its lines carry their own times).
 
 use axum::body::Body;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use futures_util::StreamExt;
-use kayra_nodeserver::{LogOptions, NodeServerError};
+use kayra_application::permitted::Permitted;
+use kayra_nodeserver::{LogOptions, LogStream, NodeServerError};
 
 use super::Call;
 use crate::error::ApiError;
 use crate::routes::Query;
+use crate::state::ApiState;
 
 /// How long a log request waits for its first bytes before it answers with the headers alone.
 const FIRST_CHUNK_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
@@ -89,9 +95,42 @@ pub(crate) async fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
         NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
         _ => ApiError::Internal(error.to_string()),
     })?;
+    respond(stream).await
+}
+
+/// Serves one read of a node agent's own log, authorized as `get` on `nodes/log`.
+pub(crate) async fn serve_agent(
+    state: &ApiState,
+    permitted: &Permitted,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    let options = options(query, jiff::Timestamp::now())?;
+    for (asked, flag) in [(options.previous, "previous"), (options.timestamps, "timestamps")] {
+        if asked {
+            return Err(ApiError::BadRequest(format!(
+                "{flag} does not apply to a node's log: the agent keeps one log, whose lines carry their times"
+            )));
+        }
+    }
+    let node = permitted.node_log_source()?;
+    let nodes = state.nodes.as_ref().ok_or_else(|| {
+        ApiError::Unavailable("this server holds no node sessions, so it serves no node logs".into())
+    })?;
+    let stream = nodes.agent_log(node, options).await.map_err(|error| match error {
+        NodeServerError::NodeNotFound { .. } => ApiError::NotFound(error.to_string()),
+        NodeServerError::NoSession { .. } | NodeServerError::NodeDisconnected { .. } => {
+            ApiError::Unavailable(error.to_string())
+        }
+        NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
+        _ => ApiError::Internal(error.to_string()),
+    })?;
+    respond(stream).await
+}
+
+/// The response streaming `stream` as the client reads.
+async fn respond(mut stream: LogStream) -> Result<Response, ApiError> {
     // A log the node cannot serve at all (no previous run, not on the node) fails at once:
     // answered as an error, not as an empty log. Output, or a quiet follow, answers 200.
-    let mut stream = stream;
     let first = match tokio::time::timeout(FIRST_CHUNK_WITHIN, stream.next()).await {
         Ok(Some(Err(error))) => return Err(ApiError::BadRequest(error.to_string())),
         Ok(first) => first,

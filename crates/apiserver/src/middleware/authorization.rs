@@ -130,6 +130,8 @@ fn asked(
         }
         Target::Check if method != Method::POST => Err(ApiError::MethodNotAllowed),
         Target::Check => Ok(Request::check()),
+        Target::NodeLog { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
+        Target::NodeLog { node, .. } => Ok(Request::node_log(node)),
         Target::Health => Err(not_found()),
         _ => Ok(Request::path(path)),
     }

@@ -131,6 +131,9 @@ fn labels(request: &Request) -> (RequestLabels, bool) {
             path.name.is_some(),
             path.subresource.clone(),
         ),
+        Target::NodeLog { group, .. } => {
+            (group.clone(), "nodes".to_owned(), false, true, Some("log".to_owned()))
+        }
         _ => return (plain(method_name(method)), false),
     };
     let verb = match (method, &subresource) {

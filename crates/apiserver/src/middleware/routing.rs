@@ -25,7 +25,7 @@ pub(crate) enum Route {
 
 /// Routes the request.
 pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
-    let route = match routes::parse(state.scheme(), request.uri().path()) {
+    let route = match routes::parse(state.scheme(), state.gates, request.uri().path()) {
         Err(PathError::NonCanonical) => {
             super::drain(request.into_body()).await;
             return ApiError::BadRequest(

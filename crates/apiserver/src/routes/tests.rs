@@ -3,7 +3,7 @@
 use super::*;
 
 fn describe(scheme: &Scheme, path: &str) -> String {
-    match parse(scheme, path) {
+    match parse(scheme, Gates::default(), path) {
         Ok(Target::Resource(r)) => format!(
             "{} ns={} name={} sub={}",
             r.kind.plural,

@@ -8,6 +8,7 @@ use kayra_registry::{Object, PatchKind, RegistryError};
 use serde_json::Value;
 
 use super::{Permitted, named, not_found_as};
+use crate::authorization::Target;
 use crate::eviction::Eviction;
 
 impl Permitted {
@@ -114,5 +115,13 @@ impl Permitted {
     pub fn log_source(&self) -> Result<(&str, &str), RegistryError> {
         let target = self.target(Verb::Get, Some("log"))?;
         Ok((target.namespace.as_deref().unwrap_or_default(), named(target)?))
+    }
+
+    /// The node whose agent's own log was authorized.
+    pub fn node_log_source(&self) -> Result<&str, RegistryError> {
+        match &self.request().target {
+            Target::NodeLog(node) => Ok(node),
+            _ => Err(self.misused(Verb::Get, Some("nodes/log"))),
+        }
     }
 }
