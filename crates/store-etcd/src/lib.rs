@@ -8,6 +8,7 @@
 //!
 //! This crate knows nothing of what the keys mean. Start at [`EtcdStore::connect`].
 
+mod retry;
 #[cfg(feature = "test-server")]
 pub mod test_server;
 
@@ -23,6 +24,8 @@ use kayra_store::{
     Compare, DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Lease, LeaseId, Op, RangeRequest,
     RangeResult, Revision, Store, StoreError, Txn, TxnResult, WatchBatch, Watcher,
 };
+
+use crate::retry::{Call, retrying};
 
 /// How often a watch asks etcd how far it is.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
@@ -81,10 +84,19 @@ impl EtcdStore {
         };
         let connect = ConnectOptions::new()
             .with_connect_timeout(options.connect_timeout)
-            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5));
+            .with_keep_alive(Duration::from_secs(10), Duration::from_secs(5))
+            // A member without a leader refuses at once ("no leader"), so the call is tried on
+            // another, instead of waiting out etcd's request timeout.
+            .with_require_leader(true);
+        // The client connects to each member when a call first needs it: any one member that
+        // answers is enough to start, as it is to serve.
         let attempt = async {
-            let mut client = Client::connect(&options.endpoints, Some(connect)).await?;
-            client.status().await?;
+            let client = Client::connect(&options.endpoints, Some(connect)).await?;
+            retrying(Call::Idempotent, || {
+                let mut client = client.clone();
+                async move { client.status().await }
+            })
+            .await?;
             Ok::<_, etcd_client::Error>(client)
         };
         let client = match tokio::time::timeout(options.connect_timeout, attempt).await {
@@ -222,6 +234,8 @@ fn store_error(action: &str, error: etcd_client::Error) -> StoreError {
             | grpc_code::ABORTED
             | grpc_code::CANCELLED
             | grpc_code::RESOURCE_EXHAUSTED => unavailable(error),
+            // The connection to a member broke (tonic reports it with code Unknown).
+            _ if status.message().contains("transport error") => unavailable(error),
             grpc_code::INVALID_ARGUMENT | grpc_code::FAILED_PRECONDITION | grpc_code::OUT_OF_RANGE => {
                 StoreError::InvalidArgument(format!("etcd refused to {action}: {}", status.message()))
             }
@@ -249,9 +263,13 @@ mod grpc_code {
 #[async_trait]
 impl Store for EtcdStore {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
-        let mut client = self.client.clone();
-        let response =
-            client.get(self.full_key(key), None).await.map_err(|error| store_error("read a key", error))?;
+        let key = self.full_key(key);
+        let response = retrying(Call::Idempotent, || {
+            let (mut client, key) = (self.client.clone(), key.clone());
+            async move { client.get(key, None).await }
+        })
+        .await
+        .map_err(|error| store_error("read a key", error))?;
         response.kvs().first().map(|kv| self.key_value(kv)).transpose()
     }
 
@@ -267,8 +285,11 @@ impl Store for EtcdStore {
         if requested > 0 {
             options = options.with_revision(etcd_revision(requested));
         }
-        let mut client = self.client.clone();
-        let response = match client.get(start, Some(options)).await {
+        let response = retrying(Call::Idempotent, || {
+            let (mut client, start, options) = (self.client.clone(), start.clone(), options.clone());
+            async move { client.get(start, Some(options)).await }
+        });
+        let response = match response.await {
             Ok(response) => response,
             Err(error) => return Err(self.error("read a range", error, requested).await),
         };
@@ -320,8 +341,11 @@ impl Store for EtcdStore {
         let reads: Vec<TxnOp> =
             txn.compares.iter().map(|c| TxnOp::get(self.full_key(c.key()), None)).collect();
         let request = etcd_client::Txn::new().when(compares).and_then(ops).or_else(reads);
-        let mut client = self.client.clone();
-        let response = client.txn(request).await.map_err(|error| match classify(&error) {
+        let response = retrying(Call::Write, || {
+            let (mut client, request) = (self.client.clone(), request.clone());
+            async move { client.txn(request).await }
+        });
+        let response = response.await.map_err(|error| match classify(&error) {
             Some(Known::LeaseNotFound) => {
                 let lease = txn.ops.iter().find_map(|op| match op {
                     Op::Put { lease, .. } => *lease,
@@ -370,9 +394,12 @@ impl Store for EtcdStore {
             .with_range(range_end(&key))
             .with_start_revision(etcd_revision(after + 1))
             .with_prev_key();
-        let mut client = self.client.clone();
-        let mut stream =
-            client.watch(key, Some(options)).await.map_err(|error| store_error("start a watch", error))?;
+        let mut stream = retrying(Call::Idempotent, || {
+            let (mut client, key, options) = (self.client.clone(), key.clone(), options.clone());
+            async move { client.watch(key, Some(options)).await }
+        })
+        .await
+        .map_err(|error| store_error("start a watch", error))?;
         match stream.message().await {
             Ok(Some(response)) if response.created() => {}
             Ok(_) => {
@@ -399,41 +426,49 @@ impl Store for EtcdStore {
     }
 
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
-        let mut client = self.client.clone();
-        let options = CompactionOptions::new().with_physical();
-        match client.compact(etcd_revision(revision), Some(options)).await {
+        let compacted = retrying(Call::Write, || {
+            let mut client = self.client.clone();
+            async move {
+                client.compact(etcd_revision(revision), Some(CompactionOptions::new().with_physical())).await
+            }
+        });
+        match compacted.await {
             Ok(_) => Ok(()),
             Err(error) => Err(self.error("compact history", error, revision).await),
         }
     }
 
     async fn revision(&self) -> Result<Revision, StoreError> {
-        let mut client = self.client.clone();
-        let options = GetOptions::new().with_count_only();
-        let response = client
-            .get(self.prefix.clone(), Some(options))
-            .await
-            .map_err(|error| store_error("read the revision", error))?;
+        let response = retrying(Call::Idempotent, || {
+            let (mut client, prefix) = (self.client.clone(), self.prefix.clone());
+            async move { client.get(prefix, Some(GetOptions::new().with_count_only())).await }
+        })
+        .await
+        .map_err(|error| store_error("read the revision", error))?;
         Ok(response.header().map_or(0, |header| revision(header.revision())))
     }
 
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
         let seconds = (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1);
-        let mut client = self.client.clone();
-        let response = client
-            .lease_grant(i64::try_from(seconds).unwrap_or(i64::MAX), None)
-            .await
-            .map_err(|error| store_error("grant a lease", error))?;
+        let ttl = i64::try_from(seconds).unwrap_or(i64::MAX);
+        let response = retrying(Call::Write, || {
+            let mut client = self.client.clone();
+            async move { client.lease_grant(ttl, None).await }
+        })
+        .await
+        .map_err(|error| store_error("grant a lease", error))?;
         Ok(Lease { id: LeaseId(response.id()), ttl: Duration::from_secs(response.ttl().max(0) as u64) })
     }
 
     async fn keep_alive(&self, lease: LeaseId) -> Result<Duration, StoreError> {
-        let mut client = self.client.clone();
-        let renewed = async {
-            let (mut keeper, mut stream) = client.lease_keep_alive(lease.0).await?;
-            keeper.keep_alive().await?;
-            stream.message().await
-        };
+        let renewed = retrying(Call::Idempotent, || {
+            let mut client = self.client.clone();
+            async move {
+                let (mut keeper, mut stream) = client.lease_keep_alive(lease.0).await?;
+                keeper.keep_alive().await?;
+                stream.message().await
+            }
+        });
         match renewed.await {
             Ok(Some(response)) if response.ttl() > 0 => Ok(Duration::from_secs(response.ttl() as u64)),
             Ok(_) => Err(StoreError::LeaseNotFound(lease)),
@@ -445,8 +480,11 @@ impl Store for EtcdStore {
     }
 
     async fn revoke_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
-        let mut client = self.client.clone();
-        match client.lease_revoke(lease.0).await {
+        let revoked = retrying(Call::Write, || {
+            let mut client = self.client.clone();
+            async move { client.lease_revoke(lease.0).await }
+        });
+        match revoked.await {
             Ok(_) => Ok(()),
             Err(error) if matches!(classify(&error), Some(Known::LeaseNotFound)) => {
                 Err(StoreError::LeaseNotFound(lease))
@@ -469,14 +507,16 @@ impl EtcdStore {
         if let Some(lease) = lease {
             options = options.with_lease(lease.0);
         }
-        let mut client = self.client.clone();
-        let response =
-            client.put(self.full_key(key), value, Some(options)).await.map_err(|error| {
-                match (classify(&error), lease) {
-                    (Some(Known::LeaseNotFound), Some(lease)) => StoreError::LeaseNotFound(lease),
-                    _ => store_error("write a key", error),
-                }
-            })?;
+        let key = self.full_key(key);
+        let put = retrying(Call::Write, || {
+            let (mut client, key, value, options) =
+                (self.client.clone(), key.clone(), value.to_vec(), options.clone());
+            async move { client.put(key, value, Some(options)).await }
+        });
+        let response = put.await.map_err(|error| match (classify(&error), lease) {
+            (Some(Known::LeaseNotFound), Some(lease)) => StoreError::LeaseNotFound(lease),
+            _ => store_error("write a key", error),
+        })?;
         let revision = response.header().map_or(0, |header| revision(header.revision()));
         let prev = response.prev_key().map(|kv| self.key_value(kv)).transpose()?;
         Ok(TxnResult::Applied { revision, prev: vec![prev] })

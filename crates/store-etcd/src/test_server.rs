@@ -9,6 +9,10 @@ use std::time::{Duration, Instant};
 
 use crate::{EtcdOptions, EtcdStore};
 
+mod cluster;
+
+pub use cluster::EtcdCluster;
+
 /// A running etcd, killed when dropped.
 #[derive(Debug)]
 pub struct EtcdServer {

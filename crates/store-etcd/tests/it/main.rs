@@ -10,6 +10,7 @@ use kayra_store::{Store, StoreError};
 use kayra_store_etcd::test_server::{EtcdServer, StartError, skip_test};
 use kayra_store_etcd::{EtcdOptions, EtcdStore};
 
+mod failover;
 mod hand_over;
 
 struct Etcd {
