@@ -45,8 +45,13 @@ impl std::fmt::Debug for ControlPlane {
 }
 
 /// Builds the application layer and the API over `store`: namespaces `default` and
-/// `kayra-system`, the bootstrap roles and a first RBAC index exist when it returns.
+/// `kayra-system`, the bootstrap roles and a first RBAC index exist when it returns. A store
+/// that belongs to another cluster (another CA) is refused before anything is written.
 pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlPlane, ControlPlaneError> {
+    // Before anything is written: a replica of another cluster stops here.
+    if let Some(ca_hash) = crate::cluster::local_ca(config)? {
+        crate::cluster::claim(store.as_ref(), &config.platform, &config.region, &ca_hash).await?;
+    }
     let mut metrics_registry = prometheus_client::registry::Registry::default();
     let engine = match config.store {
         crate::config::StoreKind::Sled => "sled",

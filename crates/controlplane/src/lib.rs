@@ -18,6 +18,7 @@
 mod address;
 pub mod assemble;
 mod bridges;
+pub mod cluster;
 pub mod config;
 mod error;
 pub mod features;

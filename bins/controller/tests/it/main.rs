@@ -12,6 +12,7 @@ mod kubectl;
 mod leases;
 mod logs;
 mod registration;
+mod replicas;
 mod scheduling;
 mod scopes;
 mod services;

@@ -1,0 +1,88 @@
+//! Replicas on a real three-member etcd: a second replica served from a copy of the first's
+//! data directory answers `kubectl` with what the first wrote, including while an etcd member
+//! is dead and when it starts with one dead; a controller initialised for another cluster,
+//! pointed at the same etcd, refuses to start and writes nothing.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use kayra_store_etcd::test_server::{EtcdCluster, StartError, skip_test};
+
+use crate::{Controller, free_port, have_kubectl};
+
+/// A replica of `first`: a copy of its data directory, served on ports of its own.
+fn replica_of(first: &Controller, extra: &[&str]) -> Controller {
+    let dir = tempfile::tempdir().unwrap();
+    let copied = Command::new("cp").arg("-a").arg(first.dir.path().join("data")).arg(dir.path()).status();
+    assert!(copied.is_ok_and(|status| status.success()), "the data directory copies");
+    let mut args = vec!["--no-agent"];
+    args.extend_from_slice(extra);
+    Controller::launch_in(dir, &args)
+}
+
+fn kubectl_ok(controller: &Controller, args: &[&str]) -> String {
+    let output = controller.kubectl_with_token(&controller.token(), args);
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "kubectl {args:?} through {}: {said}", controller.url());
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refused() {
+    if !have_kubectl() {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut etcd = match runtime.block_on(EtcdCluster::start(3)) {
+        Ok(cluster) => cluster,
+        Err(StartError::Missing) => return skip_test(StartError::Missing),
+        Err(error) => panic!("{error}"),
+    };
+    let endpoints = etcd.endpoints().join(",");
+    let on_etcd = ["--store", "etcd", "--etcd-endpoints", endpoints.as_str()];
+    let first = Controller::start(&on_etcd);
+    let second = replica_of(&first, &on_etcd);
+    kubectl_ok(&first, &["create", "namespace", "written-through-the-first"]);
+    let namespaces = kubectl_ok(&second, &["get", "namespaces", "-o", "name"]);
+    assert!(namespaces.contains("namespace/written-through-the-first"), "{namespaces}");
+
+    // One member dies: every read through either replica still answers, and a replica starts.
+    let leader = runtime.block_on(etcd.leader()).expect("etcd has a leader");
+    etcd.kill((leader + 1) % 3);
+    for n in 0..10 {
+        let through = if n % 2 == 0 { &first } else { &second };
+        kubectl_ok(through, &["get", "namespaces", "-o", "name"]);
+    }
+    let third = replica_of(&first, &on_etcd);
+    let namespaces = kubectl_ok(&third, &["get", "namespaces", "-o", "name"]);
+    assert!(namespaces.contains("namespace/written-through-the-first"), "{namespaces}");
+
+    // A controller of another cluster (its own `init`, its own CA) on the same etcd stops.
+    let stranger = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(stranger.path().join("controller.log")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kayra-controller"))
+        .arg("--data-dir")
+        .arg(stranger.path().join("data"))
+        .args(["--listen", &format!("127.0.0.1:{}", free_port()), "--no-agent"])
+        .args(on_etcd)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("the controller starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("the child is ours") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("a controller of another cluster kept running on this etcd");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let said = std::fs::read_to_string(stranger.path().join("controller.log")).unwrap_or_default();
+    assert!(!status.success(), "{said}");
+    assert!(said.contains("the store belongs to another cluster"), "{said}");
+    let namespaces = kubectl_ok(&second, &["get", "namespaces", "-o", "name"]);
+    assert!(namespaces.contains("namespace/written-through-the-first"), "the cluster is untouched");
+}
