@@ -178,6 +178,14 @@ impl ResourceFeed {
         ResourceFeed::mapped(client, resource, Arc::new(own_key))
     }
 
+    /// A loop source over `resource`, each object mapped by `map`, passing on only the objects
+    /// that appear, go, or change what `project` shows of them (a Lease's owners, not its
+    /// renewals).
+    pub fn mapped_when(client: Client, resource: Resource, map: Mapper, project: Projection) -> ListWatch {
+        let feed = ResourceFeed { map, relevant: Some(Relevant { project, last: Arc::default() }) };
+        FollowFeed::source(client, resource, Arc::new(feed))
+    }
+
     /// A loop source over `resource` mapping every change to `key`.
     pub fn all_to(client: Client, resource: Resource, key: Key) -> ListWatch {
         ResourceFeed::mapped(client, resource, Arc::new(move |_: &Object| vec![key.clone()]))

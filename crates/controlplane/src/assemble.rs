@@ -62,6 +62,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     let scheme = Arc::new(Scheme::new(&config.domain));
     let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/")
         .with_watch_window_bytes(config.watch_window_bytes);
+    let watch_caches = crate::watch_metrics::WatchCacheCollector { registry: registry.clone() };
     let application = Arc::new(ApplicationLayer::new(scheme.clone(), registry));
     let client = application.client(kayra_application::controller_identity("controller"));
     let tokens = Arc::new(TokenFile::load(&config.token_file()).or_else(|error| {
@@ -126,6 +127,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     let scheduler_metrics = kayra_scheduler::metrics::SchedulerMetrics::register(&mut metrics_registry);
     let gc_metrics = kayra_gc::reconciler::register_metrics(&mut metrics_registry);
     metrics_registry.register_collector(Box::new(crate::process::ProcessCollector));
+    metrics_registry.register_collector(Box::new(watch_caches));
     let ready_timeout = Duration::from_secs(config.node_ready_timeout_seconds);
     let node_config = kayra_nodeserver::Config {
         ready_timeout,

@@ -31,5 +31,6 @@ mod retry;
 pub mod run;
 pub mod store;
 pub mod token;
+mod watch_metrics;
 
 pub use error::ControlPlaneError;

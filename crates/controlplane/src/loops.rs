@@ -84,6 +84,11 @@ pub(crate) fn loops(config: &Config, control_plane: &ControlPlane) -> Result<Vec
             .with_metrics(control_plane.gc_metrics.clone())
             .into_loop()
             .elected(election("garbage-collector")),
+        kayra_gc::node_leases::NodeLeaseCollector::new(client("garbage-collector"))
+            .map_err(registry("node Lease collector"))?
+            .with_metrics(control_plane.gc_metrics.clone())
+            .into_loop()
+            .elected(election("node-lease-collector")),
         kayra_endpoints::reconciler::EndpointsReconciler::new(client("endpoints"))
             .map_err(registry("endpoints"))?
             .into_loop()

@@ -1,15 +1,19 @@
 //! The store as the controller holds it: every operation timed by operation and engine, and
 //! compactions counted, in the process's metrics registry; what the store answers is passed on
-//! untouched.
+//! untouched. What the engine counts of its own work (the size of each group commit, the
+//! compactions it runs by itself) is read from it at each scrape.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kayra_store::{
-    Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult, Watcher,
+    EngineStatistics, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult,
+    Watcher,
 };
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
@@ -49,8 +53,46 @@ pub(crate) fn metered(
         "How long store operations take, by operation (get, range, txn, watch, compact, revision, lease) and engine",
         latency.clone(),
     );
-    prefix.register("compactions", "History compactions asked of the store", compactions.clone());
+    registry.register_collector(Box::new(EngineCollector {
+        requested: compactions.clone(),
+        engine: store.engine_statistics(),
+    }));
     Arc::new(Metered { inner: store, engine, latency, compactions })
+}
+
+/// The store's own counts, read at each scrape: compactions (asked through the port, counted
+/// by [`Metered`], and run by the engine itself) and the sizes of the engine's group commits.
+#[derive(Debug)]
+struct EngineCollector {
+    requested: Counter,
+    engine: Option<Arc<EngineStatistics>>,
+}
+
+impl Collector for EngineCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let automatic = self.engine.as_ref().map_or(0, |engine| engine.automatic_compactions());
+        let compactions = encoder.encode_descriptor(
+            "kayra_store_compactions",
+            "History compactions, asked of the store or run by the embedded engine to bound its history",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(self.requested.get() + automatic).encode(compactions)?;
+        let Some(engine) = &self.engine else { return Ok(()) };
+        let batches = engine.commit_batches();
+        let buckets: Vec<(f64, u64)> = batches
+            .buckets
+            .iter()
+            .map(|(bound, count)| (bound.map_or(f64::INFINITY, |bound| bound as f64), *count))
+            .collect();
+        let mut sizes = encoder.encode_descriptor(
+            "kayra_store_commit_batch_size",
+            "Writes each group commit of the embedded engine made durable together",
+            None,
+            MetricType::Histogram,
+        )?;
+        sizes.encode_histogram::<NoLabelSet>(batches.writes as f64, batches.commits, &buckets, None)
+    }
 }
 
 impl Metered {
@@ -126,5 +168,9 @@ impl Store for Metered {
         let answer = self.inner.revoke_lease(lease).await;
         self.observe("lease", started);
         answer
+    }
+
+    fn engine_statistics(&self) -> Option<Arc<EngineStatistics>> {
+        self.inner.engine_statistics()
     }
 }

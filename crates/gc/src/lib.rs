@@ -14,9 +14,15 @@
 //! Applications are deleted before the Services they join, since a Service is not deleted while
 //! Applications join it.
 //!
+//! A node's Lease in `kube-node-lease` names its Node as owner (a cluster-scoped owner of a
+//! namespaced dependent); [`node_leases`] deletes the Lease once that Node is gone or has been
+//! made again with another uid.
+//!
 //! Start at [`decision`] (what to do for one set: pure, table-tested), then [`reconciler`] (the
-//! loop, one key per set, fed by sets, Applications and Services). It acts through
-//! `kayra_application::Client` as `system:kayra:garbage-collector` and knows no HTTP or store.
+//! loop, one key per set, fed by sets, Applications and Services), and [`node_leases`] (one key
+//! per Lease). They act through `kayra_application::Client` under the controller's identity and
+//! know no HTTP or store.
 
 pub mod decision;
+pub mod node_leases;
 pub mod reconciler;

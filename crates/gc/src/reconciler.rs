@@ -38,15 +38,16 @@ pub type GcMetrics =
 /// The Kind of a deleted dependent.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, prometheus_client::encoding::EncodeLabelSet)]
 pub struct DeletedLabels {
-    kind: &'static str,
+    pub(crate) kind: &'static str,
 }
 
-/// Registers the collector's series in `registry`: `kayra_gc_deletions_total{kind}`.
+/// Registers the collectors' series in `registry`: `kayra_gc_deletions_total{kind}`, shared by
+/// this collector and the Node Leases' ([`crate::node_leases`]).
 pub fn register_metrics(registry: &mut prometheus_client::registry::Registry) -> GcMetrics {
     let deletions = GcMetrics::default();
     registry.sub_registry_with_prefix("kayra_gc").register(
         "deletions",
-        "Dependents of a deleted ApplicationSet the garbage collector deleted, by Kind",
+        "Dependents of a deleted owner (an ApplicationSet's Applications and Services, a Node's Lease) the garbage collector deleted, by Kind",
         deletions.clone(),
     );
     deletions

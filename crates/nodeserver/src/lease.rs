@@ -100,7 +100,13 @@ pub(crate) async fn renew(inner: &Inner, live: &Live, node: Option<&Object>) -> 
                     client.update(&inner.leases, Some(NODE_LEASE_NAMESPACE), name, &lease).await
                 }
                 Err(RegistryError::NotFound { .. }) => {
-                    let lease = fresh(name, duration, &now, node);
+                    // A new Lease names its Node as owner from the start, so that it goes with
+                    // the Node even if no status write renews it first.
+                    let read = match node {
+                        Some(_) => None,
+                        None => inner.reader.get(&inner.nodes, None, name).await.ok(),
+                    };
+                    let lease = fresh(name, duration, &now, node.or(read.as_ref()));
                     client.create(&inner.leases, Some(NODE_LEASE_NAMESPACE), &lease).await
                 }
                 Err(error) => Err(error),

@@ -51,7 +51,7 @@ pub use object::{Object, finalizers, labels as object_labels, meta_str};
 pub use options::{DeleteOptions, Deleted, JsonList, List, ListOptions, Part, PatchKind, WriteOptions};
 pub use resource::{NoRules, Resource, Strategy, path};
 pub use update::MAX_PATCH_OPERATIONS;
-pub use watch::{DEFAULT_WINDOW_BYTES, WatchEvent, WatchOptions, WatchStream};
+pub use watch::{DEFAULT_WINDOW_BYTES, WatchCacheStatus, WatchEvent, WatchOptions, WatchStream};
 
 use fields::FieldSelector;
 use labels::LabelSelector;
@@ -100,7 +100,13 @@ impl Registry {
     /// its revision (a cache started later begins at its own first list). Servers prime every
     /// resource when they start.
     pub async fn prime(&self, resource: &Resource) -> Result<(), RegistryError> {
-        self.caches.prime(&self.store, &resource.store_prefix(&self.root)).await
+        self.caches.prime(&self.store, resource, &resource.store_prefix(&self.root)).await
+    }
+
+    /// What every started watch cache holds and spans now, one entry per resource, in no
+    /// particular order.
+    pub fn watch_caches(&self) -> Vec<WatchCacheStatus> {
+        self.caches.statuses()
     }
 
     /// Watches a resource through its watch cache: one store watch per resource, however many

@@ -10,7 +10,8 @@
 //! Every object version is decoded once and, when a client first asks for it, encoded as JSON
 //! once: all clients share both, so a change fanned out to many watchers costs one encoding and
 //! a watcher's queue holds references, not copies. The window is bounded by count and by the
-//! bytes of the changes it holds.
+//! bytes of the changes it holds. What each cache holds and spans can be read at any time
+//! (`status`), for the controller's metrics.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
@@ -27,6 +28,10 @@ use crate::fields::FieldSelector;
 use crate::labels::LabelSelector;
 use crate::object::{self, Object};
 use crate::{RegistryError, Resource};
+
+mod status;
+
+pub use status::WatchCacheStatus;
 
 /// How many recent events a cache keeps for clients resuming from a revision.
 const WINDOW: usize = 4096;
@@ -260,11 +265,14 @@ impl Caches {
         Caches { caches: Mutex::new(HashMap::new()), window_bytes: window_bytes.max(1) }
     }
 
-    fn cache(&self, store: &Arc<dyn Store>, prefix: &str) -> Arc<Cache> {
+    fn cache(&self, store: &Arc<dyn Store>, resource: &Resource, prefix: &str) -> Arc<Cache> {
         let mut caches = self.caches.lock().expect("watch caches lock poisoned");
         caches
             .entry(prefix.to_owned())
-            .or_insert_with(|| Cache::start(store.clone(), prefix.to_owned(), self.window_bytes))
+            .or_insert_with(|| {
+                let name = CacheName { group: resource.group.clone(), resource: resource.plural.clone() };
+                Cache::start(store.clone(), prefix.to_owned(), name, self.window_bytes)
+            })
             .clone()
     }
 
@@ -333,8 +341,13 @@ impl Caches {
 
     /// Starts a resource's cache and waits until it has listed, so that every list read from
     /// then on can be watched from its revision.
-    pub(crate) async fn prime(&self, store: &Arc<dyn Store>, prefix: &str) -> Result<(), RegistryError> {
-        let cache = self.cache(store, prefix);
+    pub(crate) async fn prime(
+        &self,
+        store: &Arc<dyn Store>,
+        resource: &Resource,
+        prefix: &str,
+    ) -> Result<(), RegistryError> {
+        let cache = self.cache(store, resource, prefix);
         let mut progress = cache.progress.subscribe();
         let primed = async {
             while !cache.state.lock().expect("watch cache lock poisoned").primed {
@@ -365,7 +378,7 @@ impl Caches {
             })?),
             None => None,
         };
-        let cache = self.cache(store, &prefix);
+        let cache = self.cache(store, resource, &prefix);
         let filter =
             Filter { namespace: options.namespace.clone().filter(|_| resource.namespaced), labels, fields };
         cache.subscribe(filter, from).await
@@ -432,7 +445,15 @@ impl Change {
     }
 }
 
+/// The resource a cache serves, as its metrics name it.
+#[derive(Debug, Clone)]
+struct CacheName {
+    group: String,
+    resource: String,
+}
+
 pub(crate) struct Cache {
+    name: CacheName,
     state: Mutex<State>,
     progress: watch::Sender<Revision>,
     /// Dropped with the cache, which ends its store watch (and lets go of the store).
@@ -456,6 +477,8 @@ struct State {
     clients: Vec<Client>,
     /// Whether the first list has completed.
     primed: bool,
+    /// Changes received from the store since the cache started, across relists.
+    received: u64,
 }
 
 struct Client {
@@ -482,7 +505,7 @@ impl Client {
 }
 
 impl Cache {
-    fn start(store: Arc<dyn Store>, prefix: String, window_bytes: usize) -> Arc<Cache> {
+    fn start(store: Arc<dyn Store>, prefix: String, name: CacheName, window_bytes: usize) -> Arc<Cache> {
         let (progress, _) = watch::channel(0);
         let state = State {
             revision: 0,
@@ -494,9 +517,10 @@ impl Cache {
             window_bytes,
             clients: Vec::new(),
             primed: false,
+            received: 0,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let cache = Arc::new(Cache { state: Mutex::new(state), progress, _stop: stop });
+        let cache = Arc::new(Cache { name, state: Mutex::new(state), progress, _stop: stop });
         let follower = follow(Arc::downgrade(&cache), store, prefix);
         tokio::spawn(async move {
             tokio::select! {
@@ -602,6 +626,7 @@ impl Cache {
     fn apply(&self, changes: Vec<Change>, revision: Revision) {
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         let state = &mut *state;
+        state.received += changes.len() as u64;
         for change in changes {
             let change = Arc::new(change);
             let (before, after) = match &change.object {

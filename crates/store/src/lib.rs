@@ -11,6 +11,7 @@ mod error;
 pub mod model;
 pub mod mvcc;
 mod port;
+pub mod statistics;
 pub mod watch;
 
 #[cfg(feature = "conformance")]
@@ -22,4 +23,5 @@ pub use model::{
     RangeResult, Revision, Txn, TxnResult,
 };
 pub use port::{Outcome, Store};
+pub use statistics::EngineStatistics;
 pub use watch::{Change, WatchBatch, Watcher};

@@ -1,12 +1,13 @@
 //! The `Store` trait: what the rest of Kayra may ask of storage, in control-plane words.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::{
-    Compare, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResult, Revision, StoreError, Txn, TxnResult,
-    Watcher,
+    Compare, EngineStatistics, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResult, Revision, StoreError,
+    Txn, TxnResult, Watcher,
 };
 
 /// A revisioned key-value store in the spirit of etcd v3, held as `Arc<dyn Store>`.
@@ -44,6 +45,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// Ends the lease now, deleting every key attached to it at one revision.
     async fn revoke_lease(&self, lease: LeaseId) -> Result<(), StoreError>;
+
+    /// What the engine behind the store counts of its own work (its group commits, the
+    /// compactions it runs by itself), shared and kept current; `None` for an engine that
+    /// counts nothing here (etcd reports on itself, in its own metrics).
+    fn engine_statistics(&self) -> Option<Arc<EngineStatistics>> {
+        None
+    }
 
     /// Creates the key if it does not exist.
     async fn create(&self, key: &str, value: Vec<u8>) -> Result<Outcome, StoreError> {

@@ -151,6 +151,13 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
         "apiserver_terminated_watchers",
         "kayra_store_operation_duration_seconds",
         "kayra_store_compactions",
+        "kayra_store_commit_batch_size",
+        "apiserver_watch_cache_resource_version",
+        "apiserver_watch_cache_events_received",
+        "kayra_watch_cache_oldest_resource_version",
+        "kayra_watch_cache_events",
+        "kayra_watch_cache_window_bytes",
+        "watch_cache_capacity",
         "kayra_node_sessions",
         "scheduler_pending_pods",
         "kayra_node_heartbeats",
@@ -177,5 +184,14 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
     assert!(text.lines().any(|line| line == open), "{open} missing from\n{text}");
     let listed_watch = "apiserver_watch_events_total{group=\"\",version=\"v1\",kind=\"Namespace\"}";
     assert!(families["apiserver_watch_events"].iter().any(|series| series == listed_watch), "{text}");
+    let namespaces_cache = "apiserver_watch_cache_resource_version{group=\"\",resource=\"namespaces\"}";
+    let caches = &families["apiserver_watch_cache_resource_version"];
+    assert!(caches.iter().any(|series| series == namespaces_cache), "{caches:?}");
+    let leases_capacity = "watch_cache_capacity{group=\"coordination.k8s.io\",resource=\"leases\"} 4096";
+    assert!(text.lines().any(|line| line == leases_capacity), "{leases_capacity} missing from\n{text}");
+    assert!(
+        text.lines().any(|line| line.starts_with("kayra_store_commit_batch_size_bucket{le=\"+Inf\"}")),
+        "{text}"
+    );
     drop(watch);
 }

@@ -339,6 +339,36 @@ async fn the_window_keeps_recent_changes_up_to_its_bytes() {
 }
 
 #[tokio::test]
+async fn a_cache_reports_what_its_window_holds_and_the_revisions_it_spans() {
+    let (registry, _store, widgets) = padded_world(64 * 1024).await;
+    registry.create(&widgets, Some("default"), widget("big", 1), unadmitted()).await.unwrap();
+    let mut revisions = Vec::new();
+    for n in 2..=21 {
+        revisions.push(pad(&registry, &widgets, "big", n).await);
+    }
+    // Once a watcher has the last change, the cache has applied it.
+    let mut recent = registry.watch(&widgets, &from(Some(&revisions[18]))).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), recent.next()).await.unwrap().unwrap();
+    let statuses = registry.watch_caches();
+    let status = statuses
+        .iter()
+        .find(|status| (status.group.as_str(), status.resource.as_str()) == ("fleet.example.com", "widgets"))
+        .unwrap_or_else(|| panic!("no widgets cache in {statuses:?}"));
+    let last: u64 = revisions[19].parse().unwrap();
+    assert_eq!((status.revision, status.objects, status.received), (last, 1, 21), "{status:?}");
+    assert_eq!(status.capacity, 4096, "{status:?}");
+    // Each change weighs about 20 KiB: the window holds the last few, and exactly what it says.
+    assert!((1..21).contains(&status.events), "{status:?}");
+    assert_eq!(status.oldest_revision, last - status.events as u64, "{status:?}");
+    assert!(status.window_bytes > 0 && status.window_bytes <= 64 * 1024, "{status:?}");
+    let oldest = status.oldest_revision.to_string();
+    assert!(registry.watch(&widgets, &from(Some(&oldest))).await.is_ok(), "the oldest is served");
+    let older = (status.oldest_revision - 1).to_string();
+    let expired = registry.watch(&widgets, &from(Some(&older))).await;
+    assert!(matches!(expired, Err(RegistryError::Expired { .. })), "older is not: {expired:?}");
+}
+
+#[tokio::test]
 async fn a_client_is_cut_off_by_the_bytes_it_has_queued() {
     let (registry, _store, widgets) = padded_world(64 * 1024).await;
     registry.create(&widgets, Some("default"), widget("big", 1), unadmitted()).await.unwrap();

@@ -11,18 +11,19 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use tokio::sync::Notify;
 
-use crate::StoreError;
 use crate::mvcc::backend::Backend;
+use crate::{EngineStatistics, StoreError};
 
 /// A sequence number given to each applied batch, in apply order.
 pub(crate) type Seq = u64;
 
-#[derive(Default)]
 pub(crate) struct GroupCommit {
     applied: AtomicU64,
     state: Mutex<CommitState>,
     flushed: Notify,
     publisher: OnceLock<Box<dyn Fn(Seq) + Send + Sync>>,
+    /// Where each flush's size is counted.
+    statistics: Arc<EngineStatistics>,
 }
 
 impl std::fmt::Debug for GroupCommit {
@@ -43,6 +44,17 @@ struct CommitState {
 }
 
 impl GroupCommit {
+    /// Group commit with nothing applied yet, counting each flush's size in `statistics`.
+    pub(crate) fn new(statistics: Arc<EngineStatistics>) -> GroupCommit {
+        GroupCommit {
+            applied: AtomicU64::new(0),
+            state: Mutex::default(),
+            flushed: Notify::new(),
+            publisher: OnceLock::new(),
+            statistics,
+        }
+    }
+
     /// Records that one more batch has been applied; called with the engine's write lock held,
     /// so sequence numbers follow apply order.
     pub(crate) fn next_seq(&self) -> Seq {
@@ -103,7 +115,7 @@ impl GroupCommit {
         }
     }
 
-    /// One flush, then: record it, wake the waiters, publish what became durable, and when
+    /// One flush, then: record it (and how many batches it made durable), wake the waiters, publish what became durable, and when
     /// more was applied meanwhile, flush again in the background, so a write whose writer went
     /// away (a cancelled request) still becomes durable and visible to watchers.
     fn flush_once(self: Arc<Self>, backend: Arc<dyn Backend>) {
@@ -112,6 +124,9 @@ impl GroupCommit {
         let mut state = self.state.lock().expect("group commit lock poisoned");
         let again = match result {
             Ok(()) => {
+                if upto > state.durable {
+                    self.statistics.group_committed(upto - state.durable);
+                }
                 state.durable = state.durable.max(upto);
                 self.applied.load(Ordering::Acquire) > state.durable
             }

@@ -24,8 +24,8 @@ use tokio::time::Instant;
 
 use crate::watch::{Delivery, WatchSender, watch_channel};
 use crate::{
-    DEFAULT_MAX_VALUE_SIZE, Event, EventKind, KeyValue, Lease, LeaseId, Op, RangeRequest, RangeResult,
-    Revision, Store, StoreError, Txn, TxnResult, WatchBatch, Watcher,
+    DEFAULT_MAX_VALUE_SIZE, EngineStatistics, Event, EventKind, KeyValue, Lease, LeaseId, Op, RangeRequest,
+    RangeResult, Revision, Store, StoreError, Txn, TxnResult, WatchBatch, Watcher,
 };
 use backend::{Backend, BatchEntry, MemoryBackend};
 use commit::{GroupCommit, Seq};
@@ -62,6 +62,7 @@ struct Inner {
     feed: Mutex<Feed>,
     commit: Arc<GroupCommit>,
     housekeeping: Arc<Notify>,
+    statistics: Arc<EngineStatistics>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -133,13 +134,15 @@ impl MvccStore {
         let state = load(backend.as_ref())?;
         let housekeeping = Arc::new(Notify::new());
         let feed = Feed { published: state.revision, pending: VecDeque::new(), subscribers: Vec::new() };
+        let statistics = Arc::new(EngineStatistics::default());
         let inner = Arc::new(Inner {
             backend,
             options,
             state: RwLock::new(state),
             feed: Mutex::new(feed),
-            commit: Arc::default(),
+            commit: Arc::new(GroupCommit::new(statistics.clone())),
             housekeeping: housekeeping.clone(),
+            statistics,
         });
         let weak = Arc::downgrade(&inner);
         inner.commit.set_publisher(Box::new(move |durable| {
@@ -459,6 +462,7 @@ impl Inner {
         };
         match compaction {
             Some(Ok(seq)) => {
+                self.statistics.compacted_automatically();
                 if let Err(error) = self.finish(Some(seq)).await {
                     tracing::warn!(%error, "compaction did not become durable");
                 }
@@ -686,5 +690,9 @@ impl Store for MvccStore {
             self.inner.revoke_locked(&mut state, lease)?
         };
         self.inner.finish(written.seq).await
+    }
+
+    fn engine_statistics(&self) -> Option<Arc<EngineStatistics>> {
+        Some(self.inner.statistics.clone())
     }
 }

@@ -29,6 +29,15 @@ async fn history_beyond_the_bound_is_compacted_automatically() {
     );
     assert!(store.watch("", 100 - 16).await.is_ok(), "the retained history stays watchable");
     assert_eq!(store.range(&RangeRequest::prefix("k")).await.unwrap().kvs.len(), 3);
+    let statistics = store.engine_statistics().expect("the engine counts its own compactions");
+    let automatic = statistics.automatic_compactions();
+    assert!(automatic >= 1, "the housekeeping compaction is counted");
+    store.compact(compacted + 1).await.unwrap();
+    assert_eq!(
+        statistics.automatic_compactions(),
+        automatic,
+        "a compaction asked for is the asker's to count"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -263,6 +272,45 @@ async fn a_write_whose_writer_went_away_still_becomes_durable_and_visible() {
         assert_eq!(event.revision(), revision);
     }
     assert!(backend.flushes.load(std::sync::atomic::Ordering::SeqCst) >= 2, "the orphaned write was flushed");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_commit_counts_every_write_it_made_durable_together() {
+    let (backend, open) = gated();
+    let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+    let statistics = store.engine_statistics().expect("the engine counts its group commits");
+    let put = |key: String| {
+        let store = store.clone();
+        tokio::spawn(async move { store.put(&key, b"v".to_vec()).await })
+    };
+    let first = put("first".to_owned());
+    while backend.begun.load(std::sync::atomic::Ordering::SeqCst) < 1 {
+        tokio::task::yield_now().await;
+    }
+    // Five writers arrive while the first flush is under way: the next flush carries them all.
+    let waiting: Vec<_> = (0..5).map(|i| put(format!("k{i}"))).collect();
+    while store.revision().await.unwrap() < 6 {
+        tokio::task::yield_now().await;
+    }
+    open.send(()).unwrap();
+    first.await.unwrap().unwrap();
+    open.send(()).unwrap();
+    for writer in waiting {
+        writer.await.unwrap().unwrap();
+    }
+    let batches = statistics.commit_batches();
+    assert_eq!((batches.commits, batches.writes), (2, 6), "{batches:?}");
+    assert_eq!(batches.buckets[0], (Some(1), 1), "the first write went alone: {batches:?}");
+    assert_eq!(batches.buckets[3], (Some(8), 1), "the five went together: {batches:?}");
+    assert_eq!(backend.flushes.load(std::sync::atomic::Ordering::SeqCst), 2, "one flush each");
+}
+
+#[tokio::test]
+async fn a_volatile_engine_counts_no_group_commit() {
+    let store = MvccStore::in_memory(Options::default()).unwrap();
+    store.put("k", b"v".to_vec()).await.unwrap();
+    let batches = store.engine_statistics().expect("counted").commit_batches();
+    assert_eq!((batches.commits, batches.writes), (0, 0), "nothing is flushed in memory");
 }
 
 #[tokio::test]

@@ -11,6 +11,7 @@ mod check;
 mod consul;
 mod leases;
 mod metrics;
+mod node_lease_gc;
 mod node_logs_gate;
 mod nodes;
 mod placement;
