@@ -32,7 +32,8 @@ enum Command {
     /// Join a fleet with a bootstrap token, then run (what `kayra-controller token create
     /// --print-join-command` prints).
     Join {
-        /// The controller, `https://<host>:6443`.
+        /// The controller, `https://<host>:6443`, or each replica's, comma-separated
+        /// (`https://a:6443,https://b:6443`): the node holds one session, to one of them.
         #[arg(long)]
         server: String,
         /// The bootstrap token, `<id>.<secret>`.
@@ -60,6 +61,9 @@ enum Command {
     Run {
         #[command(flatten)]
         node: Node,
+        /// The controllers to talk to instead of those the node joined with, comma-separated.
+        #[arg(long)]
+        server: Option<String>,
     },
     /// The supervisor of one Application's process (started by the agent itself).
     #[command(hide = true)]
@@ -106,7 +110,7 @@ fn main() -> ExitCode {
     }
     // The agent's own log goes to its data directory too (rotated), and to standard error.
     let own_log = match &cli.command {
-        Command::Join { node, .. } | Command::Run { node } => {
+        Command::Join { node, .. } | Command::Run { node, .. } => {
             let dir = data_dir(node);
             match kayra_nodeagent::own_log::OwnLog::open(&dir, kayra_nodeagent::own_log::DEFAULT_LIMIT) {
                 Ok(log) => Some(log),
@@ -140,7 +144,7 @@ fn main() -> ExitCode {
                 };
                 (node, Some((server, token, ca_cert_hash, *join_only, registration)))
             }
-            Command::Run { node } => (node, None),
+            Command::Run { node, .. } => (node, None),
             Command::Supervise { .. } => unreachable!("handled before the runtime starts"),
         };
         // A join names the node; a later run takes the name the data directory was joined as.
@@ -148,7 +152,10 @@ fn main() -> ExitCode {
             Some(_) => node.name.clone().unwrap_or_else(kayra_nodeagent::default_node_name),
             None => kayra_nodeagent::run_node_name(&data_dir(node), node.name.as_deref())?,
         };
-        let config = config(node, node_name).map_err(anyhow::Error::msg)?;
+        let mut config = config(node, node_name).map_err(anyhow::Error::msg)?;
+        if let Command::Run { server: Some(server), .. } = &cli.command {
+            config.server = Some(server.clone());
+        }
         if let Some((server, token, hash, join_only, registration)) = join {
             kayra_nodeagent::join_registering(&config, server, token, hash, &registration).await?;
             if join_only {

@@ -474,6 +474,11 @@ fn normalize_pin(pin: &str) -> Result<String, JoinError> {
     Ok(format!("sha256:{}", hex.to_ascii_lowercase()))
 }
 
+/// Checks that `server_url` is one a node can join through: `https://host[:port]`.
+pub fn check_server(server_url: &str) -> Result<(), JoinError> {
+    host_and_port(server_url).map(|_| ())
+}
+
 /// The host and port of an `https://` URL (port 443 when it names none).
 fn host_and_port(server_url: &str) -> Result<(String, u16), JoinError> {
     let bad = || JoinError::BadServer { server: server_url.to_owned() };

@@ -14,6 +14,7 @@ mod error;
 mod node;
 pub mod own_log;
 mod renewal;
+mod servers;
 pub mod session;
 
 use std::path::{Path, PathBuf};
@@ -25,6 +26,7 @@ use kayra_grpc::client::Credentials;
 use tokio_util::sync::CancellationToken;
 
 pub use error::NodeAgentError;
+pub use servers::Servers;
 pub use session::SessionConfig;
 
 /// Where an agent keeps its state and who it is.
@@ -36,7 +38,8 @@ pub struct AgentConfig {
     pub node_name: String,
     /// The argv prefix that runs the supervisor program: `[<this executable>, "supervise"]`.
     pub supervisor: Vec<String>,
-    /// The controller to talk to; `None` is the one the node joined through.
+    /// The controllers to talk to (`https://a:6443,https://b:6443`: one session, to one of
+    /// them at a time); `None` is the list the node joined with.
     pub server: Option<String>,
     /// How the session behaves.
     pub session: SessionConfig,
@@ -135,12 +138,18 @@ pub async fn join_registering(
     let taints: Vec<String> = registration.taints.iter().map(ToString::to_string).collect();
     let kept = serde_json::json!({"cordon": registration.unschedulable, "registerWithTaints": taints});
     write_private(&config.data_dir.join(REGISTRATION_FILE), &kept.to_string())?;
-    let joined =
-        join::join(server, ca_cert_hash, token, &config.node_name, join::DEFAULT_CERTIFICATE_TIMEOUT).await?;
+    let servers = Servers::parse(server, &config.node_name)?;
+    let (joined, through) = servers::each_until_answered(&servers, |server| async move {
+        let joined =
+            join::join(&server, ca_cert_hash, token, &config.node_name, join::DEFAULT_CERTIFICATE_TIMEOUT)
+                .await?;
+        Ok((joined, server))
+    })
+    .await?;
     join::store(&pki(&config.data_dir), &joined)?;
-    write_private(&config.data_dir.join(SERVER_FILE), server)?;
+    write_private(&config.data_dir.join(SERVER_FILE), &servers.list())?;
     write_private(&config.data_dir.join(NAME_FILE), &config.node_name)?;
-    tracing::info!(node = %config.node_name, server, "joined the fleet");
+    tracing::info!(node = %config.node_name, server = %through, "joined the fleet");
     Ok(())
 }
 
@@ -190,14 +199,16 @@ fn write_private(path: &Path, text: &str) -> Result<(), NodeAgentError> {
 /// renewed certificate is used from the next session on.
 struct Stored {
     dir: PathBuf,
-    server: String,
+    servers: Servers,
 }
 
 impl session::CredentialSource for Stored {
     fn credentials(&self) -> Result<Credentials, String> {
         match join::load(&self.dir) {
             Ok(Some(Joined { key_pem, cert_pem, ca_pem })) => {
-                Ok(Credentials { server: self.server.clone(), ca_pem, cert_pem, key_pem })
+                // Each connection goes to the next controller in turn: a node whose replica is
+                // gone, or whose session there ended, moves to another.
+                Ok(Credentials { server: self.servers.take().to_owned(), ca_pem, cert_pem, key_pem })
             }
             Ok(None) => {
                 Err(format!("no node credentials under {}; run `kayra-agent join` first", self.dir.display()))
@@ -238,9 +249,10 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> Result<(), Nod
     let registration = registration(data_dir)?;
     let runtime = kayra_runtime::runtime::Runtime::open(runtime_config).await?;
     let workloads = Arc::new(node::Node::new(runtime, registration, data_dir.join(own_log::FILE_NAME)));
+    let servers = Servers::parse(&server, &config.node_name)?;
     let renewal =
-        tokio::spawn(renewal::renew(pki(data_dir), server.clone(), config.node_name.clone(), stop.clone()));
-    let credentials = Arc::new(Stored { dir: pki(data_dir), server });
+        tokio::spawn(renewal::renew(pki(data_dir), servers.clone(), config.node_name.clone(), stop.clone()));
+    let credentials = Arc::new(Stored { dir: pki(data_dir), servers });
     session::run(workloads.clone(), credentials, config.session.clone(), stop).await;
     renewal.abort();
     if let Ok(node) = Arc::try_unwrap(workloads) {

@@ -7,11 +7,14 @@ use std::time::{Duration, SystemTime};
 use kayra_client::join;
 use tokio_util::sync::CancellationToken;
 
+use crate::servers::{self, Servers};
+
 /// How long a failed renewal waits before it is tried again.
 const RENEWAL_RETRY: Duration = Duration::from_secs(60);
 
 /// Renews the certificate kept under `dir` whenever it is due, until `stop`.
-pub(crate) async fn renew(dir: PathBuf, server: String, node: String, stop: CancellationToken) {
+/// Each renewal asks the controllers in turn until one answers.
+pub(crate) async fn renew(dir: PathBuf, servers: Servers, node: String, stop: CancellationToken) {
     loop {
         let current = match join::load(&dir) {
             Ok(Some(current)) => current,
@@ -28,7 +31,11 @@ pub(crate) async fn renew(dir: PathBuf, server: String, node: String, stop: Canc
             () = stop.cancelled() => return,
             () = tokio::time::sleep(wait) => {}
         }
-        match join::renew(&server, &current, &node, join::DEFAULT_CERTIFICATE_TIMEOUT).await {
+        let renewed = servers::each_until_answered(&servers, |server| {
+            let (current, node) = (&current, &node);
+            async move { join::renew(&server, current, node, join::DEFAULT_CERTIFICATE_TIMEOUT).await }
+        });
+        match renewed.await {
             Ok(renewed) => match join::store(&dir, &renewed) {
                 Ok(()) => tracing::info!(node, "renewed the node's certificate"),
                 Err(error) => tracing::warn!(%error, "cannot keep the renewed certificate"),

@@ -82,14 +82,16 @@ pub async fn run(
             Ok(credentials) => {
                 tokio::select! {
                     () = stop.cancelled() => return,
-                    connected = kayra_grpc::client::connect(&credentials) => connected.map_err(|error| error.to_string()),
+                    connected = kayra_grpc::client::connect(&credentials) => connected
+                        .map(|connection| (connection, credentials.server))
+                        .map_err(|error| error.to_string()),
                 }
             }
             Err(error) => Err(error),
         };
         match connected {
-            Ok(connection) => {
-                tracing::info!("the node session is open");
+            Ok((connection, server)) => {
+                tracing::info!(server, "the node session is open");
                 backoff = config.first_backoff;
                 let ended = hold(connection, workloads.as_ref(), &mut events, &config, &stop).await;
                 if stop.is_cancelled() {

@@ -1,13 +1,16 @@
 //! Replicas on a real three-member etcd: a second replica served from a copy of the first's
 //! data directory answers `kubectl` with what the first wrote, including while an etcd member
 //! is dead and when it starts with one dead; a controller initialised for another cluster,
-//! pointed at the same etcd, refuses to start and writes nothing.
+//! pointed at the same etcd, refuses to start and writes nothing; a real agent joined with
+//! every replica's URL (one of them dead) keeps its node alive through the others when a
+//! replica is killed.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use kayra_store_etcd::test_server::{EtcdCluster, StartError, skip_test};
 
+use crate::agents::{Agent, join_line, unique, wait_for};
 use crate::{Controller, free_port, have_kubectl};
 
 /// A replica of `first`: a copy of its data directory, served on ports of its own.
@@ -85,4 +88,39 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     assert!(said.contains("the store belongs to another cluster"), "{said}");
     let namespaces = kubectl_ok(&second, &["get", "namespaces", "-o", "name"]);
     assert!(namespaces.contains("namespace/written-through-the-first"), "the cluster is untouched");
+
+    // A node joined with every replica's URL, the first of them dead, joins through another;
+    // when the replica holding its session is killed, it moves to the other, where its Lease
+    // goes on being renewed.
+    let line = join_line(&first);
+    let dead = format!("https://127.0.0.1:{}", free_port());
+    let servers = format!("{dead},{},{}", first.url(), second.url());
+    let mut words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+    let at = words.iter().position(|word| word == "--server").expect("the line names the server") + 1;
+    words[at] = servers;
+    let name = unique("replicated");
+    let agent = Agent::join(&words.join(" "), &name);
+    let renewed = |through: &Controller| {
+        let output = through.kubectl_with_token(
+            &through.token(),
+            &["get", "lease", "-n", "kube-node-lease", &name, "-o", "jsonpath={.spec.renewTime}"],
+        );
+        String::from_utf8_lossy(&output.stdout).parse::<jiff::Timestamp>().ok()
+    };
+    wait_for("the node's first Lease", Duration::from_secs(60), || renewed(&second));
+    let holder = wait_for("the node's session", Duration::from_secs(30), || {
+        let log = agent.log();
+        let line = log.lines().rev().find(|line| line.contains("the node session is open"))?.to_owned();
+        Some(line)
+    });
+    let (holding, left) = if holder.contains(&first.url()) { (first, second) } else { (second, first) };
+    drop(holding);
+    let killed = jiff::Timestamp::now();
+    let within = Duration::from_secs(60);
+    wait_for("a renewal through the replica left, within 60 s of the other's death", within, || {
+        renewed(&left).filter(|at| *at > killed)
+    });
+    let moved = agent.log();
+    let last = moved.lines().rev().find(|line| line.contains("the node session is open")).unwrap_or_default();
+    assert!(last.contains(&left.url()), "the session moved to {}:\n{moved}", left.url());
 }
