@@ -154,8 +154,14 @@ pub async fn run(
         servers.spawn(kayra_apiserver::serve(http, None, app, ServeOptions::default(), stopped(&stop)));
     }
     // What prints a join command names where the controller answers, not what it was told.
-    address::record_serving_url(&config.data_dir, &address::serving_url(host, bound.port()))?;
+    let url = address::serving_url(host, bound.port());
+    address::record_serving_url(&config.data_dir, &url)?;
     let nodes = control_plane.nodes.clone();
+    // The store records which replica holds each node's session, and where it answers.
+    nodes.serve_as(kayra_nodeserver::Replica {
+        id: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
+        url,
+    });
     shutdown.await;
     // Node sessions never end by themselves: end them so the servers can drain.
     nodes.shutdown();

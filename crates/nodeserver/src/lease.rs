@@ -24,7 +24,7 @@ pub(crate) struct Renewed {
 const CONFLICT_RETRIES: usize = 3;
 
 /// A Lease timestamp: Kubernetes' MicroTime, to the microsecond.
-fn micro_time(now: jiff::Timestamp) -> String {
+pub(crate) fn micro_time(now: jiff::Timestamp) -> String {
     now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
 }
 
@@ -132,7 +132,8 @@ pub(crate) async fn renew(inner: &Inner, live: &Live, node: Option<&Object>) -> 
     };
     *live.lease.lock().expect("the lease record's lock is never held across a panic") =
         Some(Renewed { lease: written, at: Instant::now() });
-    Ok(())
+    // The record of which replica holds the session is renewed with the node's Lease.
+    crate::holder::renew(inner, live).await
 }
 
 #[cfg(test)]

@@ -17,6 +17,7 @@
 
 mod cache;
 mod error;
+mod holder;
 mod lease;
 mod liveness;
 mod logs;
@@ -40,6 +41,7 @@ use kayra_authn::Identity;
 use kayra_registry::{RegistryError, Resource};
 
 pub use error::NodeServerError;
+pub use holder::Replica;
 pub use logs::LogStream;
 pub use session::Session;
 
@@ -115,6 +117,8 @@ pub(crate) struct Inner {
     closing: std::sync::atomic::AtomicBool,
     started: Instant,
     metrics: metrics::FleetMetrics,
+    /// This replica, once it serves: session records name it ([`holder`]).
+    replica: std::sync::OnceLock<holder::Replica>,
 }
 
 impl Inner {
@@ -160,6 +164,7 @@ impl NodeServer {
                 closing: std::sync::atomic::AtomicBool::new(false),
                 started: Instant::now(),
                 metrics: metrics::FleetMetrics::default(),
+                replica: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -191,7 +196,15 @@ impl NodeServer {
         }
         let epoch = inner.next_epoch.fetch_add(1, Ordering::Relaxed);
         let (live, session) = session::open(inner.clone(), node.to_owned(), identity.clone(), epoch, now);
-        sessions.insert(node.to_owned(), live);
+        sessions.insert(node.to_owned(), live.clone());
+        if inner.replica.get().is_some() {
+            let inner = inner.clone();
+            tokio::spawn(async move {
+                if let Err(error) = holder::claim(&inner, &live).await {
+                    tracing::warn!(%error, node = %live.node, "cannot record that this replica holds the node");
+                }
+            });
+        }
         Ok(session)
     }
 
@@ -203,6 +216,20 @@ impl NodeServer {
         for live in sessions.values() {
             live.end();
         }
+    }
+
+    /// Names this server as `replica` (its id, and the URL it serves at) in the store's records
+    /// of which replica holds each node's session, and follows the records: a node that opens
+    /// a session on another replica ends its session here. Set once, when the server serves.
+    pub fn serve_as(&self, replica: Replica) {
+        if self.inner.replica.set(replica).is_ok() {
+            tokio::spawn(holder::follow(Arc::downgrade(&self.inner)));
+        }
+    }
+
+    /// The replica holding `node`'s session, as the store's record says while it lasts.
+    pub async fn holder(&self, node: &str) -> Result<Option<Replica>, NodeServerError> {
+        holder::holder(&self.inner, node).await
     }
 
     /// How many sessions this server holds.

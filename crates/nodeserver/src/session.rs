@@ -47,6 +47,9 @@ pub(crate) struct Live {
     pub(crate) lease: Mutex<Option<Renewed>>,
     /// Whether the node's registration is known to be recorded ([`crate::registration`]).
     pub(crate) recorded: AtomicBool,
+    /// The revision of this replica's claim of the node ([`crate::holder`]); a record naming
+    /// another replica at a later revision ends the session. `u64::MAX` until claimed.
+    pub(crate) claimed: AtomicU64,
     usage: Mutex<HashMap<(String, String), Samples>>,
 }
 
@@ -130,6 +133,7 @@ pub(crate) fn open(
         written: Mutex::new(None),
         lease: Mutex::new(None),
         recorded: AtomicBool::new(false),
+        claimed: AtomicU64::new(u64::MAX),
         usage: Mutex::default(),
     });
     let session = Session { live: live.clone(), inner, desired: desired_rx, control: control_rx };

@@ -93,3 +93,45 @@ async fn a_session_keeps_its_last_two_samples_and_only_of_what_is_bound_to_it() 
     drop(session);
     assert!(source.node("n1").await.is_none() && source.nodes().await.is_empty());
 }
+
+#[tokio::test]
+async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_first() {
+    use crate::Replica;
+    let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
+    let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
+    let admin = control.client(kayra_application::controller_identity("test"));
+    let namespaces = admin.resource("", "namespaces").expect("namespaces");
+    let namespace =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kayra-system"}});
+    admin.create(&namespaces, None, namespace).await.expect("the namespace");
+    let config = || Config { ready_timeout: Duration::from_secs(40), ..Config::default() };
+    let (a, b) =
+        (NodeServer::new(control.clone(), config()).unwrap(), NodeServer::new(control, config()).unwrap());
+    let (replica_a, replica_b) = (
+        Replica { id: "a".into(), url: "https://10.0.0.1:6443".into() },
+        Replica { id: "b".into(), url: "https://10.0.0.2:6443".into() },
+    );
+    a.serve_as(replica_a.clone());
+    b.serve_as(replica_b.clone());
+    let held_by = async |server: &NodeServer, replica: &Replica| {
+        for _ in 0..100 {
+            if server.holder("n1").await.expect("readable").as_ref() == Some(replica) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("the record never named {replica:?}");
+    };
+    let mut on_a = a.open(&node("n1")).expect("a session on the first replica");
+    held_by(&b, &replica_a).await;
+    let mut on_b = b.open(&node("n1")).expect("a session on the second replica");
+    held_by(&a, &replica_b).await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), on_a.next()).await;
+    assert!(ended.expect("the first replica's session ends within the watch's delay").is_none());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), on_b.next()).await.is_err(),
+        "the new holder's session goes on"
+    );
+    assert_eq!(b.holder("n1").await.expect("readable"), Some(replica_b), "nothing wrote the first back");
+}

@@ -56,68 +56,72 @@ where
 fn may_retry(call: Call, error: &etcd_client::Error) -> bool {
     use etcd_client::Error as E;
     match error {
-        E::GRpcStatus(status) => {
-            let message = status.message();
-            let unsent = status.code() == tonic::Code::Unavailable
-                && (message.contains("tcp connect error") || message.contains("error trying to connect"));
-            let leaderless = message.contains("no leader");
-            let in_transit =
-                matches!(status.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded)
-                    || message.contains("transport error")
-                    || message.contains("leader changed");
-            unsent || leaderless || (call == Call::Idempotent && in_transit)
-        }
+        E::GRpcStatus(status) => may_retry_status(call, i32::from(status.code()), status.message()),
         E::TransportError(_) | E::IoError(_) => call == Call::Idempotent,
         _ => false,
     }
+}
+
+/// gRPC's codes for a call that did not reach an answer.
+const UNAVAILABLE: i32 = 14;
+const DEADLINE_EXCEEDED: i32 = 4;
+
+/// Whether a call etcd (or the connection to it) answered with gRPC status `code` and
+/// `message` may run again.
+fn may_retry_status(call: Call, code: i32, message: &str) -> bool {
+    let unsent = code == UNAVAILABLE
+        && (message.contains("tcp connect error") || message.contains("error trying to connect"));
+    let leaderless = message.contains("no leader");
+    let in_transit = matches!(code, UNAVAILABLE | DEADLINE_EXCEEDED)
+        || message.contains("transport error")
+        || message.contains("leader changed");
+    unsent || leaderless || (call == Call::Idempotent && in_transit)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn status(code: tonic::Code, message: &str) -> etcd_client::Error {
-        etcd_client::Error::GRpcStatus(tonic::Status::new(code, message))
-    }
-
     #[test]
     fn only_what_cannot_apply_twice_is_tried_again() {
-        let unsent = status(tonic::Code::Unavailable, "tcp connect error");
-        let leaderless = status(tonic::Code::Unavailable, "etcdserver: no leader");
-        let lost = status(tonic::Code::Unavailable, "error reading a body from connection");
-        let timed_out = status(tonic::Code::Unavailable, "etcdserver: request timed out");
-        let broken = status(tonic::Code::Unknown, "transport error");
-        let refused = status(tonic::Code::InvalidArgument, "etcdserver: request is too large");
-        for (error, idempotent, write) in [
-            (&unsent, true, true),
-            (&leaderless, true, true),
-            (&lost, true, false),
-            (&timed_out, true, false),
-            (&broken, true, false),
-        ] {
-            assert_eq!(may_retry(Call::Idempotent, error), idempotent, "{error}");
-            assert_eq!(may_retry(Call::Write, error), write, "{error}");
+        const UNKNOWN: i32 = 2;
+        const INVALID_ARGUMENT: i32 = 3;
+        let cases = [
+            (UNAVAILABLE, "tcp connect error", true, true),
+            (UNAVAILABLE, "etcdserver: no leader", true, true),
+            (UNAVAILABLE, "error reading a body from connection", true, false),
+            (UNAVAILABLE, "etcdserver: request timed out", true, false),
+            (UNKNOWN, "transport error", true, false),
+            (INVALID_ARGUMENT, "etcdserver: request is too large", false, false),
+        ];
+        for (code, message, idempotent, write) in cases {
+            assert_eq!(may_retry_status(Call::Idempotent, code, message), idempotent, "{message}");
+            assert_eq!(may_retry_status(Call::Write, code, message), write, "{message}");
         }
-        assert!(!may_retry(Call::Idempotent, &refused));
+        let broken = || etcd_client::Error::IoError(std::io::Error::other("broken pipe"));
+        assert!(may_retry(Call::Idempotent, &broken()) && !may_retry(Call::Write, &broken()));
     }
 
     #[tokio::test]
     async fn a_call_is_tried_until_it_answers_or_patience_runs_out() {
+        let failure = || etcd_client::Error::IoError(std::io::Error::other("connection reset"));
         let mut calls = 0;
-        let answered = retrying(Call::Write, || {
+        let answered = retrying(Call::Idempotent, || {
             calls += 1;
-            let answer = if calls < 3 {
-                Err(status(tonic::Code::Unavailable, "tcp connect error"))
-            } else {
-                Ok(calls)
-            };
+            let answer = if calls < 3 { Err(failure()) } else { Ok(calls) };
             async move { answer }
         })
         .await;
         assert_eq!(answered.ok(), Some(3));
+        let mut writes = 0;
+        let written: Result<(), _> = retrying(Call::Write, || {
+            writes += 1;
+            async { Err(failure()) }
+        })
+        .await;
+        assert!(written.is_err() && writes == 1, "a write that may have arrived is not sent again");
         let started = Instant::now();
-        let failed: Result<(), _> =
-            retrying(Call::Idempotent, || async { Err(status(tonic::Code::Unavailable, "no leader")) }).await;
+        let failed: Result<(), _> = retrying(Call::Idempotent, || async { Err(failure()) }).await;
         assert!(failed.is_err());
         assert!(started.elapsed() <= PATIENCE + MAX_WAIT, "gave up within its patience");
     }
