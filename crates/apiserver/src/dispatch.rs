@@ -96,6 +96,7 @@ pub(crate) async fn serve(
         Target::Catalog(_) => catalog::serve(&state, &permitted, &query, &parts.headers, &body).await,
         Target::Check => check::serve(&state, &permitted, &body).await,
         Target::NodeLog { .. } => handlers::logs::serve_agent(&state, &permitted, &query).await,
+        Target::SessionLog { .. } => handlers::logs::serve_forwarded(&state, &permitted, &query).await,
     }
 }
 

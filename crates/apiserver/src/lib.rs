@@ -23,6 +23,7 @@ mod media;
 pub mod metrics;
 mod middleware;
 mod openapi;
+pub mod peers;
 mod protobuf;
 mod routes;
 mod serve;

@@ -77,6 +77,14 @@ pub(crate) enum Target {
     Catalog(CatalogPath),
     /// `POST /apis/authorization.<domain>/v1/check`: an RBAC decision for an app.
     Check,
+    /// `GET /apis/fleet.<domain>/v1/nodes/<name>/sessionlog`: a log another replica forwards
+    /// to the one holding the node's session (the replicas' group only).
+    SessionLog {
+        /// `fleet.<domain>`.
+        group: String,
+        /// The node.
+        node: String,
+    },
     /// `GET /apis/fleet.<domain>/v1/nodes/<name>/log`: a node agent's own log, routed only
     /// when the `NodeLogs` gate is on.
     NodeLog {
@@ -170,6 +178,11 @@ pub(crate) fn parse(scheme: &Scheme, gates: Gates, path: &str) -> Result<Target,
             if gates.node_logs && *group == format!("fleet.{}", scheme.domain()) =>
         {
             Ok(Target::NodeLog { group: (*group).to_owned(), node: (*node).to_owned() })
+        }
+        ["apis", group, "v1", "nodes", node, "sessionlog"]
+            if *group == format!("fleet.{}", scheme.domain()) =>
+        {
+            Ok(Target::SessionLog { group: (*group).to_owned(), node: (*node).to_owned() })
         }
         ["api", version, rest @ ..] => resource(scheme, "", version, rest),
         ["apis", group, version, rest @ ..] => resource(scheme, group, version, rest),

@@ -28,6 +28,8 @@ pub struct ApiState {
     pub(crate) watch_stall: std::time::Duration,
     /// The routes feature gates turn on.
     pub(crate) gates: crate::routes::Gates,
+    /// The other replicas, and this one's id among them: logs held elsewhere are read there.
+    pub(crate) peers: Option<(Arc<dyn crate::peers::Peers>, String)>,
 }
 
 /// How long a watch may hold events its client has not taken, unless configured otherwise.
@@ -51,6 +53,7 @@ impl ApiState {
             nodes: None,
             watch_stall: DEFAULT_WATCH_STALL,
             gates: crate::routes::Gates::default(),
+            peers: None,
         }
     }
 
@@ -86,6 +89,13 @@ impl ApiState {
     /// Serves the routes `gates` turn on; the others do not exist (404, as a typo).
     pub fn with_gates(mut self, gates: crate::routes::Gates) -> ApiState {
         self.gates = gates;
+        self
+    }
+
+    /// Reads logs whose node holds its session with another replica through `peers`; `me` is
+    /// this replica's id, as the store's session records name it.
+    pub fn with_peers(mut self, peers: Arc<dyn crate::peers::Peers>, me: String) -> ApiState {
+        self.peers = Some((peers, me));
         self
     }
 

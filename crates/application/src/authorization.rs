@@ -45,6 +45,10 @@ pub enum Target {
     /// A node agent's own log (`GET /apis/fleet.<domain>/v1/nodes/<name>/log`, behind the
     /// `NodeLogs` gate), decided as `get` on `nodes/log` of that group.
     NodeLog(String),
+    /// A log stream another replica forwards to the one holding the node's session
+    /// (`GET /apis/fleet.<domain>/v1/nodes/<name>/sessionlog`): only the replicas may ask,
+    /// whatever RBAC says, since the replica that forwards has authorized its caller already.
+    SessionLog(String),
     /// A path that names no resource: discovery, OpenAPI, `/version`, `/metrics`.
     Path(String),
 }
@@ -106,6 +110,11 @@ impl Request {
         Request { verb: Verb::Get, target: Target::NodeLog(name.to_owned()) }
     }
 
+    /// A replica's forwarded read of a log held in node `name`'s session.
+    pub fn session_log(name: &str) -> Request {
+        Request { verb: Verb::Get, target: Target::SessionLog(name.to_owned()) }
+    }
+
     /// A read of a path that names no resource.
     pub fn path(path: &str) -> Request {
         Request { verb: Verb::Get, target: Target::Path(path.to_owned()) }
@@ -144,6 +153,16 @@ impl ApplicationLayer {
     /// current RBAC index, and what of it the caller may see; `Forbidden` naming what was
     /// refused, as Kubernetes words it.
     pub(crate) fn authorize(&self, identity: &Identity, request: &Request) -> Result<Scope, RegistryError> {
+        if let Target::SessionLog(node) = &request.target {
+            return match identity.groups.iter().any(|group| group == kayra_authn::CONTROLLERS_GROUP) {
+                true => Ok(Scope::All),
+                false => Err(RegistryError::Forbidden(format!(
+                    "User \"{}\" cannot get resource \"nodes/sessionlog\" of node \"{node}\": only the \
+                     controller's replicas may",
+                    identity.user
+                ))),
+            };
+        }
         let action = self.action(request);
         if self.allows(identity, &action) {
             return Ok(Scope::All);
@@ -186,10 +205,13 @@ impl ApplicationLayer {
                 namespace: None,
                 name: None,
             },
-            Target::NodeLog(node) => Action::Resource {
+            Target::NodeLog(node) | Target::SessionLog(node) => Action::Resource {
                 verb: Verb::Get.as_str().to_owned(),
                 api: format!("fleet.{}", self.scheme().domain()),
-                resource: "nodes/log".to_owned(),
+                resource: match &request.target {
+                    Target::SessionLog(_) => "nodes/sessionlog".to_owned(),
+                    _ => "nodes/log".to_owned(),
+                },
                 namespace: None,
                 name: Some(node.clone()),
             },
@@ -234,6 +256,13 @@ impl ApplicationLayer {
     /// service account), group and uid needs `impersonate` on it, and the request then acts as
     /// exactly that user and those groups.
     pub fn impersonate(&self, caller: &Identity, wanted: &Impersonation) -> Result<Identity, RegistryError> {
+        if wanted.groups.iter().any(|group| group == kayra_authn::CONTROLLERS_GROUP) {
+            return Err(RegistryError::Forbidden(format!(
+                "User \"{}\" cannot impersonate group \"{}\": it is the controller replicas' own",
+                caller.user,
+                kayra_authn::CONTROLLERS_GROUP
+            )));
+        }
         let mut needed = Vec::new();
         match wanted.user.strip_prefix("system:serviceaccount:").and_then(|rest| rest.split_once(':')) {
             Some((namespace, name)) => {

@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 use std::time::SystemTime;
 
+/// The group of the controller's replicas, as they identify themselves to each other (a client
+/// certificate each replica issues itself with the cluster CA). Reserved: no token, bootstrap
+/// or node credential, impersonation or RBAC object can put a caller in it.
+pub const CONTROLLERS_GROUP: &str = "system:kayra:controllers";
+
 /// An authenticated caller.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Identity {
@@ -163,10 +168,16 @@ fn parse_tokens(text: &str) -> Result<HashMap<[u8; 32], Identity>, (usize, Strin
         if fields[0].is_empty() || fields[1].is_empty() {
             return Err((at + 1, "the token and the user may not be empty".to_owned()));
         }
-        let groups = fields
+        let groups: Vec<String> = fields
             .get(3)
             .map(|g| g.split(',').map(str::trim).filter(|g| !g.is_empty()).map(str::to_owned).collect())
             .unwrap_or_default();
+        if groups.iter().any(|group| group == CONTROLLERS_GROUP) {
+            return Err((
+                at + 1,
+                format!("the group {CONTROLLERS_GROUP} is the replicas' own; no token carries it"),
+            ));
+        }
         identities.insert(digest(&fields[0]), Identity::new(fields[1].clone(), fields[2].clone(), groups));
     }
     Ok(identities)
@@ -213,6 +224,13 @@ mod tests {
         std::fs::write(&path, "new,alice,1,\"g\"\nbroken\n").unwrap();
         assert!(file.authenticate("new").is_none(), "a broken file trusts nobody");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn no_token_carries_the_replicas_group() {
+        let refused = parse_tokens("abc,mallory,u1,\"dev,system:kayra:controllers\"\n").expect_err("refused");
+        assert_eq!(refused.0, 1);
+        assert!(refused.1.contains(CONTROLLERS_GROUP), "{}", refused.1);
     }
 
     #[test]

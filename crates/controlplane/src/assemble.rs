@@ -36,6 +36,8 @@ pub struct ControlPlane {
     pub(crate) gc_metrics: kayra_gc::reconciler::GcMetrics,
     /// The static tokens, which the Consul projection authenticates too.
     pub(crate) tokens: Arc<TokenFile>,
+    /// This replica's id among the replicas sharing the store.
+    pub(crate) replica_id: String,
 }
 
 impl std::fmt::Debug for ControlPlane {
@@ -139,7 +141,8 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     application.set_usage_source(nodes.usage_source());
     nodes.register_metrics(&mut metrics_registry);
     let features = config.features().map_err(ControlPlaneError::Invalid)?;
-    let state = ApiState::new(application.clone(), tokens.clone(), config.listen.to_string())
+    let replica_id = format!("{}-{}", std::process::id(), uuid::Uuid::new_v4());
+    let mut state = ApiState::new(application.clone(), tokens.clone(), config.listen.to_string())
         .with_gates(kayra_apiserver::Gates { node_logs: features.node_logs() })
         .with_audit_log(audit)
         .with_catalog(catalog.clone())
@@ -147,6 +150,10 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         .with_metrics(Arc::new(metrics_registry))
         .with_request_metrics(requests)
         .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
+    if crate::cluster::local_ca(config)?.is_some() {
+        let peers = crate::peers::HttpsPeers::new(&config.data_dir, &replica_id)?;
+        state = state.with_peers(Arc::new(peers), replica_id.clone());
+    }
     Ok(ControlPlane {
         application,
         store,
@@ -157,6 +164,7 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         scheduler_metrics,
         gc_metrics,
         tokens,
+        replica_id,
     })
 }
 

@@ -25,6 +25,7 @@ pub mod features;
 mod local;
 mod loops;
 mod metered;
+mod peers;
 pub mod pki;
 mod process;
 mod retry;

@@ -158,10 +158,7 @@ pub async fn run(
     address::record_serving_url(&config.data_dir, &url)?;
     let nodes = control_plane.nodes.clone();
     // The store records which replica holds each node's session, and where it answers.
-    nodes.serve_as(kayra_nodeserver::Replica {
-        id: format!("{}-{}", std::process::id(), uuid::Uuid::new_v4()),
-        url,
-    });
+    nodes.serve_as(kayra_nodeserver::Replica { id: control_plane.replica_id.clone(), url });
     shutdown.await;
     // Node sessions never end by themselves: end them so the servers can drain.
     nodes.shutdown();

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kayra_store_etcd::test_server::{EtcdCluster, StartError, skip_test};
 
-use crate::agents::{Agent, join_line, unique, wait_for};
+use crate::agents::{Agent, application, join_line, kill_all_with, unique, wait_for};
 use crate::{Controller, free_port, have_kubectl};
 
 /// A replica of `first`: a copy of its data directory, served on ports of its own.
@@ -113,6 +113,70 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
         let line = log.lines().rev().find(|line| line.contains("the node session is open"))?.to_owned();
         Some(line)
     });
+    // A workload's log reads the same through each replica: the one holding the node's session
+    // serves it, the others forward it there; only the replicas may ask for a session's log.
+    let marker = unique("replicated-talker");
+    let script = "import itertools, time; [(print('tick', n, flush=True), time.sleep(0.2)) for n in itertools.count()]";
+    let talker = application(
+        "talker",
+        &name,
+        serde_json::json!({"command": ["/usr/bin/python3", "-c", script, &marker]}),
+    );
+    let manifest = first.scratch().join("talker.json");
+    std::fs::write(&manifest, talker.to_string()).unwrap();
+    kubectl_ok(&first, &["apply", "-f", manifest.to_str().unwrap()]);
+    for through in [&first, &second, &third] {
+        let read = wait_for("the talker's log", Duration::from_secs(60), || {
+            let output = through.kubectl_with_token(&through.token(), &["logs", "talker", "--tail", "2"]);
+            let text = String::from_utf8_lossy(&output.stdout).into_owned();
+            (output.status.success() && text.matches("tick").count() == 2).then_some(text)
+        });
+        assert_eq!(read.lines().count(), 2, "through {}: {read}", through.url());
+    }
+    let session_log =
+        format!("/apis/fleet.example.com/v1/nodes/{name}/sessionlog?namespace=default&name=talker");
+    let refused = first.kubectl_with_token(&first.token(), &["get", "--raw", &session_log]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("Forbidden"), "an administrator may not: {said}");
+
+    // As a replica (a certificate of the replicas' group), the replica holding the session
+    // serves its log, and one that does not answers that it holds nothing, forwarding nowhere.
+    let pki = first.dir.path().join("data/pki");
+    let read = |file: &str| std::fs::read_to_string(pki.join(file)).unwrap();
+    let ca = kayra_pki::Ca::from_pem(&read("ca.crt"), &read("ca.key")).unwrap();
+    let peer = ca
+        .issue(
+            kayra_pki::Usage::Client,
+            "system:kayra:controller:test",
+            Some("system:kayra:controllers"),
+            &[],
+        )
+        .unwrap();
+    let (cert, key) = (first.scratch().join("peer.crt"), first.scratch().join("peer.key"));
+    std::fs::write(&cert, &peer.cert_pem).unwrap();
+    std::fs::write(&key, &peer.key_pem).unwrap();
+    let as_peer = |through: &Controller| {
+        let output = Command::new("curl")
+            .args(["-s", "-w", "\n%{http_code}", "--cacert"])
+            .arg(pki.join("ca.crt"))
+            .arg("--cert")
+            .arg(&cert)
+            .arg("--key")
+            .arg(&key)
+            .arg(format!("{}{session_log}&tailLines=1", through.url()))
+            .output()
+            .expect("curl runs");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let holds = if holder.contains(&first.url()) { &first } else { &second };
+    let served = as_peer(holds);
+    assert!(served.ends_with("\n200") && served.contains("tick"), "the holder serves it: {served}");
+    let refused = as_peer(&third);
+    assert!(
+        refused.ends_with("\n503") && refused.contains("holds no session"),
+        "never forwarded again: {refused}"
+    );
+
     let (holding, left) = if holder.contains(&first.url()) { (first, second) } else { (second, first) };
     drop(holding);
     let killed = jiff::Timestamp::now();
@@ -123,4 +187,11 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     let moved = agent.log();
     let last = moved.lines().rev().find(|line| line.contains("the node session is open")).unwrap_or_default();
     assert!(last.contains(&left.url()), "the session moved to {}:\n{moved}", left.url());
+    let output = left.kubectl_with_token(&left.token(), &["logs", "talker", "--tail", "1"]);
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("tick"),
+        "the log reads through the replica left"
+    );
+    drop((agent, third));
+    kill_all_with(&marker);
 }

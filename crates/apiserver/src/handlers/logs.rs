@@ -3,6 +3,11 @@
 //! [--timestamps] [--previous]`). The response body pulls from the node as the client reads,
 //! so a slow reader slows the node; a client that goes away cancels the stream on the node.
 //!
+//! A log whose node holds its session with another replica is read through that replica
+//! (`nodes/<name>/sessionlog`, see [`crate::peers`]), after this replica has authorized the
+//! caller for the log as it always does; the replica holding the session serves it, or refuses,
+//! and never forwards it again.
+//!
 //! Behind the `NodeLogs` gate, `GET /apis/fleet.<domain>/v1/nodes/<name>/log` streams a node
 //! agent's own log the same way (`follow`, `tailLines`, `sinceSeconds`, `sinceTime`,
 //! `limitBytes`; its lines carry their own times).
@@ -84,7 +89,14 @@ pub(crate) async fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
         ApiError::Unavailable("this server holds no node sessions, so it serves no logs".into())
     })?;
     let plural = call.target.kind.plural;
-    let stream = nodes.logs(namespace, name, options).await.map_err(|error| match error {
+    let stream = match nodes.logs(namespace, name, options.clone()).await {
+        Err(NodeServerError::NodeUnavailable { node, .. }) => {
+            let what = Forwarded::Application { namespace, name };
+            return forward(call.state, &node, &what, call.query).await;
+        }
+        other => other,
+    };
+    let stream = stream.map_err(|error| match error {
         NodeServerError::ApplicationNotFound { .. } => {
             ApiError::NotFound(format!("{plural} \"{name}\" not found"))
         }
@@ -116,11 +128,123 @@ pub(crate) async fn serve_agent(
     let nodes = state.nodes.as_ref().ok_or_else(|| {
         ApiError::Unavailable("this server holds no node sessions, so it serves no node logs".into())
     })?;
-    let stream = nodes.agent_log(node, options).await.map_err(|error| match error {
+    let stream = match nodes.agent_log(node, options.clone()).await {
+        Err(NodeServerError::NoSession { .. }) => {
+            return forward(state, node, &Forwarded::Agent, query).await;
+        }
+        other => other,
+    };
+    let stream = stream.map_err(|error| match error {
         NodeServerError::NodeNotFound { .. } => ApiError::NotFound(error.to_string()),
         NodeServerError::NoSession { .. } | NodeServerError::NodeDisconnected { .. } => {
             ApiError::Unavailable(error.to_string())
         }
+        NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
+        _ => ApiError::Internal(error.to_string()),
+    })?;
+    respond(stream).await
+}
+
+/// Which log a forwarded request asks of the node's session.
+enum Forwarded<'a> {
+    /// An Application's.
+    Application { namespace: &'a str, name: &'a str },
+    /// The node agent's own.
+    Agent,
+}
+
+/// Reads the log through the replica the store names as holding `node`'s session; 503 when
+/// none does (or only this one, whose session has gone).
+async fn forward(
+    state: &ApiState,
+    node: &str,
+    what: &Forwarded<'_>,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    let unavailable = || ApiError::Unavailable(format!("node \"{node}\" holds no session with any replica"));
+    let (Some((peers, me)), Some(nodes)) = (state.peers.as_ref(), state.nodes.as_ref()) else {
+        return Err(unavailable());
+    };
+    let holder = nodes.holder(node).await.map_err(|error| ApiError::Unavailable(error.to_string()))?;
+    let Some(holder) = holder.filter(|holder| holder.id != *me) else { return Err(unavailable()) };
+    let mut forwarded: Vec<(String, String)> = query
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "namespace" | "name" | "agent"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    match what {
+        Forwarded::Application { namespace, name } => {
+            forwarded.push(("namespace".into(), (*namespace).to_owned()));
+            forwarded.push(("name".into(), (*name).to_owned()));
+        }
+        Forwarded::Agent => forwarded.push(("agent".into(), "true".into())),
+    }
+    let query = forwarded
+        .iter()
+        .map(|(key, value)| format!("{}={}", encode(key), encode(value)))
+        .collect::<Vec<_>>()
+        .join("&");
+    let url = format!(
+        "{}/apis/fleet.{}/v1/nodes/{}/sessionlog?{query}",
+        holder.url.trim_end_matches('/'),
+        state.scheme().domain(),
+        encode(node)
+    );
+    let answer = peers.get(url).await.map_err(|reason| {
+        ApiError::Unavailable(format!(
+            "the replica holding node \"{node}\"'s session did not answer: {reason}"
+        ))
+    })?;
+    let mut response = Response::new(Body::from_stream(answer.body));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    if let Ok(content_type) = HeaderValue::from_str(&answer.content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+    }
+    Ok(response)
+}
+
+/// `text` percent-encoded for a URL's path segment or query.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|byte| match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                char::from(byte).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+/// Serves a log another replica forwarded, from this replica's session of the node alone.
+pub(crate) async fn serve_forwarded(
+    state: &ApiState,
+    permitted: &Permitted,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    let node = permitted.session_log_source()?;
+    let options = options(query, jiff::Timestamp::now())?;
+    let nodes = state
+        .nodes
+        .as_ref()
+        .ok_or_else(|| ApiError::Unavailable("this server holds no node sessions".into()))?;
+    let holds_nothing = || ApiError::Unavailable(format!("this replica holds no session of node \"{node}\""));
+    let stream = if query.get("agent").is_some_and(|agent| agent == "true") {
+        nodes.agent_log(node, options).await
+    } else {
+        let (Some(namespace), Some(name)) = (query.get("namespace"), query.get("name")) else {
+            return Err(ApiError::BadRequest(
+                "a session log names the Application: namespace and name".into(),
+            ));
+        };
+        nodes.logs(namespace, name, options).await
+    };
+    let stream = stream.map_err(|error| match error {
+        NodeServerError::NodeUnavailable { .. } | NodeServerError::NoSession { .. } => holds_nothing(),
+        NodeServerError::ApplicationNotFound { .. } | NodeServerError::NodeNotFound { .. } => {
+            ApiError::NotFound(error.to_string())
+        }
+        NodeServerError::NotPlaced { .. } => ApiError::BadRequest(error.to_string()),
+        NodeServerError::NodeDisconnected { .. } => ApiError::Unavailable(error.to_string()),
         NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
         _ => ApiError::Internal(error.to_string()),
     })?;

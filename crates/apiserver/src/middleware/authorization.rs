@@ -132,6 +132,8 @@ fn asked(
         Target::Check => Ok(Request::check()),
         Target::NodeLog { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
         Target::NodeLog { node, .. } => Ok(Request::node_log(node)),
+        Target::SessionLog { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
+        Target::SessionLog { node, .. } => Ok(Request::session_log(node)),
         Target::Health => Err(not_found()),
         _ => Ok(Request::path(path)),
     }

@@ -134,6 +134,9 @@ fn labels(request: &Request) -> (RequestLabels, bool) {
         Target::NodeLog { group, .. } => {
             (group.clone(), "nodes".to_owned(), false, true, Some("log".to_owned()))
         }
+        Target::SessionLog { group, .. } => {
+            (group.clone(), "nodes".to_owned(), false, true, Some("sessionlog".to_owned()))
+        }
         _ => return (plain(method_name(method)), false),
     };
     let verb = match (method, &subresource) {

@@ -117,6 +117,14 @@ impl Permitted {
         Ok((target.namespace.as_deref().unwrap_or_default(), named(target)?))
     }
 
+    /// The node whose session's log a replica was authorized to read.
+    pub fn session_log_source(&self) -> Result<&str, RegistryError> {
+        match &self.request().target {
+            Target::SessionLog(node) => Ok(node),
+            _ => Err(self.misused(Verb::Get, Some("nodes/sessionlog"))),
+        }
+    }
+
     /// The node whose agent's own log was authorized.
     pub fn node_log_source(&self) -> Result<&str, RegistryError> {
         match &self.request().target {

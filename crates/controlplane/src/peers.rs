@@ -1,0 +1,65 @@
+//! How this replica reaches the others: HTTPS with a client certificate it issues itself with
+//! the cluster CA at start (user `system:kayra:controller:<id>`, group
+//! `system:kayra:controllers`, kept in memory only), trusting the cluster CA alone. The API
+//! uses it to read a log through the replica holding the node's session.
+
+use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
+use kayra_apiserver::peers::{PeerAnswer, Peers};
+use kayra_pki::Usage;
+
+use crate::ControlPlaneError;
+
+/// The other replicas, over HTTPS.
+pub(crate) struct HttpsPeers {
+    client: reqwest::Client,
+}
+
+impl HttpsPeers {
+    /// A client for replica `id`, with a certificate the CA under `data_dir` signs for it.
+    pub(crate) fn new(data_dir: &std::path::Path, id: &str) -> Result<HttpsPeers, ControlPlaneError> {
+        let ca = crate::pki::read_ca(data_dir)?;
+        let user = format!("system:kayra:controller:{id}");
+        let issued = ca
+            .issue(Usage::Client, &user, Some(kayra_authn::CONTROLLERS_GROUP), &[])
+            .map_err(ControlPlaneError::pki("cannot issue the replica's own certificate"))?;
+        let tls = |error: reqwest::Error| ControlPlaneError::Tls(format!("the replica's client: {error}"));
+        let identity =
+            reqwest::Identity::from_pem(format!("{}{}", issued.cert_pem, issued.key_pem).as_bytes())
+                .map_err(tls)?;
+        let root = reqwest::Certificate::from_pem(ca.cert_pem().as_bytes()).map_err(tls)?;
+        let client = reqwest::Client::builder()
+            .tls_certs_only([root])
+            .identity(identity)
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .build()
+            .map_err(tls)?;
+        Ok(HttpsPeers { client })
+    }
+}
+
+impl Peers for HttpsPeers {
+    fn get(&self, url: String) -> BoxFuture<'static, Result<PeerAnswer, String>> {
+        let client = self.client.clone();
+        Box::pin(async move {
+            let response = client.get(&url).send().await.map_err(|error| error.to_string())?;
+            let status = response.status().as_u16();
+            let content_type = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("text/plain; charset=utf-8")
+                .to_owned();
+            let body = futures_util::stream::unfold(Some(response), |response| async move {
+                let mut response = response?;
+                match response.chunk().await {
+                    Ok(Some(chunk)) => Some((Ok(chunk), Some(response))),
+                    Ok(None) => None,
+                    Err(error) => Some((Err(std::io::Error::other(error)), None)),
+                }
+            })
+            .boxed();
+            Ok(PeerAnswer { status, content_type, body })
+        })
+    }
+}
