@@ -123,3 +123,26 @@ async fn impersonation_needs_impersonate_on_every_user_group_and_uid() {
     let acting = layer.impersonate(&admin, &wanted).expect("a master may impersonate");
     assert_eq!((acting.user.as_str(), acting.groups.contains(&"devs".to_owned())), ("alice", true));
 }
+
+#[tokio::test]
+async fn only_the_replicas_read_a_session_log_and_nobody_impersonates_them() {
+    let layer = layer();
+    let admin = Identity::new("admin", "", vec![kayra_authz::MASTERS.to_owned()]);
+    let replica =
+        Identity::new("system:kayra:controller:r1", "", vec![kayra_authn::CONTROLLERS_GROUP.to_owned()]);
+    let asked = Request::session_log("n1");
+    assert!(matches!(layer.authorize(&replica, &asked), Ok(Scope::All)));
+    match layer.authorize(&admin, &asked) {
+        Err(RegistryError::Forbidden(message)) => assert!(message.contains("nodes/sessionlog"), "{message}"),
+        other => panic!("a master reads no session log: {other:?}"),
+    }
+    let wanted = Impersonation {
+        user: "anyone".into(),
+        groups: vec![kayra_authn::CONTROLLERS_GROUP.to_owned()],
+        uid: None,
+    };
+    assert!(
+        matches!(layer.impersonate(&admin, &wanted), Err(RegistryError::Forbidden(_))),
+        "not even a master acts as a replica"
+    );
+}
