@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kayra_store_etcd::test_server::{EtcdCluster, StartError, skip_test};
 
-use crate::agents::{Agent, application, join_line, kill_all_with, unique, wait_for};
+use crate::agents::{Agent, application, join_line, kill_all_with, the_process, unique, wait_for};
 use crate::{Controller, free_port, have_kubectl};
 
 /// A replica of `first`: a copy of its data directory, served on ports of its own.
@@ -94,7 +94,7 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     // goes on being renewed.
     let line = join_line(&first);
     let dead = format!("https://127.0.0.1:{}", free_port());
-    let servers = format!("{dead},{},{}", first.url(), second.url());
+    let servers = format!("{dead},{},{},{}", first.url(), second.url(), third.url());
     let mut words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
     let at = words.iter().position(|word| word == "--server").expect("the line names the server") + 1;
     words[at] = servers;
@@ -168,30 +168,66 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
             .expect("curl runs");
         String::from_utf8_lossy(&output.stdout).into_owned()
     };
-    let holds = if holder.contains(&first.url()) { &first } else { &second };
+    let holds = [&first, &second, &third]
+        .into_iter()
+        .find(|c| holder.contains(&c.url()))
+        .expect("a replica holds it");
+    let elsewhere =
+        [&first, &second, &third].into_iter().find(|c| !holder.contains(&c.url())).expect("one does not");
     let served = as_peer(holds);
     assert!(served.ends_with("\n200") && served.contains("tick"), "the holder serves it: {served}");
-    let refused = as_peer(&third);
+    let refused = as_peer(elsewhere);
     assert!(
         refused.ends_with("\n503") && refused.contains("holds no session"),
         "never forwarded again: {refused}"
     );
 
-    let (holding, left) = if holder.contains(&first.url()) { (first, second) } else { (second, first) };
-    drop(holding);
-    let killed = jiff::Timestamp::now();
+    let (talker_pid, _) = the_process(&marker);
+    let mut replicas: Vec<Option<Controller>> = vec![Some(first), Some(second), Some(third)];
+    let url_of = |replicas: &[Option<Controller>], n: usize| replicas[n].as_ref().map(Controller::url);
+    let holding =
+        (0..3).find(|n| url_of(&replicas, *n).is_some_and(|url| holder.contains(&url))).expect("a holder");
+    // The holder dies; then, if it was not the first (which started alone, so it leads the
+    // elected loops), the first dies too: the scheduler's leader.
+    let mut killed = Vec::new();
+    for n in [holding, 0] {
+        if let Some(replica) = replicas[n].take() {
+            drop(replica);
+            killed.push(jiff::Timestamp::now());
+        }
+    }
+    let killed = *killed.last().expect("a replica was killed");
+    let left = replicas.iter().flatten().next().expect("a replica is left");
     let within = Duration::from_secs(60);
-    wait_for("a renewal through the replica left, within 60 s of the other's death", within, || {
-        renewed(&left).filter(|at| *at > killed)
+    wait_for("a renewal through the replica left, within 60 s of the others' death", within, || {
+        renewed(left).filter(|at| *at > killed)
     });
-    let moved = agent.log();
-    let last = moved.lines().rev().find(|line| line.contains("the node session is open")).unwrap_or_default();
-    assert!(last.contains(&left.url()), "the session moved to {}:\n{moved}", left.url());
     let output = left.kubectl_with_token(&left.token(), &["logs", "talker", "--tail", "1"]);
     assert!(
         String::from_utf8_lossy(&output.stdout).contains("tick"),
         "the log reads through the replica left"
     );
-    drop((agent, third));
+
+    // Another replica leads the scheduler: an Application created now is placed and runs.
+    let later = unique("placed-after");
+    let placed = serde_json::json!({"apiVersion": "fleet.example.com/v1", "kind": "Application",
+        "metadata": {"name": "placed-after", "namespace": "default"},
+        "spec": {"command": ["/usr/bin/python3", "-c", "import time; time.sleep(1000)", &later]}});
+    let manifest = left.scratch().join("placed.json");
+    std::fs::write(&manifest, placed.to_string()).unwrap();
+    kubectl_ok(left, &["apply", "-f", manifest.to_str().unwrap()]);
+    let bound = "the scheduler's lease (15 s) plus 10 s after its leader died";
+    let status = |name: &str| {
+        let got = left.kubectl_with_token(&left.token(), &["get", "app", name, "-o", "json"]);
+        serde_json::from_slice::<serde_json::Value>(&got.stdout)
+            .map(|app| app["status"].clone())
+            .unwrap_or_default()
+    };
+    wait_for(bound, Duration::from_secs(25), || (status("placed-after")["phase"] == "Running").then_some(()));
+    assert_eq!(the_process(&marker).0, talker_pid, "the workload kept its process through both deaths");
+    let talker = status("talker");
+    assert_eq!(talker["restarts"].as_i64().unwrap_or(0), 0, "nothing the node ran restarted: {talker}");
+    drop((agent, replicas));
     kill_all_with(&marker);
+    kill_all_with(&later);
 }
