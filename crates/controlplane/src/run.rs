@@ -157,8 +157,11 @@ pub async fn run(
     let url = address::serving_url(host, bound.port());
     address::record_serving_url(&config.data_dir, &url)?;
     let nodes = control_plane.nodes.clone();
-    // The store records which replica holds each node's session, and where it answers.
-    nodes.serve_as(kayra_nodeserver::Replica { id: control_plane.replica_id.clone(), url });
+    // On a shared store the store records which replica holds each node's session, and where
+    // it answers; the embedded stores serve one process, which needs no such record.
+    if config.store == crate::config::StoreKind::Etcd {
+        nodes.serve_as(kayra_nodeserver::Replica { id: control_plane.replica_id.clone(), url });
+    }
     shutdown.await;
     // Node sessions never end by themselves: end them so the servers can drain.
     nodes.shutdown();

@@ -728,7 +728,10 @@ fn an_agent_renews_its_certificate_before_it_expires() {
         not_after > std::time::SystemTime::now() + Duration::from_secs(3600),
         "the renewed certificate is long-lived"
     );
-    assert!(agent.log().contains("renewed the node's certificate"), "{}", agent.log());
+    // The line is written just after the certificate is kept: wait for it rather than race it.
+    wait_for("the renewal in the agent's log", Duration::from_secs(10), || {
+        agent.log().contains("renewed the node's certificate").then_some(())
+    });
     // The renewed certificate opens the next session.
     let opened = agent.log().matches("the node session is open").count();
     agent.kill();
