@@ -100,12 +100,7 @@ pub(crate) async fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
         NodeServerError::ApplicationNotFound { .. } => {
             ApiError::NotFound(format!("{plural} \"{name}\" not found"))
         }
-        NodeServerError::NotPlaced { .. } => ApiError::BadRequest(error.to_string()),
-        NodeServerError::NodeUnavailable { .. } | NodeServerError::NodeDisconnected { .. } => {
-            ApiError::Unavailable(error.to_string())
-        }
-        NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
-        _ => ApiError::Internal(error.to_string()),
+        other => refusal(other),
     })?;
     respond(stream).await
 }
@@ -134,14 +129,7 @@ pub(crate) async fn serve_agent(
         }
         other => other,
     };
-    let stream = stream.map_err(|error| match error {
-        NodeServerError::NodeNotFound { .. } => ApiError::NotFound(error.to_string()),
-        NodeServerError::NoSession { .. } | NodeServerError::NodeDisconnected { .. } => {
-            ApiError::Unavailable(error.to_string())
-        }
-        NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
-        _ => ApiError::Internal(error.to_string()),
-    })?;
+    let stream = stream.map_err(refusal)?;
     respond(stream).await
 }
 
@@ -240,15 +228,24 @@ pub(crate) async fn serve_forwarded(
     };
     let stream = stream.map_err(|error| match error {
         NodeServerError::NodeUnavailable { .. } | NodeServerError::NoSession { .. } => holds_nothing(),
+        other => refusal(other),
+    })?;
+    respond(stream).await
+}
+
+/// What a log the node server could not open answers.
+fn refusal(error: NodeServerError) -> ApiError {
+    match error {
         NodeServerError::ApplicationNotFound { .. } | NodeServerError::NodeNotFound { .. } => {
             ApiError::NotFound(error.to_string())
         }
         NodeServerError::NotPlaced { .. } => ApiError::BadRequest(error.to_string()),
-        NodeServerError::NodeDisconnected { .. } => ApiError::Unavailable(error.to_string()),
+        NodeServerError::NodeUnavailable { .. }
+        | NodeServerError::NoSession { .. }
+        | NodeServerError::NodeDisconnected { .. } => ApiError::Unavailable(error.to_string()),
         NodeServerError::TooManyLogStreams => ApiError::TooManyRequests(error.to_string()),
         _ => ApiError::Internal(error.to_string()),
-    })?;
-    respond(stream).await
+    }
 }
 
 /// The response streaming `stream` as the client reads.
