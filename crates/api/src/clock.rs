@@ -18,3 +18,9 @@ impl Clock for SystemClock {
         SystemTime::now()
     }
 }
+
+/// `at` as Kubernetes' `MicroTime` (Leases' `renewTime`, Events' `series.lastObservedTime`):
+/// RFC 3339 in UTC, to the microsecond.
+pub fn micro_time(at: jiff::Timestamp) -> String {
+    at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+}

@@ -201,7 +201,7 @@ fn seconds(at: Timestamp) -> String {
 
 /// A timestamp as `series.lastObservedTime` carries it: a `MicroTime`.
 fn microseconds(at: Timestamp) -> String {
-    at.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
+    kayra_api::clock::micro_time(at)
 }
 
 #[cfg(test)]

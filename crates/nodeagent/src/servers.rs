@@ -38,9 +38,11 @@ impl Servers {
         &self.urls[at % self.urls.len()]
     }
 
-    /// Every controller once, starting with the one to try now.
+    /// Every controller once, starting with the one to try now; which one the session tries
+    /// next is left as it is.
     pub fn in_turn(&self) -> Vec<&str> {
-        (0..self.urls.len()).map(|_| self.take()).collect()
+        let at = self.next.load(Ordering::Relaxed);
+        (0..self.urls.len()).map(|n| self.urls[(at + n) % self.urls.len()].as_str()).collect()
     }
 
     /// The list, as it is written and given: comma-separated.

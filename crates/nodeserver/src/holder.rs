@@ -42,7 +42,7 @@ fn annotation(inner: &Inner) -> String {
 
 /// The record naming `replica` as the holder, renewed now; `stored` is kept otherwise.
 fn held(inner: &Inner, stored: Option<Object>, node: &str, replica: &Replica, claimed: bool) -> Value {
-    let now = crate::lease::micro_time(jiff::Timestamp::now());
+    let now = kayra_api::clock::micro_time(jiff::Timestamp::now());
     let duration = i64::try_from(inner.config.ready_timeout.as_secs()).unwrap_or(i64::MAX).max(1);
     let mut record = stored.map(Value::Object).unwrap_or_else(|| {
         json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use kayra_api::clock::micro_time;
 use kayra_api::kinds::lease::NODE_LEASE_NAMESPACE;
 use kayra_registry::{Object, RegistryError, meta_str};
 use serde_json::{Value, json};
@@ -22,11 +23,6 @@ pub(crate) struct Renewed {
 
 /// How many times a renewal is tried again after a concurrent writer moved the Lease.
 const CONFLICT_RETRIES: usize = 3;
-
-/// A Lease timestamp: Kubernetes' MicroTime, to the microsecond.
-pub(crate) fn micro_time(now: jiff::Timestamp) -> String {
-    now.strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()
-}
 
 /// The Lease node `node` holds, renewed at `now`: what a first renewal creates.
 fn fresh(node: &str, duration_seconds: i64, now: &str, owner: Option<&Object>) -> Value {
