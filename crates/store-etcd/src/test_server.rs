@@ -61,8 +61,21 @@ pub fn skip_test(reason: impl std::fmt::Display) {
 }
 
 impl EtcdServer {
-    /// Starts a server and waits until it answers.
+    /// Starts a server and waits until it answers. A free port may be taken by another test
+    /// between its choice and etcd's bind: etcd then exits at once, and is started again on
+    /// other ports.
     pub async fn start() -> Result<EtcdServer, StartError> {
+        let mut last = String::new();
+        for _ in 0..5 {
+            match EtcdServer::start_once().await {
+                Err(StartError::Failed(reason)) if reason.contains("address already in use") => last = reason,
+                started => return started,
+            }
+        }
+        Err(StartError::Failed(format!("no free ports in five tries:\n{last}")))
+    }
+
+    async fn start_once() -> Result<EtcdServer, StartError> {
         let binary = etcd_binary().ok_or(StartError::Missing)?;
         let data = tempfile::tempdir().map_err(|error| StartError::Failed(error.to_string()))?;
         let (client_port, peer_port) = (free_port()?, free_port()?);
@@ -82,17 +95,25 @@ impl EtcdServer {
             .stderr(log)
             .spawn()
             .map_err(|error| StartError::Failed(format!("cannot run etcd: {error}")))?;
-        let server = EtcdServer { child, endpoint: client, _data: data };
+        let mut server = EtcdServer { child, endpoint: client, _data: data };
         let deadline = Instant::now() + Duration::from_secs(20);
+        let log = |server: &EtcdServer| {
+            std::fs::read_to_string(server._data.path().join("etcd.log")).unwrap_or_default()
+        };
         loop {
             let options =
                 EtcdOptions { connect_timeout: Duration::from_millis(500), ..server.options("/ready/") };
             if EtcdStore::connect(options).await.is_ok() {
                 return Ok(server);
             }
+            if let Ok(Some(status)) = server.child.try_wait() {
+                return Err(StartError::Failed(format!("etcd exited ({status}):\n{}", log(&server))));
+            }
             if Instant::now() > deadline {
-                let log = std::fs::read_to_string(server._data.path().join("etcd.log")).unwrap_or_default();
-                return Err(StartError::Failed(format!("etcd did not become ready within 20 s:\n{log}")));
+                return Err(StartError::Failed(format!(
+                    "etcd did not become ready within 20 s:\n{}",
+                    log(&server)
+                )));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
