@@ -87,22 +87,63 @@ impl Election {
         let _ = tokio::time::timeout(self.ttl, vacated).await;
     }
 
+    /// How long a leader goes on acting without a successful renewal: two thirds of the
+    /// lease's life (kube-controller-manager's 10 s of 15 s), so that it has stopped before the
+    /// store can expire its lease and let another candidate lead.
+    pub fn renew_deadline(&self) -> Duration {
+        self.ttl * 2 / 3
+    }
+
+    /// How long a leader that lost its leadership may take to stop acting: half the time
+    /// between its renew deadline and the end of its lease (2.5 s of a 15 s lease), after which
+    /// its loop cuts off what is still running.
+    pub fn stop_deadline(&self) -> Duration {
+        (self.ttl - self.renew_deadline()) / 2
+    }
+
     fn lead(&self, lease: LeaseId) -> Leadership {
         let (lose, lost) = tokio::sync::watch::channel(false);
-        let (store, ttl) = (self.store.clone(), self.ttl);
+        let (store, ttl, renew_deadline) = (self.store.clone(), self.ttl, self.renew_deadline());
         let keeper = tokio::spawn(async move {
-            let mut tick = tokio::time::interval(ttl / 3);
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                if let Err(error) = store.keep_alive(lease).await {
-                    tracing::warn!(%error, "a leader's keep-alive failed; stepping down");
-                    let _ = lose.send(true);
-                    return;
-                }
-            }
+            let reason = keep_renewing(store.as_ref(), lease, ttl, renew_deadline).await;
+            tracing::warn!(%reason, "a leader could not renew its lease; stepping down");
+            let _ = lose.send(true);
         });
         Leadership { store: self.store.clone(), lease, lost, keeper, resigned: false }
+    }
+}
+
+/// Renews `lease` every third of its life until that fails for good, and says why. A failed
+/// renewal is tried again every `ttl / 15` until `renew_deadline` has passed since the last
+/// renewal that succeeded (counted from when it was sent, so from before the store restarted
+/// the lease's clock); a lease the store no longer has ends it at once.
+async fn keep_renewing(store: &dyn Store, lease: LeaseId, ttl: Duration, renew_deadline: Duration) -> String {
+    let mut renewed = tokio::time::Instant::now();
+    let mut tick = tokio::time::interval(ttl / 3);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        loop {
+            let sent = tokio::time::Instant::now();
+            let deadline = renewed + renew_deadline;
+            match tokio::time::timeout_at(deadline, store.keep_alive(lease)).await {
+                Ok(Ok(_)) => {
+                    renewed = sent;
+                    break;
+                }
+                Ok(Err(error @ StoreError::LeaseNotFound(_))) => return error.to_string(),
+                Ok(Err(error)) if tokio::time::Instant::now() + ttl / 15 >= deadline => {
+                    return format!("{error}, and the renew deadline of {renew_deadline:?} passed");
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(%error, "a leader's keep-alive failed; trying again");
+                    tokio::time::sleep(ttl / 15).await;
+                }
+                Err(_) => {
+                    return format!("no renewal succeeded within the renew deadline of {renew_deadline:?}");
+                }
+            }
+        }
     }
 }
 
@@ -146,51 +187,4 @@ impl Drop for Leadership {
 }
 
 #[cfg(test)]
-mod tests {
-    use kayra_store::mvcc::{MvccStore, Options};
-
-    use super::*;
-
-    #[tokio::test]
-    async fn one_candidate_leads_at_a_time_and_the_next_takes_over() {
-        let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
-        let ttl = Duration::from_secs(2);
-        let first = Election::new(store.clone(), "/elections/loop", "a", ttl);
-        let second = Election::new(store.clone(), "/elections/loop", "b", ttl);
-        let leadership = first.campaign().await.unwrap();
-        let holder = |store: Arc<dyn Store>| async move {
-            String::from_utf8(store.get("/elections/loop").await.unwrap().unwrap().value).unwrap()
-        };
-        assert_eq!(holder(store.clone()).await, "a");
-        let waiting = tokio::spawn(async move { second.campaign().await.map(|_leadership| ()) });
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(!waiting.is_finished(), "b waits while a leads");
-        drop(leadership);
-        tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("b takes over").unwrap().unwrap();
-    }
-
-    #[tokio::test]
-    async fn a_leader_that_stops_renewing_is_replaced() {
-        let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
-        let ttl = Duration::from_secs(1);
-        let first = Election::new(store.clone(), "/elections/loop", "a", ttl);
-        let leadership = first.campaign().await.unwrap();
-        // As if the leader's process froze: its keep-alives stop, and its lease runs out.
-        leadership.keeper.abort();
-        let second = Election::new(store.clone(), "/elections/loop", "b", ttl);
-        let took_over = tokio::time::timeout(Duration::from_secs(10), second.campaign()).await;
-        let _b = took_over.expect("b leads within the lease's life and a bit").unwrap();
-        assert_eq!(store.get("/elections/loop").await.unwrap().unwrap().value, b"b");
-    }
-
-    #[tokio::test]
-    async fn a_leader_learns_when_it_lost() {
-        let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
-        let election = Election::new(store.clone(), "/elections/loop", "a", Duration::from_secs(1));
-        let mut leadership = election.campaign().await.unwrap();
-        store.revoke_lease(leadership.lease).await.unwrap();
-        tokio::time::timeout(Duration::from_secs(5), leadership.lost())
-            .await
-            .expect("the next keep-alive fails");
-    }
-}
+mod tests;

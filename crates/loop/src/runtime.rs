@@ -142,16 +142,20 @@ impl Loop {
                 },
             };
             let term = stop.child_token();
-            let running = self.term(term.clone());
-            tokio::pin!(running);
+            let mut running = Box::pin(self.term(term.clone()));
             tokio::select! {
                 () = &mut running => {}
                 () = leadership.lost() => {
-                    tracing::warn!(controller = %self.name, "lost leadership; draining, then campaigning again");
+                    tracing::warn!(controller = %self.name, "lost leadership; stopping, then campaigning again");
                     term.cancel();
-                    running.await;
+                    // Another replica may lead once the lease lapses: what is still running
+                    // by then is cut off rather than left to act beside the next leader.
+                    if tokio::time::timeout(election.stop_deadline(), &mut running).await.is_err() {
+                        tracing::warn!(controller = %self.name, deadline = ?election.stop_deadline(), "reconciles still running when a lost leadership must have stopped; aborting them");
+                    }
                 }
             }
+            drop(running);
             leadership.resign().await;
             if stop.is_cancelled() {
                 return;

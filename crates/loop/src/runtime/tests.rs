@@ -316,3 +316,57 @@ async fn a_leader_dropped_without_a_stop_is_replaced_promptly() {
     assert!(crashed.elapsed() < ttl * 3, "taken over within about one lease: {:?}", crashed.elapsed());
     second.abort();
 }
+
+/// A reconciler that never finishes, and says when it started and when it was cut off.
+struct Stuck {
+    started: Arc<Notify>,
+    cut_off: Arc<std::sync::atomic::AtomicBool>,
+}
+
+struct CutOff(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CutOff {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl Reconciler for Stuck {
+    async fn reconcile(&self, _key: &Key) -> Result<Action, ReconcileError> {
+        let _guard = CutOff(self.cut_off.clone());
+        self.started.notify_one();
+        std::future::pending().await
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_that_lost_its_lease_cuts_off_what_still_runs_before_the_lease_could_lapse() {
+    let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
+    let ttl = Duration::from_secs(15);
+    let (started, cut_off) = (Arc::new(Notify::new()), Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let reconciler = Stuck { started: started.clone(), cut_off: cut_off.clone() };
+    let election = Election::new(store.clone(), "/elections/stuck", "a", ttl);
+    let stop_deadline = election.stop_deadline();
+    let lp = Loop::new("stuck", reconciler)
+        .source(Fixed::new(keys(&["a"])))
+        .drain_deadline(Duration::from_secs(60))
+        .elected(election);
+    let running = tokio::spawn(lp.run(CancellationToken::new()));
+    started.notified().await;
+    let lease = store.get("/elections/stuck").await.unwrap().unwrap().lease.expect("the key has a lease");
+    store.revoke_lease(lease).await.unwrap();
+    let revoked = Instant::now();
+    while !cut_off.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(revoked.elapsed() < ttl, "the stuck reconcile is cut off before the lease's 15 s end");
+    }
+    // The next keep-alive (a third of the lease on) finds the lease gone; the reconcile is cut
+    // off the stop deadline later, however long the loop's own drain deadline is.
+    assert!(
+        revoked.elapsed() <= ttl / 3 + stop_deadline + Duration::from_millis(200),
+        "{:?}",
+        revoked.elapsed()
+    );
+    running.abort();
+}
