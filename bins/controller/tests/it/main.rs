@@ -7,6 +7,7 @@ mod bypass;
 mod consul;
 mod csr;
 mod draining;
+mod failover;
 mod features;
 mod kubectl;
 mod leases;

@@ -14,7 +14,7 @@ use crate::agents::{Agent, application, join_line, kill_all_with, the_process, u
 use crate::{Controller, free_port, have_kubectl};
 
 /// A replica of `first`: a copy of its data directory, served on ports of its own.
-fn replica_of(first: &Controller, extra: &[&str]) -> Controller {
+pub(crate) fn replica_of(first: &Controller, extra: &[&str]) -> Controller {
     let dir = tempfile::tempdir().unwrap();
     let copied = Command::new("cp").arg("-a").arg(first.dir.path().join("data")).arg(dir.path()).status();
     assert!(copied.is_ok_and(|status| status.success()), "the data directory copies");
