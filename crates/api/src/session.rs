@@ -224,7 +224,8 @@ pub struct LogChunk {
 }
 
 /// Resource use sampled on a node.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
 pub struct UsageSample {
     /// The Application's namespace, empty for the whole node.
     pub namespace: String,

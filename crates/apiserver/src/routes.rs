@@ -85,6 +85,12 @@ pub(crate) enum Target {
         /// The node.
         node: String,
     },
+    /// `GET /apis/fleet.<domain>/v1/sessionusage`: the usage samples of the sessions this
+    /// replica holds, as another replica asks for them (the replicas' group only).
+    SessionUsage {
+        /// `fleet.<domain>`.
+        group: String,
+    },
     /// `GET /apis/fleet.<domain>/v1/nodes/<name>/log`: a node agent's own log, routed only
     /// when the `NodeLogs` gate is on.
     NodeLog {
@@ -183,6 +189,9 @@ pub(crate) fn parse(scheme: &Scheme, gates: Gates, path: &str) -> Result<Target,
             if *group == format!("fleet.{}", scheme.domain()) =>
         {
             Ok(Target::SessionLog { group: (*group).to_owned(), node: (*node).to_owned() })
+        }
+        ["apis", group, "v1", "sessionusage"] if *group == format!("fleet.{}", scheme.domain()) => {
+            Ok(Target::SessionUsage { group: (*group).to_owned() })
         }
         ["api", version, rest @ ..] => resource(scheme, "", version, rest),
         ["apis", group, version, rest @ ..] => resource(scheme, group, version, rest),

@@ -49,6 +49,10 @@ pub enum Target {
     /// (`GET /apis/fleet.<domain>/v1/nodes/<name>/sessionlog`): only the replicas may ask,
     /// whatever RBAC says, since the replica that forwards has authorized its caller already.
     SessionLog(String),
+    /// The usage samples another replica asks of the one holding nodes' sessions
+    /// (`GET /apis/fleet.<domain>/v1/sessionusage`): only the replicas may ask, as for
+    /// `SessionLog`.
+    SessionUsage,
     /// A path that names no resource: discovery, OpenAPI, `/version`, `/metrics`.
     Path(String),
 }
@@ -115,6 +119,11 @@ impl Request {
         Request { verb: Verb::Get, target: Target::SessionLog(name.to_owned()) }
     }
 
+    /// A replica's read of the usage samples of the sessions another one holds.
+    pub fn session_usage() -> Request {
+        Request { verb: Verb::Get, target: Target::SessionUsage }
+    }
+
     /// A read of a path that names no resource.
     pub fn path(path: &str) -> Request {
         Request { verb: Verb::Get, target: Target::Path(path.to_owned()) }
@@ -153,12 +162,16 @@ impl ApplicationLayer {
     /// current RBAC index, and what of it the caller may see; `Forbidden` naming what was
     /// refused, as Kubernetes words it.
     pub(crate) fn authorize(&self, identity: &Identity, request: &Request) -> Result<Scope, RegistryError> {
-        if let Target::SessionLog(node) = &request.target {
+        let between_replicas = match &request.target {
+            Target::SessionLog(node) => Some(format!("resource \"nodes/sessionlog\" of node \"{node}\"")),
+            Target::SessionUsage => Some("the usage samples of the sessions held here".to_owned()),
+            _ => None,
+        };
+        if let Some(what) = between_replicas {
             return match identity.groups.iter().any(|group| group == kayra_authn::CONTROLLERS_GROUP) {
                 true => Ok(Scope::All),
                 false => Err(RegistryError::Forbidden(format!(
-                    "User \"{}\" cannot get resource \"nodes/sessionlog\" of node \"{node}\": only the \
-                     controller's replicas may",
+                    "User \"{}\" cannot get {what}: only the controller's replicas may",
                     identity.user
                 ))),
             };
@@ -214,6 +227,13 @@ impl ApplicationLayer {
                 },
                 namespace: None,
                 name: Some(node.clone()),
+            },
+            Target::SessionUsage => Action::Resource {
+                verb: Verb::Get.as_str().to_owned(),
+                api: format!("fleet.{}", self.scheme().domain()),
+                resource: "sessionusage".to_owned(),
+                namespace: None,
+                name: None,
             },
             // Paths that name no resource are read; RBAC grants them by `get`.
             Target::Path(path) => {

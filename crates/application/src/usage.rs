@@ -24,10 +24,15 @@ pub trait UsageSource: Send + Sync + 'static {
 
     /// The last samples of every node as a whole.
     async fn nodes(&self) -> Vec<Samples>;
+
+    /// Every sample of the sessions this replica holds itself (nodes' and Applications'),
+    /// never read through another replica: what a replica answers another with.
+    async fn held(&self) -> Vec<Samples>;
 }
 
 /// The last two usage samples of one Application or node.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Samples {
     /// The node that reported them.
     pub node: String,

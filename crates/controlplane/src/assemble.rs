@@ -151,8 +151,13 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         .with_request_metrics(requests)
         .with_watch_stall_timeout(Duration::from_secs(config.watch_stall_timeout_seconds));
     if crate::cluster::local_ca(config)?.is_some() {
-        let peers = crate::peers::HttpsPeers::new(&config.data_dir, &replica_id)?;
-        state = state.with_peers(Arc::new(peers), replica_id.clone());
+        let peers = Arc::new(crate::peers::HttpsPeers::new(&config.data_dir, &replica_id)?);
+        application.set_usage_source(Arc::new(crate::usage::ReplicatedUsage::new(
+            nodes.clone(),
+            peers.clone(),
+            &config.domain,
+        )));
+        state = state.with_peers(peers, replica_id.clone());
     }
     Ok(ControlPlane {
         application,

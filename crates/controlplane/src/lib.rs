@@ -32,6 +32,7 @@ mod retry;
 pub mod run;
 pub mod store;
 pub mod token;
+mod usage;
 mod watch_metrics;
 
 pub use error::ControlPlaneError;

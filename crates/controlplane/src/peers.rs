@@ -1,7 +1,8 @@
 //! How this replica reaches the others: HTTPS with a client certificate it issues itself with
 //! the cluster CA at start (user `system:kayra:controller:<id>`, group
 //! `system:kayra:controllers`, kept in memory only), trusting the cluster CA alone. The API
-//! uses it to read a log through the replica holding the node's session.
+//! uses it to read a log through the replica holding the node's session, and `kubectl top` to
+//! read the usage samples the other replicas hold.
 
 use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
@@ -35,6 +36,18 @@ impl HttpsPeers {
             .build()
             .map_err(tls)?;
         Ok(HttpsPeers { client })
+    }
+}
+
+impl HttpsPeers {
+    /// `GET url` as this replica, answering its JSON body; anything but a 200 in 5 s fails.
+    pub(crate) async fn json(&self, url: &str) -> Result<serde_json::Value, String> {
+        let sent = self.client.get(url).timeout(std::time::Duration::from_secs(5)).send();
+        let response = sent.await.map_err(|error| error.to_string())?;
+        if !response.status().is_success() {
+            return Err(format!("{url} answered {}", response.status()));
+        }
+        response.json().await.map_err(|error| error.to_string())
     }
 }
 

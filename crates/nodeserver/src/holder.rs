@@ -142,7 +142,12 @@ pub(crate) async fn holder(inner: &Inner, node: &str) -> Result<Option<Replica>,
             return Err(NodeServerError::Registry { what: format!("reading who holds node {node}"), source });
         }
     };
-    let renewed = spec_str(&record, "renewTime").and_then(|at| at.parse::<jiff::Timestamp>().ok());
+    Ok(current_holder(inner, &record))
+}
+
+/// The replica `record` names, while the record lasts.
+fn current_holder(inner: &Inner, record: &Object) -> Option<Replica> {
+    let renewed = spec_str(record, "renewTime").and_then(|at| at.parse::<jiff::Timestamp>().ok());
     let lasts = record.get("spec").and_then(|spec| spec.get("leaseDurationSeconds")).and_then(Value::as_i64);
     let current = match (renewed, lasts) {
         (Some(at), Some(seconds)) => jiff::Timestamp::now().duration_since(at).as_secs() <= seconds,
@@ -153,10 +158,25 @@ pub(crate) async fn holder(inner: &Inner, node: &str) -> Result<Option<Replica>,
         .and_then(|metadata| metadata.get("annotations"))
         .and_then(|annotations| annotations.get(annotation(inner)))
         .and_then(Value::as_str);
-    Ok(match (current, spec_str(&record, "holderIdentity"), url) {
+    match (current, spec_str(record, "holderIdentity"), url) {
         (true, Some(id), Some(url)) => Some(Replica { id: id.to_owned(), url: url.to_owned() }),
         _ => None,
-    })
+    }
+}
+
+/// Every replica that holds a node's session, as the current records name them, once each.
+pub(crate) async fn holders(inner: &Inner) -> Result<Vec<Replica>, NodeServerError> {
+    let records = inner.reader.list_all(&inner.leases, Some(NAMESPACE)).await.map_err(|source| {
+        NodeServerError::Registry { what: "listing who holds the nodes' sessions".to_owned(), source }
+    })?;
+    let mut replicas: Vec<Replica> = records
+        .iter()
+        .filter(|record| meta_str(record, "name").starts_with(PREFIX))
+        .filter_map(|record| current_holder(inner, record))
+        .collect();
+    replicas.sort_by(|a, b| a.id.cmp(&b.id));
+    replicas.dedup_by(|a, b| a.id == b.id);
+    Ok(replicas)
 }
 
 /// Follows every session record until the server goes: a record that names another replica,

@@ -232,6 +232,16 @@ impl NodeServer {
         holder::holder(&self.inner, node).await
     }
 
+    /// Every replica that holds some node's session, as the store records them.
+    pub async fn holders(&self) -> Result<Vec<Replica>, NodeServerError> {
+        holder::holders(&self.inner).await
+    }
+
+    /// This server's own name in the session records, when it serves as a replica.
+    pub fn replica(&self) -> Option<Replica> {
+        self.inner.replica.get().cloned()
+    }
+
     /// How many sessions this server holds.
     pub fn sessions(&self) -> usize {
         self.inner.sessions().len()

@@ -68,4 +68,8 @@ impl UsageSource for Reader {
     async fn nodes(&self) -> Vec<Samples> {
         self.collect(|_, name| name.is_empty())
     }
+
+    async fn held(&self) -> Vec<Samples> {
+        self.collect(|_, _| true)
+    }
 }

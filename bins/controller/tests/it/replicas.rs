@@ -133,11 +133,27 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
         });
         assert_eq!(read.lines().count(), 2, "through {}: {read}", through.url());
     }
+    // `kubectl top` through each replica answers for the node and its workload, wherever the
+    // node holds its session: the others ask the holder for the samples it holds.
+    for through in [&first, &second, &third] {
+        for (what, named) in [("node", name.as_str()), ("pod", "talker")] {
+            wait_for("kubectl top through each replica", Duration::from_secs(60), || {
+                let output =
+                    through.kubectl_with_token(&through.token(), &["top", what, named, "--no-headers"]);
+                let text = String::from_utf8_lossy(&output.stdout).into_owned();
+                (output.status.success() && text.starts_with(named)).then_some(text)
+            });
+        }
+    }
     let session_log =
         format!("/apis/fleet.example.com/v1/nodes/{name}/sessionlog?namespace=default&name=talker");
     let refused = first.kubectl_with_token(&first.token(), &["get", "--raw", &session_log]);
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && said.contains("Forbidden"), "an administrator may not: {said}");
+    let usage = "/apis/fleet.example.com/v1/sessionusage";
+    let refused = first.kubectl_with_token(&first.token(), &["get", "--raw", usage]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("Forbidden"), "nor read a replica's samples: {said}");
 
     // As a replica (a certificate of the replicas' group), the replica holding the session
     // serves its log, and one that does not answers that it holds nothing, forwarding nowhere.
@@ -155,7 +171,7 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     let (cert, key) = (first.scratch().join("peer.crt"), first.scratch().join("peer.key"));
     std::fs::write(&cert, &peer.cert_pem).unwrap();
     std::fs::write(&key, &peer.key_pem).unwrap();
-    let as_peer = |through: &Controller| {
+    let as_peer = |through: &Controller, path: &str| {
         let output = Command::new("curl")
             .args(["-s", "-w", "\n%{http_code}", "--cacert"])
             .arg(pki.join("ca.crt"))
@@ -163,7 +179,7 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
             .arg(&cert)
             .arg("--key")
             .arg(&key)
-            .arg(format!("{}{session_log}&tailLines=1", through.url()))
+            .arg(format!("{}{path}", through.url()))
             .output()
             .expect("curl runs");
         String::from_utf8_lossy(&output.stdout).into_owned()
@@ -174,13 +190,17 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
         .expect("a replica holds it");
     let elsewhere =
         [&first, &second, &third].into_iter().find(|c| !holder.contains(&c.url())).expect("one does not");
-    let served = as_peer(holds);
+    let served = as_peer(holds, &format!("{session_log}&tailLines=1"));
     assert!(served.ends_with("\n200") && served.contains("tick"), "the holder serves it: {served}");
-    let refused = as_peer(elsewhere);
+    let refused = as_peer(elsewhere, &format!("{session_log}&tailLines=1"));
     assert!(
         refused.ends_with("\n503") && refused.contains("holds no session"),
         "never forwarded again: {refused}"
     );
+    let held = as_peer(holds, usage);
+    assert!(held.ends_with("\n200") && held.contains(&name), "the holder answers its samples: {held}");
+    let none = as_peer(elsewhere, usage);
+    assert!(none.ends_with("\n200") && !none.contains(&name), "one holding no session, none: {none}");
 
     let (talker_pid, _) = the_process(&marker);
     let mut replicas: Vec<Option<Controller>> = vec![Some(first), Some(second), Some(third)];

@@ -6,10 +6,19 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use kayra_application::permitted::Permitted;
+
 use super::{Call, respond};
 use crate::error::ApiError;
 use crate::media::{self, Output};
 use crate::table;
+
+/// `GET /apis/fleet.<domain>/v1/sessionusage`: the samples of the sessions this replica holds,
+/// for the replica that asked (never read through another).
+pub(crate) async fn serve_held(permitted: &Permitted) -> Result<Response, ApiError> {
+    let held = permitted.session_usage().await?;
+    Ok(respond::json_response(StatusCode::OK, &json!({"samples": held}), &[]))
+}
 
 /// `GET .../applications/<name>/metrics`.
 pub(crate) async fn application(call: &Call<'_>) -> Result<Response, ApiError> {

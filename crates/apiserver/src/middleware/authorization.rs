@@ -134,6 +134,8 @@ fn asked(
         Target::NodeLog { node, .. } => Ok(Request::node_log(node)),
         Target::SessionLog { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
         Target::SessionLog { node, .. } => Ok(Request::session_log(node)),
+        Target::SessionUsage { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
+        Target::SessionUsage { .. } => Ok(Request::session_usage()),
         Target::Health => Err(not_found()),
         _ => Ok(Request::path(path)),
     }

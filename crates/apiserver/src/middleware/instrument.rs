@@ -137,6 +137,7 @@ fn labels(request: &Request) -> (RequestLabels, bool) {
         Target::SessionLog { group, .. } => {
             (group.clone(), "nodes".to_owned(), false, true, Some("sessionlog".to_owned()))
         }
+        Target::SessionUsage { group } => (group.clone(), "sessionusage".to_owned(), false, false, None),
         _ => return (plain(method_name(method)), false),
     };
     let verb = match (method, &subresource) {

@@ -18,6 +18,18 @@ use crate::authorization::KindTarget;
 use crate::usage::{Rate, Samples, go_duration};
 
 impl Permitted {
+    /// Every usage sample of the sessions this replica holds, for the replica that asked.
+    pub async fn session_usage(&self) -> Result<Vec<Samples>, RegistryError> {
+        match &self.request().target {
+            crate::authorization::Target::SessionUsage => {}
+            _ => return Err(self.misused(Verb::Get, Some("sessionusage"))),
+        }
+        Ok(match self.layer().usage_source() {
+            Some(source) => source.held().await,
+            None => Vec::new(),
+        })
+    }
+
     /// The `ApplicationMetrics` of the Application the request names: its last usage sample,
     /// cumulative since the process started. Not found until its node has reported one for
     /// this Application (this uid).
