@@ -94,8 +94,8 @@ async fn a_session_keeps_its_last_two_samples_and_only_of_what_is_bound_to_it() 
     assert!(source.node("n1").await.is_none() && source.nodes().await.is_empty());
 }
 
-#[tokio::test]
-async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_first() {
+/// Two replicas of one control plane (one store), each serving as itself.
+async fn replicas() -> [(NodeServer, crate::Replica); 2] {
     use crate::Replica;
     let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
@@ -114,15 +114,22 @@ async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_
     );
     a.serve_as(replica_a.clone());
     b.serve_as(replica_b.clone());
-    let held_by = async |server: &NodeServer, replica: &Replica| {
-        for _ in 0..100 {
-            if server.holder("n1").await.expect("readable").as_ref() == Some(replica) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+    [(a, replica_a), (b, replica_b)]
+}
+
+async fn held_by(server: &NodeServer, replica: &crate::Replica) {
+    for _ in 0..100 {
+        if server.holder("n1").await.expect("readable").as_ref() == Some(replica) {
+            return;
         }
-        panic!("the record never named {replica:?}");
-    };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the record never named {replica:?}");
+}
+
+#[tokio::test]
+async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_first() {
+    let [(a, replica_a), (b, replica_b)] = replicas().await;
     let mut on_a = a.open(&node("n1")).expect("a session on the first replica");
     held_by(&b, &replica_a).await;
     let mut on_b = b.open(&node("n1")).expect("a session on the second replica");
@@ -134,4 +141,36 @@ async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_
         "the new holder's session goes on"
     );
     assert_eq!(b.holder("n1").await.expect("readable"), Some(replica_b), "nothing wrote the first back");
+}
+
+#[tokio::test]
+async fn a_node_whose_session_flaps_between_replicas_is_pushed_to_by_one_at_a_time() {
+    let replicas = replicas().await;
+    // The documented bound: the old holder ends its session within the watch's delay, and at
+    // the latest at its next renewal, a quarter of the node-ready timeout (10 s here).
+    let bound = Duration::from_secs(40) / 4;
+    let mut current = replicas[0].0.open(&node("n1")).expect("a first session");
+    held_by(&replicas[1].0, &replicas[0].1).await;
+    let mut longest = Duration::ZERO;
+    for flap in 1..=20 {
+        let (server, replica) = &replicas[flap % 2];
+        let opened = std::time::Instant::now();
+        let next = server.open(&node("n1")).unwrap_or_else(|error| panic!("flap {flap} opens: {error}"));
+        let ended = tokio::time::timeout(bound, current.next()).await;
+        assert!(
+            ended
+                .unwrap_or_else(|_| panic!("flap {flap}: two replicas pushed to n1 past {bound:?}"))
+                .is_none(),
+            "the session that moved away ends"
+        );
+        longest = longest.max(opened.elapsed());
+        held_by(server, replica).await;
+        current = next;
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), current.next()).await.is_err(),
+        "the last holder's session goes on"
+    );
+    assert_eq!(replicas[0].0.sessions() + replicas[1].0.sessions(), 1, "one session in all");
+    eprintln!("20 flaps between two replicas: the longest overlap was {longest:?} (bound {bound:?})");
 }
