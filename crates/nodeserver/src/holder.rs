@@ -29,15 +29,29 @@ pub struct Replica {
     pub url: String,
 }
 
-/// The record of `node`'s session.
+/// The record of `node`'s session: `node-session.<node>`, or, for a name too long to carry,
+/// the SHA-256 of the name after the prefix; the record names its node in an annotation
+/// either way.
 pub(crate) fn record_name(node: &str) -> String {
-    format!("node-session.{node}")
+    crate::registration::bounded_name(PREFIX, node)
 }
 
 const PREFIX: &str = "node-session.";
 
 fn annotation(inner: &Inner) -> String {
     format!("fleet.{}/replica-url", inner.control.scheme().domain())
+}
+
+fn node_annotation(inner: &Inner) -> String {
+    format!("fleet.{}/node", inner.control.scheme().domain())
+}
+
+/// The node `record` is about.
+fn node_of<'a>(inner: &Inner, record: &'a Object) -> Option<&'a str> {
+    let annotations = record.get("metadata").and_then(|metadata| metadata.get("annotations"));
+    let named =
+        annotations.and_then(|annotations| annotations.get(node_annotation(inner))).and_then(Value::as_str);
+    named.or_else(|| meta_str(record, "name").strip_prefix(PREFIX))
 }
 
 /// The record naming `replica` as the holder, renewed now; `stored` is kept otherwise.
@@ -49,6 +63,7 @@ fn held(inner: &Inner, stored: Option<Object>, node: &str, replica: &Replica, cl
                "metadata": {"name": record_name(node), "namespace": NAMESPACE}, "spec": {}})
     });
     record["metadata"]["annotations"][annotation(inner)] = json!(replica.url);
+    record["metadata"]["annotations"][node_annotation(inner)] = json!(node);
     let spec = &mut record["spec"];
     if claimed && spec["holderIdentity"] != json!(replica.id) {
         let transitions = spec["leaseTransitions"].as_i64().unwrap_or(0);
@@ -207,8 +222,7 @@ pub(crate) async fn follow(inner: Weak<Inner>) {
 /// Ends this replica's session of the node `record` names, if the record says another replica
 /// took it over after this one claimed it.
 fn taken_over(inner: &Arc<Inner>, record: &Object) {
-    let (Some(replica), Some(node)) = (inner.replica.get(), meta_str(record, "name").strip_prefix(PREFIX))
-    else {
+    let (Some(replica), Some(node)) = (inner.replica.get(), node_of(inner, record)) else {
         return;
     };
     if spec_str(record, "holderIdentity").is_none_or(|holder| holder == replica.id) {

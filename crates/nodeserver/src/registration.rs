@@ -35,15 +35,22 @@ use crate::{Inner, NodeServerError};
 pub(crate) const RECORD_TYPE: &str = "kayra.io/node-registration";
 
 /// The name of the Secret recording node `node`'s registration: `node-registration-<node>`,
-/// or, for a name too long to carry, the SHA-256 of the name in hex after the prefix.
+/// or, for a name too long to carry, the SHA-256 of the name in hex ([`bounded_name`]).
 pub(crate) fn record_name(node: &str) -> String {
-    let name = format!("node-registration-{node}");
+    bounded_name("node-registration-", node)
+}
+
+/// `prefix` and `node`, when that fits an object's name (253 characters); otherwise `prefix`
+/// and the SHA-256 of `node` in hex, in two labels of 32 digits, since a label of a name holds
+/// at most 63 characters.
+pub(crate) fn bounded_name(prefix: &str, node: &str) -> String {
+    let name = format!("{prefix}{node}");
     if name.len() <= 253 {
         return name;
     }
     let digest = ring::digest::digest(&ring::digest::SHA256, node.as_bytes());
     let hex: String = digest.as_ref().iter().map(|byte| format!("{byte:02x}")).collect();
-    format!("node-registration-{hex}")
+    format!("{prefix}{}.{}", &hex[..32], &hex[32..])
 }
 
 /// Records, once per session, that the node of `live`, whose Node exists, has registered.

@@ -115,9 +115,15 @@ pub(crate) async fn write_node(
                 object
             }
             Err(RegistryError::NotFound { .. }) => {
-                // Labelled as kubelet labels its Node.
+                // Labelled as kubelet labels its Node; a label's value holds at most 63
+                // characters, so a longer name is labelled with its first label, the host's
+                // short name.
+                let hostname = match node.len() <= 63 {
+                    true => node,
+                    false => node.split('.').next().unwrap_or(node),
+                };
                 let labels = json!({
-                    "kubernetes.io/hostname": node,
+                    "kubernetes.io/hostname": hostname,
                     "kubernetes.io/os": report.info.operating_system,
                     "kubernetes.io/arch": report.info.architecture,
                 });

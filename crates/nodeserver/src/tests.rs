@@ -117,9 +117,9 @@ async fn replicas() -> [(NodeServer, crate::Replica); 2] {
     [(a, replica_a), (b, replica_b)]
 }
 
-async fn held_by(server: &NodeServer, replica: &crate::Replica) {
+async fn held_by(server: &NodeServer, node: &str, replica: &crate::Replica) {
     for _ in 0..100 {
-        if server.holder("n1").await.expect("readable").as_ref() == Some(replica) {
+        if server.holder(node).await.expect("readable").as_ref() == Some(replica) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -131,9 +131,9 @@ async fn held_by(server: &NodeServer, replica: &crate::Replica) {
 async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_first() {
     let [(a, replica_a), (b, replica_b)] = replicas().await;
     let mut on_a = a.open(&node("n1")).expect("a session on the first replica");
-    held_by(&b, &replica_a).await;
+    held_by(&b, "n1", &replica_a).await;
     let mut on_b = b.open(&node("n1")).expect("a session on the second replica");
-    held_by(&a, &replica_b).await;
+    held_by(&a, "n1", &replica_b).await;
     let ended = tokio::time::timeout(Duration::from_secs(5), on_a.next()).await;
     assert!(ended.expect("the first replica's session ends within the watch's delay").is_none());
     assert!(
@@ -150,7 +150,7 @@ async fn a_node_whose_session_flaps_between_replicas_is_pushed_to_by_one_at_a_ti
     // the latest at its next renewal, a quarter of the node-ready timeout (10 s here).
     let bound = Duration::from_secs(40) / 4;
     let mut current = replicas[0].0.open(&node("n1")).expect("a first session");
-    held_by(&replicas[1].0, &replicas[0].1).await;
+    held_by(&replicas[1].0, "n1", &replicas[0].1).await;
     let mut longest = Duration::ZERO;
     for flap in 1..=20 {
         let (server, replica) = &replicas[flap % 2];
@@ -164,7 +164,7 @@ async fn a_node_whose_session_flaps_between_replicas_is_pushed_to_by_one_at_a_ti
             "the session that moved away ends"
         );
         longest = longest.max(opened.elapsed());
-        held_by(server, replica).await;
+        held_by(server, "n1", replica).await;
         current = next;
     }
     assert!(
@@ -173,4 +173,19 @@ async fn a_node_whose_session_flaps_between_replicas_is_pushed_to_by_one_at_a_ti
     );
     assert_eq!(replicas[0].0.sessions() + replicas[1].0.sessions(), 1, "one session in all");
     eprintln!("20 flaps between two replicas: the longest overlap was {longest:?} (bound {bound:?})");
+}
+
+#[tokio::test]
+async fn a_node_named_longer_than_a_record_name_can_be_is_recorded_and_taken_over_too() {
+    let [(a, replica_a), (b, replica_b)] = replicas().await;
+    let label = "n".repeat(60);
+    let long = format!("{label}.{label}.{label}.{label}.example");
+    assert!(long.len() > 240);
+    assert!(crate::holder::record_name(&long).len() <= 253, "the record's name fits");
+    let mut on_a = a.open(&node(&long)).expect("a session on the first replica");
+    held_by(&b, &long, &replica_a).await;
+    let _on_b = b.open(&node(&long)).expect("a session on the second replica");
+    held_by(&a, &long, &replica_b).await;
+    let ended = tokio::time::timeout(Duration::from_secs(5), on_a.next()).await;
+    assert!(ended.expect("the first replica's session ends").is_none());
 }

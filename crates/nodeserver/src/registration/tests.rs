@@ -215,7 +215,8 @@ fn a_record_is_named_for_its_node_within_a_name_s_length() {
     assert_eq!(record_name("n1"), "node-registration-n1");
     let long = format!("{}.example.com", "a".repeat(230));
     let name = record_name(&long);
-    assert_eq!(name.len(), "node-registration-".len() + 64, "{name}");
+    assert_eq!(name.len(), "node-registration-".len() + 65, "{name}");
+    assert!(name.split('.').all(|label| label.len() <= 63), "each label of a name fits: {name}");
     assert_ne!(name, record_name(&format!("{}.example.org", "a".repeat(230))));
 }
 
@@ -242,4 +243,14 @@ async fn a_report_renews_the_nodes_own_lease() {
         second["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"],
         "renewed at most every quarter of the ready timeout"
     );
+}
+
+#[tokio::test]
+async fn a_node_named_longer_than_a_record_name_can_be_has_its_registration_recorded() {
+    let fleet = fleet().await;
+    let label = "n".repeat(60);
+    let name = format!("{label}.{label}.{label}.{label}.example");
+    fleet.reports(&name, &asking(false, "")).await;
+    let record = fleet.record(&name).await.expect("the registration is recorded under a name that fits");
+    assert_eq!(record["type"], RECORD_TYPE);
 }
