@@ -1,6 +1,6 @@
 //! Failover drills on three replicas of a real three-member etcd, with a client that keeps
 //! writing and one that keeps watching: every replica restarted in turn (a rolling upgrade),
-//! then the etcd leader killed during the burst. No acknowledged write is lost, a write whose
+//! then the etcd leader killed during the burst, then the replica leading the scheduler. No acknowledged write is lost, a write whose
 //! answer was lost is never applied twice, the watcher resumes from its last resourceVersion
 //! on another replica without a gap or a duplicate (or is told 410 and relists), and writes
 //! resume within etcd's own election plus a second.
@@ -180,8 +180,28 @@ async fn watch_until(client: Balanced, stop: Arc<AtomicBool>) -> Seen {
     seen
 }
 
+/// The replica whose current process leads election `name`, as its log says.
+fn wait_for_leader(replicas: &[Controller], name: &str) -> usize {
+    let key = format!("key=/registry/elections/{name} ");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        for (n, replica) in replicas.iter().enumerate() {
+            let candidate = format!("candidate={}-", replica.child.id());
+            if replica
+                .log()
+                .lines()
+                .any(|line| line.contains("leading") && line.contains(&key) && line.contains(&candidate))
+            {
+                return n;
+            }
+        }
+        assert!(Instant::now() < deadline, "a replica leads {name} within 30 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 #[test]
-fn rolling_restarts_and_an_etcd_leader_kill_lose_no_write_and_no_watch_event() {
+fn rolling_restarts_and_etcd_leader_and_replica_kills_lose_no_write_and_no_watch_event() {
     if !have_kubectl() {
         return;
     }
@@ -221,6 +241,12 @@ fn rolling_restarts_and_an_etcd_leader_kill_lose_no_write_and_no_watch_event() {
         assert!(killed.elapsed() < Duration::from_secs(30), "etcd elects another leader");
         std::thread::sleep(Duration::from_millis(20));
     };
+    std::thread::sleep(Duration::from_secs(5));
+
+    // The replica leading the scheduler dies (kill -9) while writes go through the others.
+    let leads = wait_for_leader(&replicas, "scheduler");
+    let _ = replicas[leads].child.kill();
+    let _ = replicas[leads].child.wait();
     std::thread::sleep(Duration::from_secs(5));
     stop.store(true, Ordering::SeqCst);
     let writes = runtime.block_on(writer).unwrap();
