@@ -76,7 +76,7 @@ fn main() -> ExitCode {
                 .and_then(|()| cargo(&["run", "--release", "--package", "kayra-bench", "--", "http"])),
             // The node, watch and Consul benchmarks run the real controller binary as a process of
             // its own.
-            ["bench", which @ ("nodes" | "watch" | "consul"), rest @ ..] => {
+            ["bench", which @ ("nodes" | "watch" | "consul" | "replicas"), rest @ ..] => {
                 cargo(&["build", "--release", "--package", "kayra-controller"]).and_then(|()| {
                     let mut args = vec!["run", "--release", "--package", "kayra-bench", "--", which];
                     args.extend_from_slice(rest);
@@ -84,7 +84,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask tidy | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]|consul"
+                "usage: cargo xtask ci | cargo xtask tidy | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]|consul|replicas [--rounds R]"
                     .to_owned(),
             ),
         };

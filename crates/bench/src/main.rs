@@ -1,6 +1,6 @@
-//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `appset`, `nodes`, `http`, `watch` and `consul`: throughput and latency, each
+//! `kayra-bench store`, `api`, `catalog`, `loop`, `scheduler`, `appset`, `nodes`, `http`, `watch`, `consul` and `replicas`: throughput and latency, each
 //! printed next to a ceiling measured in the same run (bare sled, bare etcd-client, a bare HTTP
-//! handler, a bare channel of keys, a bare tonic stream), so the ratios hold on a shared, noisy
+//! handler, a bare channel of keys, a bare tonic stream, etcd's own election), so the ratios hold on a shared, noisy
 //! machine where absolute numbers do not.
 
 #![allow(clippy::print_stdout)]
@@ -12,6 +12,7 @@ mod consul;
 mod http;
 mod loops;
 mod nodes;
+mod replicas;
 mod scheduler;
 mod store;
 mod watch;
@@ -61,9 +62,11 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some(which @ ("nodes" | "nodes-bare-server" | "watch" | "consul")) => {
+        Some(which @ ("nodes" | "nodes-bare-server" | "watch" | "consul" | "replicas")) => {
             let result = if which == "consul" {
                 runtime.block_on(consul::run(&args[1..]))
+            } else if which == "replicas" {
+                runtime.block_on(replicas::run(&args[1..]))
             } else if which == "watch" {
                 runtime.block_on(watch::run(&args[1..]))
             } else if which == "nodes" {
@@ -82,7 +85,7 @@ fn main() -> ExitCode {
         }
         _ => {
             eprintln!(
-                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | appset [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] | http | watch [--stuck N] [--watchers N] [--objects N]"
+                "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | appset [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] | http | watch [--stuck N] [--watchers N] [--objects N] | consul | replicas [--rounds R]"
             );
             ExitCode::from(64)
         }

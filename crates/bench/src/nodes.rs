@@ -422,7 +422,7 @@ impl Round {
     }
 }
 
-fn quantile(sorted: &[Duration], q: f64) -> f64 {
+pub(crate) fn quantile(sorted: &[Duration], q: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }

@@ -1,0 +1,318 @@
+//! The replicas benchmark: three real `kayra-controller` processes on a real three-member etcd,
+//! written to through all three in turn (as through a balancer: a failed request goes to the
+//! next), measuring over `--rounds` rounds (10 by default):
+//!
+//! - etcd's own election time after its leader is killed (the ceiling: no write through any
+//!   replica can be acknowledged before etcd has a leader again);
+//! - the write-unavailability window after the etcd leader is killed, and after a replica is
+//!   killed: the longest wait for an acknowledged write from the kill on, p50 and p99, each as a
+//!   ratio to the election time's p50;
+//! - how long a write through one replica takes to reach a watch on another (p50, p99, beside
+//!   the same replica's own watch, over a thousand writes).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kayra_store_etcd::test_server::EtcdCluster;
+use reqwest::Client;
+use serde_json::{Value, json};
+
+use crate::nodes::{Process, admin_token, answering, free_port, quantile, sibling};
+
+const SECRETS: &str = "/apis/fleet.example.com/v1/namespaces/default/secrets";
+const DELAYS: usize = 1000;
+
+/// One controller replica: its data directory, its ports and, while it runs, its process.
+struct Replica {
+    data: PathBuf,
+    log: PathBuf,
+    https: u16,
+    http: u16,
+    process: Option<Process>,
+}
+
+impl Replica {
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.http)
+    }
+
+    fn spawn(&mut self, endpoints: &str) -> Result<(), String> {
+        let child = std::process::Command::new(sibling("kayra-controller")?)
+            .arg("--data-dir")
+            .arg(&self.data)
+            .args(["--store", "etcd", "--etcd-endpoints", endpoints, "--no-agent"])
+            .args(["--listen", &format!("127.0.0.1:{}", self.https)])
+            .args(["--http-listen", &format!("127.0.0.1:{}", self.http)])
+            .env("KAYRA_LOG", std::env::var("KAYRA_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.log)
+                    .map_err(|e| e.to_string())?,
+            )
+            .spawn()
+            .map_err(|e| format!("cannot start kayra-controller: {e}"))?;
+        self.process = Some(Process(child));
+        Ok(())
+    }
+
+    async fn serving(&self, admin: &Client) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        answering(admin.get(format!("{}{SECRETS}", self.url())), &self.log, deadline).await
+    }
+}
+
+/// Three replicas: the first initialises the cluster, the others serve copies of its data.
+async fn replicas(dir: &Path, endpoints: &str) -> Result<(Vec<Replica>, Client), String> {
+    let replica = |n: usize| -> Result<Replica, String> {
+        let home = dir.join(format!("replica-{n}"));
+        std::fs::create_dir_all(&home).map_err(|e| e.to_string())?;
+        Ok(Replica {
+            data: home.join("data"),
+            log: home.join("controller.log"),
+            https: free_port()?,
+            http: free_port()?,
+            process: None,
+        })
+    };
+    let mut first = replica(0)?;
+    first.spawn(endpoints)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let token = admin_token(&first.data, &first.log, deadline).await?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {token}").parse().map_err(|_| "the admin token is not a header value")?;
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    let admin = Client::builder()
+        .default_headers(headers)
+        .http1_only()
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .map_err(|e| e.to_string())?;
+    first.serving(&admin).await?;
+    let mut all = vec![first];
+    for n in 1..3 {
+        let mut next = replica(n)?;
+        let copied = std::process::Command::new("cp").arg("-a").arg(&all[0].data).arg(&next.data).status();
+        if !copied.is_ok_and(|status| status.success()) {
+            return Err("cannot copy the first replica's data directory".into());
+        }
+        next.spawn(endpoints)?;
+        next.serving(&admin).await?;
+        all.push(next);
+    }
+    Ok((all, admin))
+}
+
+/// Writes Secrets through each replica in turn until told to stop, noting when each create
+/// was acknowledged; a failed create goes to the next replica.
+fn writer(
+    admin: Client,
+    urls: Vec<String>,
+    acks: Arc<Mutex<Vec<Instant>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) {
+    tokio::spawn(async move {
+        let mut at = 0;
+        let mut n = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            at += 1;
+            let url = format!("{}{SECRETS}", urls[at % urls.len()]);
+            let body = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
+                "metadata": {"name": format!("w-{n}")}, "stringData": {"n": n.to_string()}});
+            let sent = admin.post(url).json(&body).timeout(Duration::from_secs(10)).send().await;
+            match sent.map(|response| response.status().as_u16()) {
+                Ok(201) => {
+                    acks.lock().expect("the writer's record").push(Instant::now());
+                    n += 1;
+                }
+                // Applied by an attempt whose answer was lost: the next name.
+                Ok(409) => n += 1,
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    });
+}
+
+/// The longest wait for an acknowledgement from `from` until `until`.
+fn window(acks: &[Instant], from: Instant, until: Instant) -> Duration {
+    let after: Vec<Instant> = acks.iter().copied().filter(|at| *at > from && *at <= until).collect();
+    if after.is_empty() {
+        return until - from;
+    }
+    std::iter::once(from)
+        .chain(after.iter().copied())
+        .zip(after.iter().copied())
+        .map(|(a, b)| b - a)
+        .max()
+        .unwrap_or_default()
+}
+
+/// How long writes through `writer_url` take to reach a watch through `watch_url`.
+async fn watch_delays(
+    admin: &Client,
+    writer_url: &str,
+    watch_url: &str,
+    prefix: &str,
+) -> Result<Vec<Duration>, String> {
+    let list: Value = admin
+        .get(format!("{watch_url}{SECRETS}"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?
+        .json()
+        .await
+        .map_err(|e| e.to_string())?;
+    let from = list["metadata"]["resourceVersion"].as_str().unwrap_or("0").to_owned();
+    let mut response = admin
+        .get(format!("{watch_url}{SECRETS}?watch=true&resourceVersion={from}"))
+        .send()
+        .await
+        .map_err(|e| e.to_string())?;
+    let arrivals: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let seen = arrivals.clone();
+    let reader = tokio::spawn(async move {
+        let mut pending = Vec::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            let now = Instant::now();
+            pending.extend_from_slice(&chunk);
+            while let Some(end) = pending.iter().position(|byte| *byte == b'\n') {
+                let line: Vec<u8> = pending.drain(..=end).collect();
+                if let Ok(event) = serde_json::from_slice::<Value>(&line)
+                    && event["type"] == "ADDED"
+                {
+                    let name = event["object"]["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                    seen.lock().expect("the watch's record").push((name, now));
+                }
+            }
+        }
+    });
+    let mut sent = Vec::with_capacity(DELAYS);
+    for n in 0..DELAYS {
+        let name = format!("{prefix}-{n}");
+        let body =
+            json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": name}});
+        let at = Instant::now();
+        let response = admin
+            .post(format!("{writer_url}{SECRETS}"))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if response.status().as_u16() != 201 {
+            return Err(format!("a create answered {}", response.status()));
+        }
+        sent.push((name, at));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while arrivals.lock().expect("the watch's record").len() < DELAYS && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    reader.abort();
+    let arrived: std::collections::HashMap<String, Instant> =
+        arrivals.lock().expect("the watch's record").iter().cloned().collect();
+    let mut delays: Vec<Duration> = Vec::with_capacity(DELAYS);
+    for (name, at) in sent {
+        let Some(arrival) = arrived.get(&name) else {
+            return Err(format!("the watch through {watch_url} never saw {name}"));
+        };
+        delays.push(arrival.saturating_duration_since(at));
+    }
+    delays.sort();
+    Ok(delays)
+}
+
+fn rounds_of(args: &[String]) -> Result<usize, String> {
+    match args {
+        [] => Ok(10),
+        [flag, value] if flag == "--rounds" => match value.parse::<usize>() {
+            Ok(rounds) if rounds > 0 => Ok(rounds),
+            _ => Err("--rounds needs a number of at least 1".into()),
+        },
+        _ => Err("usage: kayra-bench replicas [--rounds R]".into()),
+    }
+}
+
+fn line(label: &str, sorted: &[Duration], election: f64) {
+    let (p50, p99) = (quantile(sorted, 0.5), quantile(sorted, 0.99));
+    println!(
+        "  {label:<46} p50 {p50:>8.1} ms  p99 {p99:>8.1} ms  ratio to the election p50: {:.2} / {:.2}",
+        p50 / election,
+        p99 / election
+    );
+}
+
+pub(crate) async fn run(args: &[String]) -> Result<(), String> {
+    let rounds = rounds_of(args)?;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    println!(
+        "Replicas benchmark: one run of {rounds} rounds; each ratio compares two figures from this run\n"
+    );
+    let mut etcd = EtcdCluster::start(3).await.map_err(|e| format!("a three-member etcd: {e}"))?;
+    let endpoints = etcd.endpoints().join(",");
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let (mut replicas, admin) = replicas(dir.path(), &endpoints).await?;
+    let urls: Vec<String> = replicas.iter().map(Replica::url).collect();
+
+    let cross = watch_delays(&admin, &urls[0], &urls[1], "cross").await?;
+    let same = watch_delays(&admin, &urls[0], &urls[0], "same").await?;
+
+    let acks: Arc<Mutex<Vec<Instant>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    writer(admin.clone(), urls.clone(), acks.clone(), stop.clone());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settle = Duration::from_secs(5);
+    let (mut elections, mut etcd_windows, mut replica_windows) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let leader = etcd.leader().await.ok_or("etcd has no leader")?;
+        let killed = Instant::now();
+        etcd.kill(leader);
+        let elected = loop {
+            if etcd.leader().await.is_some_and(|new| new != leader) {
+                break killed.elapsed();
+            }
+            if killed.elapsed() > Duration::from_secs(30) {
+                return Err("etcd elected no other leader within 30 s".into());
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        tokio::time::sleep(settle.saturating_sub(killed.elapsed())).await;
+        elections.push(elected);
+        etcd_windows.push(window(&acks.lock().expect("the writer's record"), killed, killed + settle));
+        etcd.restart(leader).await.map_err(|e| format!("etcd member {leader} restarts: {e}"))?;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+
+        let replica = &mut replicas[round % 3];
+        let killed = Instant::now();
+        replica.process = None;
+        tokio::time::sleep(settle).await;
+        replica_windows.push(window(&acks.lock().expect("the writer's record"), killed, killed + settle));
+        replica.spawn(&endpoints)?;
+        replica.serving(&admin).await?;
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let written = acks.lock().expect("the writer's record").len();
+    for figures in [&mut elections, &mut etcd_windows, &mut replica_windows] {
+        figures.sort();
+    }
+    let election = quantile(&elections, 0.5);
+    println!(
+        "write unavailability ({written} writes acknowledged through three replicas, {rounds} rounds of each kill):"
+    );
+    line("etcd's own election after its leader's kill", &elections, election);
+    line("writes after the etcd leader's kill", &etcd_windows, election);
+    line("writes after a replica's kill", &replica_windows, election);
+    println!("\na write through one replica seen by a watch ({DELAYS} writes each):");
+    line("on another replica", &cross, election);
+    line("on the same replica (the ceiling)", &same, election);
+    println!(
+        "  cross-replica p99 over the same replica's: {:.2}; target p99 at most 1000 ms: {}",
+        quantile(&cross, 0.99) / quantile(&same, 0.99),
+        if quantile(&cross, 0.99) <= 1000.0 { "met" } else { "NOT met" }
+    );
+    Ok(())
+}
