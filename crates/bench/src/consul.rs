@@ -61,12 +61,7 @@ async fn start(dir: &Path) -> Result<Controller, String> {
     let pid = process.pid();
     let deadline = Instant::now() + Duration::from_secs(60);
     let token = crate::nodes::admin_token(&data, &log, deadline).await?;
-    let mut headers = reqwest::header::HeaderMap::new();
-    let bearer = format!("Bearer {token}").parse().map_err(|_| "the admin token is not a header value")?;
-    headers.insert(reqwest::header::AUTHORIZATION, bearer);
-    let admin = Client::builder()
-        .default_headers(headers)
-        .http1_only()
+    let admin = crate::nodes::bearer_client(&token)?
         .pool_max_idle_per_host(CREATORS)
         .build()
         .map_err(|e| e.to_string())?;

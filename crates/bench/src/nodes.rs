@@ -223,6 +223,14 @@ pub(crate) async fn admin_token(data: &Path, log: &Path, deadline: Instant) -> R
     }
 }
 
+/// An HTTP/1.1 client sending `token` as its bearer credential, to finish building.
+pub(crate) fn bearer_client(token: &str) -> Result<reqwest::ClientBuilder, String> {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let bearer = format!("Bearer {token}").parse().map_err(|_| "the admin token is not a header value")?;
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    Ok(reqwest::Client::builder().default_headers(headers).http1_only())
+}
+
 /// Waits until `request` (a read a started controller answers once it serves) succeeds, up to
 /// `deadline`; the error points at the controller's `log`.
 pub(crate) async fn answering(

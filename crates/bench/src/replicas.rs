@@ -84,12 +84,7 @@ async fn replicas(dir: &Path, endpoints: &str) -> Result<(Vec<Replica>, Client),
     first.spawn(endpoints)?;
     let deadline = Instant::now() + Duration::from_secs(60);
     let token = admin_token(&first.data, &first.log, deadline).await?;
-    let mut headers = reqwest::header::HeaderMap::new();
-    let bearer = format!("Bearer {token}").parse().map_err(|_| "the admin token is not a header value")?;
-    headers.insert(reqwest::header::AUTHORIZATION, bearer);
-    let admin = Client::builder()
-        .default_headers(headers)
-        .http1_only()
+    let admin = crate::nodes::bearer_client(&token)?
         .connect_timeout(Duration::from_secs(1))
         .build()
         .map_err(|e| e.to_string())?;

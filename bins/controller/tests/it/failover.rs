@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use kayra_store_etcd::test_server::{EtcdCluster, StartError, skip_test};
 use serde_json::{Value, json};
 
-use crate::replicas::replica_of;
+use crate::replicas::{replica_of, three_member_etcd};
 use crate::{Controller, have_kubectl};
 
 const SECRETS: &str = "/apis/fleet.example.com/v1/namespaces/default/secrets";
@@ -206,11 +205,7 @@ fn rolling_restarts_and_etcd_leader_and_replica_kills_lose_no_write_and_no_watch
         return;
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let mut etcd = match runtime.block_on(EtcdCluster::start(3)) {
-        Ok(cluster) => cluster,
-        Err(StartError::Missing) => return skip_test(StartError::Missing),
-        Err(error) => panic!("{error}"),
-    };
+    let Some(mut etcd) = three_member_etcd(&runtime) else { return };
     let endpoints = etcd.endpoints().join(",");
     let on_etcd = ["--store", "etcd", "--etcd-endpoints", endpoints.as_str()];
     let first = Controller::start(&on_etcd);

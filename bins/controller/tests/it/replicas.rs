@@ -23,6 +23,18 @@ pub(crate) fn replica_of(first: &Controller, extra: &[&str]) -> Controller {
     Controller::launch_in(dir, &args)
 }
 
+/// A real three-member etcd cluster, or `None` (the test skipped) where etcd is not installed.
+pub(crate) fn three_member_etcd(runtime: &tokio::runtime::Runtime) -> Option<EtcdCluster> {
+    match runtime.block_on(EtcdCluster::start(3)) {
+        Ok(cluster) => Some(cluster),
+        Err(StartError::Missing) => {
+            skip_test(StartError::Missing);
+            None
+        }
+        Err(error) => panic!("{error}"),
+    }
+}
+
 fn kubectl_ok(controller: &Controller, args: &[&str]) -> String {
     let output = controller.kubectl_with_token(&controller.token(), args);
     let said = String::from_utf8_lossy(&output.stderr);
@@ -36,11 +48,7 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
         return;
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let mut etcd = match runtime.block_on(EtcdCluster::start(3)) {
-        Ok(cluster) => cluster,
-        Err(StartError::Missing) => return skip_test(StartError::Missing),
-        Err(error) => panic!("{error}"),
-    };
+    let Some(mut etcd) = three_member_etcd(&runtime) else { return };
     let endpoints = etcd.endpoints().join(",");
     let on_etcd = ["--store", "etcd", "--etcd-endpoints", endpoints.as_str()];
     let first = Controller::start(&on_etcd);
