@@ -8,14 +8,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kayra_application::usage::{Samples, UsageSource};
-use kayra_nodeserver::NodeServer;
+use kayra_nodeserver::{NodeServer, WeakNodeServer};
 
 use crate::peers::HttpsPeers;
 
 /// The local sessions' samples, and through them the other replicas'.
 pub(crate) struct ReplicatedUsage {
     local: Arc<dyn UsageSource>,
-    nodes: NodeServer,
+    /// Weak: the node server holds the application layer, which holds this.
+    nodes: WeakNodeServer,
     peers: Arc<HttpsPeers>,
     path: String,
 }
@@ -24,14 +25,15 @@ impl ReplicatedUsage {
     /// Reads `local` first, then the replicas `nodes`' session records name, through `peers`.
     pub(crate) fn new(nodes: NodeServer, peers: Arc<HttpsPeers>, domain: &str) -> ReplicatedUsage {
         let path = format!("/apis/fleet.{domain}/v1/sessionusage");
-        ReplicatedUsage { local: nodes.usage_source(), nodes, peers, path }
+        ReplicatedUsage { local: nodes.usage_source(), nodes: nodes.downgrade(), peers, path }
     }
 
     /// The samples every other replica holding sessions holds; one that does not answer in
     /// time counts as holding none (its nodes' usage is then not available, as kubectl says).
     async fn elsewhere(&self) -> Vec<Samples> {
-        let Some(me) = self.nodes.replica() else { return Vec::new() };
-        let holders = match self.nodes.holders().await {
+        let Some(nodes) = self.nodes.upgrade() else { return Vec::new() };
+        let Some(me) = nodes.replica() else { return Vec::new() };
+        let holders = match nodes.holders().await {
             Ok(holders) => holders,
             Err(error) => {
                 tracing::warn!(%error, "cannot read which replicas hold the nodes' sessions");

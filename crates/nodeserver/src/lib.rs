@@ -31,7 +31,7 @@ mod usage;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use kayra_application::client::Client;
@@ -96,6 +96,20 @@ pub struct NodeServer {
 impl std::fmt::Debug for NodeServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeServer").field("sessions", &self.inner.sessions().len()).finish_non_exhaustive()
+    }
+}
+
+/// A [`NodeServer`] that does not keep it alive: what the server itself feeds (the application
+/// layer it reports to) holds one, so that the two never hold each other.
+#[derive(Clone)]
+pub struct WeakNodeServer {
+    inner: Weak<Inner>,
+}
+
+impl WeakNodeServer {
+    /// The server, while it lasts.
+    pub fn upgrade(&self) -> Option<NodeServer> {
+        self.inner.upgrade().map(|inner| NodeServer { inner })
     }
 }
 
@@ -235,6 +249,11 @@ impl NodeServer {
     /// Every replica that holds some node's session, as the store records them.
     pub async fn holders(&self) -> Result<Vec<Replica>, NodeServerError> {
         holder::holders(&self.inner).await
+    }
+
+    /// A handle on this server that does not keep it alive.
+    pub fn downgrade(&self) -> WeakNodeServer {
+        WeakNodeServer { inner: Arc::downgrade(&self.inner) }
     }
 
     /// This server's own name in the session records, when it serves as a replica.
