@@ -2,10 +2,12 @@
 //! data directory answers `kubectl` with what the first wrote, including while an etcd member
 //! is dead and when it starts with one dead; a controller initialised for another cluster,
 //! pointed at the same etcd, refuses to start and writes nothing; a real agent joined with
-//! every replica's URL (one of them dead) keeps its node alive through the others when a
-//! replica is killed.
+//! every replica's URL (one of them dead) and a second one keep their nodes and workloads alive
+//! through the others when replicas are killed, and `kubectl logs -f` follows a workload's log
+//! through every replica.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kayra_store_etcd::test_server::{EtcdCluster, StartError, skip_test};
@@ -13,11 +15,28 @@ use kayra_store_etcd::test_server::{EtcdCluster, StartError, skip_test};
 use crate::agents::{Agent, application, join_line, kill_all_with, the_process, unique, wait_for};
 use crate::{Controller, free_port, have_kubectl};
 
-/// A replica of `first`: a copy of its data directory, served on ports of its own.
+/// What the README says a replica needs from the data directory `init` wrote, and the admin's
+/// credentials the tests drive kubectl with.
+const A_REPLICAS_FILES: [&str; 7] = [
+    "pki/ca.crt",
+    "pki/ca.key",
+    "pki/server.crt",
+    "pki/server.key",
+    "tokens.csv",
+    "admin.token",
+    "admin.kubeconfig",
+];
+
+/// A replica of `first`: a copy of the files of its data directory a replica needs (copied
+/// one by one: `first` is serving, and writes files of its own beside them), served on ports
+/// of its own.
 pub(crate) fn replica_of(first: &Controller, extra: &[&str]) -> Controller {
     let dir = tempfile::tempdir().unwrap();
-    let copied = Command::new("cp").arg("-a").arg(first.dir.path().join("data")).arg(dir.path()).status();
-    assert!(copied.is_ok_and(|status| status.success()), "the data directory copies");
+    for file in A_REPLICAS_FILES {
+        let to = dir.path().join("data").join(file);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(first.dir.path().join("data").join(file), &to).expect("a replica's file copies");
+    }
     let mut args = vec!["--no-agent"];
     args.extend_from_slice(extra);
     Controller::launch_in(dir, &args)
@@ -33,6 +52,44 @@ pub(crate) fn three_member_etcd(runtime: &tokio::runtime::Runtime) -> Option<Etc
         }
         Err(error) => panic!("{error}"),
     }
+}
+
+/// The numbers of the first `wanted` `tick N` lines `kubectl logs -f app --tail 1` prints
+/// through `through` within `within`; kubectl is stopped then.
+fn follow_ticks(through: &Controller, app: &str, wanted: usize, within: Duration) -> Vec<u64> {
+    let cache = tempfile::tempdir().unwrap();
+    let mut child = Command::new("kubectl")
+        .args(["--kubeconfig", "/dev/null", "--server", &through.url(), "--token", &through.token()])
+        .arg("--certificate-authority")
+        .arg(through.dir.path().join("data/pki/ca.crt"))
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .args(["logs", "-f", app, "--tail", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl runs");
+    let stdout = child.stdout.take().expect("piped");
+    let (lines, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + within;
+    let mut ticks = Vec::new();
+    while ticks.len() < wanted {
+        let Ok(line) = read.recv_timeout(deadline.saturating_duration_since(Instant::now())) else { break };
+        if let Some(n) = line.split_whitespace().nth(1).and_then(|n| n.parse().ok()) {
+            ticks.push(n);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    ticks
 }
 
 fn kubectl_ok(controller: &Controller, args: &[&str]) -> String {
@@ -108,14 +165,20 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     words[at] = servers;
     let name = unique("replicated");
     let agent = Agent::join(&words.join(" "), &name);
-    let renewed = |through: &Controller| {
+    // A second node lists the replicas the other way round.
+    words[at] = format!("{},{},{}", third.url(), second.url(), first.url());
+    let other_name = unique("replicated-too");
+    let other = Agent::join(&words.join(" "), &other_name);
+    let renewed = |through: &Controller, node: &str| {
         let output = through.kubectl_with_token(
             &through.token(),
-            &["get", "lease", "-n", "kube-node-lease", &name, "-o", "jsonpath={.spec.renewTime}"],
+            &["get", "lease", "-n", "kube-node-lease", node, "-o", "jsonpath={.spec.renewTime}"],
         );
         String::from_utf8_lossy(&output.stdout).parse::<jiff::Timestamp>().ok()
     };
-    wait_for("the node's first Lease", Duration::from_secs(60), || renewed(&second));
+    for node in [&name, &other_name] {
+        wait_for("each node's first Lease", Duration::from_secs(60), || renewed(&second, node));
+    }
     let holder = wait_for("the node's session", Duration::from_secs(30), || {
         let log = agent.log();
         let line = log.lines().rev().find(|line| line.contains("the node session is open"))?.to_owned();
@@ -133,6 +196,15 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     let manifest = first.scratch().join("talker.json");
     std::fs::write(&manifest, talker.to_string()).unwrap();
     kubectl_ok(&first, &["apply", "-f", manifest.to_str().unwrap()]);
+    let sleeper_marker = unique("replicated-sleeper");
+    let sleeper = application(
+        "sleeper",
+        &other_name,
+        serde_json::json!({"command": ["/usr/bin/python3", "-c", "import time; time.sleep(1000)", &sleeper_marker]}),
+    );
+    let manifest = first.scratch().join("sleeper.json");
+    std::fs::write(&manifest, sleeper.to_string()).unwrap();
+    kubectl_ok(&first, &["apply", "-f", manifest.to_str().unwrap()]);
     for through in [&first, &second, &third] {
         let read = wait_for("the talker's log", Duration::from_secs(60), || {
             let output = through.kubectl_with_token(&through.token(), &["logs", "talker", "--tail", "2"]);
@@ -140,6 +212,13 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
             (output.status.success() && text.matches("tick").count() == 2).then_some(text)
         });
         assert_eq!(read.lines().count(), 2, "through {}: {read}", through.url());
+    }
+    // `kubectl logs -f` through each replica follows the log as it is written: every line, in
+    // order, none twice, whichever replica holds the node's session.
+    for through in [&first, &second, &third] {
+        let ticks = follow_ticks(through, "talker", 5, Duration::from_secs(30));
+        let consecutive = ticks.windows(2).all(|pair| pair[1] == pair[0] + 1);
+        assert!(ticks.len() == 5 && consecutive, "kubectl logs -f through {}: {ticks:?}", through.url());
     }
     // `kubectl top` through each replica answers for the node and its workload, wherever the
     // node holds its session: the others ask the holder for the samples it holds.
@@ -211,6 +290,7 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     assert!(none.ends_with("\n200") && !none.contains(&name), "one holding no session, none: {none}");
 
     let (talker_pid, _) = the_process(&marker);
+    let (sleeper_pid, _) = the_process(&sleeper_marker);
     let mut replicas: Vec<Option<Controller>> = vec![Some(first), Some(second), Some(third)];
     let url_of = |replicas: &[Option<Controller>], n: usize| replicas[n].as_ref().map(Controller::url);
     let holding =
@@ -227,9 +307,13 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     let killed = *killed.last().expect("a replica was killed");
     let left = replicas.iter().flatten().next().expect("a replica is left");
     let within = Duration::from_secs(60);
-    wait_for("a renewal through the replica left, within 60 s of the others' death", within, || {
-        renewed(left).filter(|at| *at > killed)
-    });
+    for node in [&name, &other_name] {
+        wait_for(
+            "each node's renewal through the replica left, within 60 s of the others' death",
+            within,
+            || renewed(left, node).filter(|at| *at > killed),
+        );
+    }
     let output = left.kubectl_with_token(&left.token(), &["logs", "talker", "--tail", "1"]);
     assert!(
         String::from_utf8_lossy(&output.stdout).contains("tick"),
@@ -253,9 +337,13 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     };
     wait_for(bound, Duration::from_secs(25), || (status("placed-after")["phase"] == "Running").then_some(()));
     assert_eq!(the_process(&marker).0, talker_pid, "the workload kept its process through both deaths");
-    let talker = status("talker");
-    assert_eq!(talker["restarts"].as_i64().unwrap_or(0), 0, "nothing the node ran restarted: {talker}");
-    drop((agent, replicas));
+    assert_eq!(the_process(&sleeper_marker).0, sleeper_pid, "so did the other node's");
+    for app in ["talker", "sleeper"] {
+        let status = status(app);
+        assert_eq!(status["restarts"].as_i64().unwrap_or(0), 0, "nothing the nodes ran restarted: {status}");
+    }
+    drop((agent, other, replicas));
     kill_all_with(&marker);
+    kill_all_with(&sleeper_marker);
     kill_all_with(&later);
 }
