@@ -19,7 +19,7 @@ use kayra_store_etcd::test_server::EtcdCluster;
 use reqwest::Client;
 use serde_json::{Value, json};
 
-use crate::nodes::{Process, admin_token, answering, free_port, quantile, sibling};
+use crate::nodes::{Process, answering, free_port, quantile, sibling};
 
 const SECRETS: &str = "/apis/fleet.example.com/v1/namespaces/default/secrets";
 const DELAYS: usize = 1000;
@@ -67,34 +67,38 @@ impl Replica {
     }
 }
 
-/// Three replicas: the first initialises the cluster, the others serve copies of its data.
+/// Three replicas, as the README starts them: one `init`, then each replica serves its own
+/// copy of that data directory.
 async fn replicas(dir: &Path, endpoints: &str) -> Result<(Vec<Replica>, Client), String> {
-    let replica = |n: usize| -> Result<Replica, String> {
+    let initialised = dir.join("init");
+    let init = std::process::Command::new(sibling("kayra-controller")?)
+        .arg("init")
+        .arg("--data-dir")
+        .arg(&initialised)
+        .output()
+        .map_err(|e| format!("cannot run kayra-controller init: {e}"))?;
+    if !init.status.success() {
+        return Err(format!("kayra-controller init failed: {}", String::from_utf8_lossy(&init.stderr)));
+    }
+    let token = std::fs::read_to_string(initialised.join("admin.token")).map_err(|e| e.to_string())?;
+    let admin = crate::nodes::bearer_client(token.trim())?
+        .connect_timeout(Duration::from_secs(1))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut all = Vec::new();
+    for n in 0..3 {
         let home = dir.join(format!("replica-{n}"));
         std::fs::create_dir_all(&home).map_err(|e| e.to_string())?;
-        Ok(Replica {
+        let mut next = Replica {
             data: home.join("data"),
             log: home.join("controller.log"),
             https: free_port()?,
             http: free_port()?,
             process: None,
-        })
-    };
-    let mut first = replica(0)?;
-    first.spawn(endpoints)?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let token = admin_token(&first.data, &first.log, deadline).await?;
-    let admin = crate::nodes::bearer_client(&token)?
-        .connect_timeout(Duration::from_secs(1))
-        .build()
-        .map_err(|e| e.to_string())?;
-    first.serving(&admin).await?;
-    let mut all = vec![first];
-    for n in 1..3 {
-        let mut next = replica(n)?;
-        let copied = std::process::Command::new("cp").arg("-a").arg(&all[0].data).arg(&next.data).status();
+        };
+        let copied = std::process::Command::new("cp").arg("-a").arg(&initialised).arg(&next.data).status();
         if !copied.is_ok_and(|status| status.success()) {
-            return Err("cannot copy the first replica's data directory".into());
+            return Err("cannot copy the initialised data directory".into());
         }
         next.spawn(endpoints)?;
         next.serving(&admin).await?;
