@@ -164,7 +164,9 @@ impl ApplicationLayer {
     pub(crate) fn authorize(&self, identity: &Identity, request: &Request) -> Result<Scope, RegistryError> {
         let between_replicas = match &request.target {
             Target::SessionLog(node) => Some(format!("resource \"nodes/sessionlog\" of node \"{node}\"")),
-            Target::SessionUsage => Some("the usage samples of the sessions held here".to_owned()),
+            Target::SessionUsage => {
+                Some("resource \"sessionusage\" (the usage samples of the sessions held here)".to_owned())
+            }
             _ => None,
         };
         if let Some(what) = between_replicas {

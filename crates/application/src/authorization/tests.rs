@@ -130,11 +130,24 @@ async fn only_the_replicas_read_a_session_log_and_nobody_impersonates_them() {
     let admin = Identity::new("admin", "", vec![kayra_authz::MASTERS.to_owned()]);
     let replica =
         Identity::new("system:kayra:controller:r1", "", vec![kayra_authn::CONTROLLERS_GROUP.to_owned()]);
-    let asked = Request::session_log("n1");
-    assert!(matches!(layer.authorize(&replica, &asked), Ok(Scope::All)));
-    match layer.authorize(&admin, &asked) {
-        Err(RegistryError::Forbidden(message)) => assert!(message.contains("nodes/sessionlog"), "{message}"),
-        other => panic!("a master reads no session log: {other:?}"),
+    let node = Identity::new("system:node:n1", "", vec![kayra_authz::NODES.to_owned()]);
+    let bootstrap = Identity::new(
+        "system:bootstrap:abcdef",
+        "",
+        vec![kayra_authn::bootstrap::BOOTSTRAPPERS.to_owned(), "system:bootstrappers:workers".to_owned()],
+    );
+    for (asked, what) in
+        [(Request::session_log("n1"), "nodes/sessionlog"), (Request::session_usage(), "sessionusage")]
+    {
+        assert!(matches!(layer.authorize(&replica, &asked), Ok(Scope::All)), "a replica may read {what}");
+        for (caller, who) in
+            [(&admin, "a master"), (&node, "the node itself"), (&bootstrap, "a bootstrap token")]
+        {
+            match layer.authorize(caller, &asked) {
+                Err(RegistryError::Forbidden(message)) => assert!(message.contains(what), "{message}"),
+                other => panic!("{who} reads no {what}: {other:?}"),
+            }
+        }
     }
     let wanted = Impersonation {
         user: "anyone".into(),
