@@ -27,6 +27,16 @@ pub(crate) fn url_port(url: &str) -> Option<u16> {
     port.trim_end_matches('/').parse().ok()
 }
 
+/// The host a URL names, without brackets around an IPv6 address.
+pub(crate) fn url_host(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    match authority.strip_prefix('[') {
+        Some(bracketed) => bracketed.split_once(']').map(|(host, _)| host),
+        None => Some(authority.rsplit_once(':').map_or(authority, |(host, _)| host)),
+    }
+}
+
 /// Records `url` as the one the controller serving from `data_dir` answers to.
 pub(crate) fn record_serving_url(data_dir: &Path, url: &str) -> Result<(), ControlPlaneError> {
     let path = serving_url_file(data_dir);

@@ -96,18 +96,11 @@ pub fn init(config: &Config) -> Result<Initialised, ControlPlaneError> {
         let admin = ca
             .issue(Usage::Client, "admin", Some("system:masters"), &[])
             .map_err(ControlPlaneError::pki("cannot issue the admin certificate"))?;
-        let host = if config.listen.ip().is_unspecified() {
-            "127.0.0.1".to_owned()
-        } else {
-            config.listen.ip().to_string()
-        };
-        let host = if host.contains(':') { format!("[{host}]") } else { host };
-        let server = format!("https://{host}:{}", config.listen.port());
         write_private(
             &paths.kubeconfig,
             &Kubeconfig::with_client_certificate(
                 "kayra",
-                &server,
+                &admin_server(config.listen.ip(), config.listen.port()),
                 ca.cert_pem(),
                 "admin",
                 &admin.cert_pem,
@@ -191,6 +184,42 @@ fn certificate_names(pem: &str) -> Result<Vec<String>, String> {
             _ => None,
         })
         .collect())
+}
+
+/// The URL the admin kubeconfig names for a controller listening on `ip` and `port`: the
+/// listener's own address, or loopback when it listens on every address.
+fn admin_server(ip: IpAddr, port: u16) -> String {
+    let host = if ip.is_unspecified() { IpAddr::from([127, 0, 0, 1]) } else { ip };
+    crate::address::serving_url(host, port)
+}
+
+/// Points the admin kubeconfig at the listener the controller serves on (`ip` and `port`),
+/// where it names this host's listener on another port or address, as when `init` ran with
+/// the default listen address and `serve` with another; a kubeconfig naming any other host (a
+/// balancer's name, say) is left as it is.
+pub(crate) fn follow_listener(data_dir: &Path, ip: IpAddr, port: u16) -> Result<(), ControlPlaneError> {
+    let path = admin_kubeconfig(data_dir);
+    let Ok(text) = std::fs::read_to_string(&path) else { return Ok(()) };
+    let Ok(mut kubeconfig) = Kubeconfig::parse(&text) else { return Ok(()) };
+    let served = admin_server(ip, port);
+    let mut moved = false;
+    for named in &mut kubeconfig.clusters {
+        let names_this_host = crate::address::url_host(&named.cluster.server)
+            .and_then(|host| host.parse::<IpAddr>().ok())
+            .is_some_and(|host| host.is_loopback() || host == ip);
+        if names_this_host && named.cluster.server != served {
+            tracing::info!(kubeconfig = %path.display(), from = %named.cluster.server, to = %served, "the admin kubeconfig follows the listener");
+            named.cluster.server = served.clone();
+            moved = true;
+        }
+    }
+    if !moved {
+        return Ok(());
+    }
+    let temporary = path.with_extension("tmp");
+    write_private(&temporary, &kubeconfig.to_yaml())?;
+    std::fs::rename(&temporary, &path)
+        .map_err(ControlPlaneError::io(format!("cannot write {}", path.display())))
 }
 
 fn read_text(path: &Path) -> Result<String, ControlPlaneError> {

@@ -156,6 +156,7 @@ pub async fn run(
     // What prints a join command names where the controller answers, not what it was told.
     let url = address::serving_url(host, bound.port());
     address::record_serving_url(&config.data_dir, &url)?;
+    crate::pki::follow_listener(&config.data_dir, bound.ip(), bound.port())?;
     let nodes = control_plane.nodes.clone();
     // On a shared store the store records which replica holds each node's session, and where
     // it answers; the embedded stores serve one process, which needs no such record.

@@ -17,6 +17,10 @@ fn a_listener_is_reached_through_its_own_address_or_the_hosts() {
     check("[::]:7443", &format!("https://{host}:7443"));
     assert_eq!(url_port("https://[fd00::2]:6443"), Some(6443));
     assert_eq!(url_port("https://kayra.example.com"), None);
+    assert_eq!(url_host("https://[fd00::2]:6443/api"), Some("fd00::2"));
+    assert_eq!(url_host("https://10.1.2.3:6443"), Some("10.1.2.3"));
+    assert_eq!(url_host("https://kayra.example.com"), Some("kayra.example.com"));
+    assert_eq!(url_host("kayra.example.com"), None);
 }
 
 #[test]
