@@ -32,7 +32,7 @@ const SETTLE: Duration = Duration::from_secs(3);
 const NAMESPACE: &str = "bench";
 
 /// A child process this benchmark started, killed (by its own id) when dropped.
-struct Process(Child);
+pub(crate) struct Process(Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
@@ -129,7 +129,7 @@ async fn start_controller(dir: &Path) -> Result<Controller, String> {
 }
 
 /// The bare axum handler: a process answering `get` on one port and `list` on another.
-async fn start_bare(get: &Path, list: &Path) -> Result<(Process, String, String), String> {
+pub(crate) async fn start_bare(get: &Path, list: &Path) -> Result<(Process, String, String), String> {
     let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
         .arg("http-bare")
         .arg(get)

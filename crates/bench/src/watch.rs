@@ -8,7 +8,8 @@
 //! - a LIST of many objects in one response: the controller's peak memory growth against the
 //!   response's size;
 //! - LIST pages (`limit=500`) per second beside a bare handler answering the same bytes from
-//!   memory in this process, over the same kind of connection.
+//!   memory in a process of its own (`kayra-bench http-bare`), over the same kind of
+//!   connection.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -377,22 +378,15 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
             growth as f64 / size as f64
         );
     }
-    // Pages, beside a bare handler answering the same bytes from memory.
+    // Pages, beside a bare handler answering the same bytes from memory in a process of its
+    // own, so that it does not share the load generator's runtime and cores.
     let page_url = format!("{url}?limit={PAGE}");
     let page = controller.admin.get(&page_url).send().await.map_err(|e| e.to_string())?;
     let page = page.bytes().await.map_err(|e| e.to_string())?;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-    let bare_url = format!("http://{}/bare", listener.local_addr().map_err(|e| e.to_string())?);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(kayra_apiserver::serve(
-        listener,
-        None,
-        kayra_apiserver::bare_router(page.clone()),
-        Default::default(),
-        async {
-            let _ = stopped.await;
-        },
-    ));
+    let bare_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let page_file = bare_dir.path().join("page.json");
+    std::fs::write(&page_file, &page).map_err(|e| e.to_string())?;
+    let (bare_process, _, bare_url) = crate::http::start_bare(&page_file, &page_file).await?;
     let pages = client(&controller.token, PAGE_CLIENTS)?;
     let rate = |url: String| {
         let pages = pages.clone();
@@ -417,7 +411,7 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
     };
     let bare = rate(bare_url).await?;
     let ours = rate(page_url).await?;
-    let _ = stop.send(());
+    drop(bare_process);
     println!(
         "LIST pages of {PAGE} ({:.0} KiB), {PAGE_CLIENTS} HTTP/1.1 clients: ours {ours:.0}/s, bare handler with the same bytes {bare:.0}/s, ratio {:.2} (target >= 0.3)",
         page.len() as f64 / 1024.0,
