@@ -47,11 +47,12 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Some(which @ ("http" | "http-load" | "http-bare")) => {
+        Some(which @ ("http" | "http-load" | "http-bare" | "http-durable")) => {
             let result = match which {
                 "http" => runtime.block_on(http::run()),
                 // The external benchmark's load generator and bare handler, each a process of its own.
                 "http-load" => runtime.block_on(http::load(&args[1..])),
+                "http-durable" => runtime.block_on(http::durable(&args[1..])),
                 _ => runtime.block_on(http::bare(&args[1..])),
             };
             match result {

@@ -126,6 +126,11 @@ pub mod raw {
             self.db.flush().map(drop).map_err(|error| error.to_string())
         }
 
+        /// Waits until every insert made so far is on disk.
+        pub fn flush(&self) -> Result<(), String> {
+            self.db.flush().map(drop).map_err(|error| error.to_string())
+        }
+
         /// Inserts without waiting for the disk.
         pub fn insert(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
             self.db.insert(key, value).map(drop).map_err(|error| error.to_string())

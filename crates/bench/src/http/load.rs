@@ -1,7 +1,7 @@
 //! `kayra-bench http-load`: the load generator of the external HTTP benchmark, a process of
 //! its own. N HTTP/1.1 keep-alive connections (hyper's bare client connection, one request in
 //! flight on each) send GETs, or POSTs of a template with a unique name each, for a fixed time
-//! or a fixed count; or N threads insert+flush into raw sled (`--sled DIR`), measured alike.
+//! or a fixed count.
 //! Prints one JSON line: `{"requests", "rate", "p50_ms", "p99_ms"}`.
 
 use std::sync::Arc;
@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
-use kayra_store_sled::raw::RawSled;
 
 /// What the load generator was asked for.
 #[derive(Debug, Default)]
@@ -22,7 +21,6 @@ struct Options {
     count: Option<usize>,
     post: Option<String>,
     prefix: String,
-    sled: Option<String>,
 }
 
 fn options(args: &[String]) -> Result<Options, String> {
@@ -40,7 +38,6 @@ fn options(args: &[String]) -> Result<Options, String> {
             "--count" => options.count = Some(value.parse().map_err(|e| format!("--count: {e}"))?),
             "--post" => options.post = Some(value),
             "--prefix" => options.prefix = value,
-            "--sled" => options.sled = Some(value),
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -81,10 +78,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
         claimed: Arc::new(AtomicUsize::new(0)),
     };
     let started = Instant::now();
-    let mut latencies = match &options.sled {
-        Some(dir) => sled_writers(dir, &options, &stop)?,
-        None => http_connections(&options, &stop).await?,
-    };
+    let mut latencies = http_connections(&options, &stop).await?;
     let elapsed = started.elapsed();
     latencies.sort();
     let quantile = |q: f64| {
@@ -102,31 +96,6 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
         })
     );
     Ok(())
-}
-
-/// Raw sled: each writer inserts a 600-byte value under a key of its own and waits for the flush.
-fn sled_writers(dir: &str, options: &Options, stop: &Stop) -> Result<Vec<Duration>, String> {
-    let raw = RawSled::open(std::path::Path::new(dir))?;
-    let value = [b'v'; 600];
-    let writers: Vec<_> = (0..options.connections)
-        .map(|w| {
-            let (raw, stop, prefix) = (raw.clone(), stop.clone(), options.connections);
-            std::thread::spawn(move || -> Result<Vec<Duration>, String> {
-                let mut latencies = Vec::new();
-                while let Some(n) = stop.next() {
-                    let started = Instant::now();
-                    raw.insert_durably(format!("{prefix}/{w}/{n}").as_bytes(), &value)?;
-                    latencies.push(started.elapsed());
-                }
-                Ok(latencies)
-            })
-        })
-        .collect();
-    let mut all = Vec::new();
-    for writer in writers {
-        all.extend(writer.join().map_err(|_| "a writer panicked")??);
-    }
-    Ok(all)
 }
 
 /// What every request of a run shares.
@@ -160,7 +129,7 @@ impl Target {
 }
 
 async fn http_connections(options: &Options, stop: &Stop) -> Result<Vec<Duration>, String> {
-    let url = options.url.as_deref().ok_or("--url or --sled is needed")?;
+    let url = options.url.as_deref().ok_or("--url is needed")?;
     let rest = url.strip_prefix("http://").ok_or("the load generator speaks plain http:// only")?;
     let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     let post = match &options.post {
