@@ -5,7 +5,9 @@
 //!   800 lines; each binary's `src` within 300 lines; the HTTP adapter names no registry or
 //!   store of its own) and the boundary check (no domain crate depends on an adapter, no crate on
 //!   a binary). Green here means green in CI.
-//!   Tests run under cargo-nextest when it is installed, else under `cargo test`. A test that
+//!   Tests run under cargo-nextest when it is installed, with the `ci` profile of
+//!   `.config/nextest.toml` (a test still running after ten minutes is ended and fails), else
+//!   under `cargo test`, whose whole run is ended after [`CARGO_TEST_DEADLINE`]. A test that
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
 //! - `tidy`: the tidy and boundary checks alone.
@@ -127,6 +129,16 @@ fn ci() -> Result<(), String> {
     })
 }
 
+/// The nextest profile every run uses, on a developer's machine as in CI: one that passes
+/// here passes there. `.config/nextest.toml` defines it: slow tests are reported after a minute
+/// and ended after ten, and nothing is retried.
+const NEXTEST_PROFILE: &str = "ci";
+
+/// How long a whole `cargo test` run may take before it is ended as hung. libtest has no
+/// per-test timeout on stable Rust, so without nextest only the run as a whole is bounded: a
+/// hung test fails the run after this long, without naming which test hung.
+const CARGO_TEST_DEADLINE: std::time::Duration = std::time::Duration::from_secs(90 * 60);
+
 /// Runs the tests of `selection` (cargo package arguments), doctests included, with nextest
 /// when it is installed and `cargo test` otherwise, then prints every skip: the tests' (read back
 /// from the file [`SKIPPED_LOG`] names) after `earlier`, the ones xtask itself made. Under CI a
@@ -140,7 +152,7 @@ fn tests(selection: &[&str], earlier: &mut Vec<String>) -> Result<(), String> {
         .output()
         .is_ok_and(|out| out.status.success());
     let ran = if nextest {
-        let run = [&["nextest", "run", "--no-fail-fast"], selection].concat();
+        let run = [&["nextest", "run", "--profile", NEXTEST_PROFILE, "--no-fail-fast"], selection].concat();
         let doc = [&["test", "--doc"], selection].concat();
         cargo_with(&run, &env).and_then(|()| cargo_with(&doc, &env))
     } else {
@@ -148,7 +160,7 @@ fn tests(selection: &[&str], earlier: &mut Vec<String>) -> Result<(), String> {
             "cargo-nextest is not installed: running the tests with `cargo test` \
              (`cargo install cargo-nextest --locked` gives each test its own process)"
         );
-        cargo_with(&[&["test", "--no-fail-fast"], selection].concat(), &env)
+        cargo_within(&[&["test", "--no-fail-fast"], selection].concat(), &env, CARGO_TEST_DEADLINE)
     };
     let recorded = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
@@ -192,6 +204,41 @@ fn cargo_with(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result<(), Str
         .current_dir(root())
         .status()
         .map_err(|error| format!("cannot run cargo: {error}"))?;
+    if status.success() { Ok(()) } else { Err(format!("`cargo {}` failed ({status})", args.join(" "))) }
+}
+
+/// Runs cargo as [`cargo_with`] does, in a process group of its own that is killed, test
+/// processes and all, once `deadline` has passed.
+fn cargo_within(
+    args: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+    deadline: std::time::Duration,
+) -> Result<(), String> {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(cargo_binary())
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(root())
+        .process_group(0)
+        .spawn()
+        .map_err(|error| format!("cannot run cargo: {error}"))?;
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|error| format!("waiting for cargo: {error}"))? {
+            break status;
+        }
+        if started.elapsed() >= deadline {
+            let group = format!("-{}", child.id());
+            let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+            let _ = child.wait();
+            return Err(format!(
+                "`cargo {}` was still running after {} minutes: a test hung, and the run was ended",
+                args.join(" "),
+                deadline.as_secs() / 60
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    };
     if status.success() { Ok(()) } else { Err(format!("`cargo {}` failed ({status})", args.join(" "))) }
 }
 

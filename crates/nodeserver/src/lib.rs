@@ -32,7 +32,7 @@ mod usage;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kayra_application::client::Client;
 use kayra_application::events::Recorder;
@@ -129,7 +129,8 @@ pub(crate) struct Inner {
     secrets: Resource,
     log_streams: Arc<tokio::sync::Semaphore>,
     closing: std::sync::atomic::AtomicBool,
-    started: Instant,
+    /// On tokio's clock, which is the wall clock's pace unless a test pauses it.
+    started: tokio::time::Instant,
     metrics: metrics::FleetMetrics,
     /// This replica, once it serves: session records name it ([`holder`]).
     replica: std::sync::OnceLock<holder::Replica>,
@@ -176,7 +177,7 @@ impl NodeServer {
                 applications,
                 secrets,
                 closing: std::sync::atomic::AtomicBool::new(false),
-                started: Instant::now(),
+                started: tokio::time::Instant::now(),
                 metrics: metrics::FleetMetrics::default(),
                 replica: std::sync::OnceLock::new(),
             }),

@@ -23,7 +23,9 @@ fn node(name: &str) -> Identity {
     Identity::new(format!("system:node:{name}"), "", vec!["system:nodes".into()])
 }
 
-#[tokio::test]
+/// Silence is measured on tokio's clock: paused, the 200 ms ready timeout passes only when
+/// the test sleeps past it, however long a busy machine takes between two calls.
+#[tokio::test(start_paused = true)]
 async fn one_live_session_per_node_and_a_silent_one_is_taken_over() {
     let server = server(Duration::from_millis(200));
     assert!(matches!(
@@ -117,14 +119,17 @@ async fn replicas() -> [(NodeServer, crate::Replica); 2] {
     [(a, replica_a), (b, replica_b)]
 }
 
+/// Waits for the session record of `node` to name `replica`, for up to 20 s: on a quiet machine
+/// the claim's write and the watch that carries it take milliseconds.
 async fn held_by(server: &NodeServer, node: &str, replica: &crate::Replica) {
-    for _ in 0..100 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while tokio::time::Instant::now() < deadline {
         if server.holder(node).await.expect("readable").as_ref() == Some(replica) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    panic!("the record never named {replica:?}");
+    panic!("the record did not name {replica:?} within 20 s");
 }
 
 #[tokio::test]

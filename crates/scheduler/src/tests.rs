@@ -260,24 +260,33 @@ mod binds {
         assert_eq!(bound["metadata"]["annotations"]["fleet.example.com/scheduled-by"], SCHEDULER);
 
         let events = client.resource("", "events").expect("served");
-        let scheduled_events = || async {
+        // A repeat of an Event counts up on the one written before, so the counts are summed.
+        let scheduled_events = async |name: &str| {
             client
                 .list_all(&events, Some("a"))
                 .await
                 .expect("listed")
                 .into_iter()
-                .filter(|e| e["reason"] == "Scheduled" && e["involvedObject"]["name"] == "web")
-                .count()
+                .filter(|e| e["reason"] == "Scheduled" && e["involvedObject"]["name"] == name)
+                .map(|e| e["count"].as_u64().unwrap_or(1))
+                .sum::<u64>()
         };
-        tokio::time::timeout(Duration::from_secs(10), async {
-            while scheduled_events().await == 0 {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        })
-        .await
-        .expect("a Scheduled Event is recorded");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert_eq!(scheduled_events().await, 1, "exactly one Scheduled Event");
+        let recorded = async |name: &str| {
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while scheduled_events(name).await == 0 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .unwrap_or_else(|_| panic!("a Scheduled Event is recorded for {name}"));
+        };
+        recorded("web").await;
+        // The scheduler follows the Applications in revision order and places them one pass
+        // after another: one created after web's binding is placed after web's bound version
+        // was seen, so a second placement of web would have been decided by then.
+        client.create(&applications, Some("a"), application("later")).await.expect("created");
+        recorded("later").await;
+        assert_eq!(scheduled_events("web").await, 1, "exactly one Scheduled Event");
         stop.cancel();
         let _ = running.await;
     }

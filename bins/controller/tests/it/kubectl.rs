@@ -293,8 +293,11 @@ fn acceptance(c: &Controller) {
         fails(c, "31", &["wait", "--for=condition=Ready", "app/b", "--timeout=3s"])
             .contains("timed out waiting for the condition on applications/b")
     );
-    let started = std::time::Instant::now();
-    std::thread::scope(|scope| {
+    // The change is made while kubectl waits; from the patch's answer to the wait's end is the
+    // watch's delivery, well under a second on a quiet machine. 10 s leaves a busy machine its
+    // margin, and is half the wait's own timeout, which a missed change would run out.
+    let patched = std::sync::OnceLock::new();
+    let waited = std::thread::scope(|scope| {
         scope.spawn(|| {
             std::thread::sleep(Duration::from_secs(2));
             ok(
@@ -310,12 +313,16 @@ fn acceptance(c: &Controller) {
                     r#"{"status":{"conditions":[{"type":"Ready","status":"True"}]}}"#,
                 ],
             );
+            let _ = patched.set(std::time::Instant::now());
         });
         ok(c, "32", &["wait", "--for=condition=Ready", "app/b", "--timeout=20s"]);
+        std::time::Instant::now()
     });
+    let delivered = waited.saturating_duration_since(*patched.get().expect("item 32: the patch was made"));
+    eprintln!("item 32: kubectl wait ended {delivered:?} after the patch's answer");
     assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "item 32: the watch should deliver the change at once"
+        delivered < Duration::from_secs(10),
+        "item 32: the watch delivers the change within 10 s (under 1 s on a quiet machine): {delivered:?}"
     );
     ok(c, "33", &["wait", "--for=jsonpath={.spec.command[0]}=/bin/sleep3", "app/a", "--timeout=5s"]);
 

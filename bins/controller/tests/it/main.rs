@@ -211,6 +211,19 @@ impl Controller {
             .expect("kubectl runs")
     }
 
+    /// The sum of the `/metrics` series whose names and labels start with `series` (say
+    /// `kayra_loop_reconciles_total{controller="scheduler"`): a counter the test waits on to
+    /// know that a loop has acted since it last read it.
+    pub fn metric_sum(&self, series: &str) -> f64 {
+        let output = self.kubectl(&["get", "--raw", "/metrics"]);
+        assert!(output.status.success(), "/metrics: {}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|line| line.starts_with(series))
+            .filter_map(|line| line.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
     /// Adds a bearer token to the controller's token file.
     pub fn add_token(&self, token: &str, user: &str) {
         let path = self.dir.path().join("data/tokens.csv");

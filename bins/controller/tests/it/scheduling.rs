@@ -127,13 +127,18 @@ fn the_scheduler_spreads_avoids_cordoned_nodes_obeys_no_execute_and_explains() {
         described.contains("FailedScheduling").then_some(described)
     });
     assert!(described.contains(expected), "{described}");
-    // The explanation is not rewritten while nothing changes, nor when a change that may let
-    // it fit (a node's labels) leaves it as it was: one event.
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(events_about(&controller, "FailedScheduling", "too-big"), [expected]);
+    // The explanation is not rewritten when a change that may let it fit (a node's labels)
+    // leaves it as it was. too-big is the only Application that fits nowhere, so the next
+    // unschedulable attempt after the label is its decision on the relabelled node; a rewrite
+    // would follow that decision and come before the next one's, which the change below
+    // causes: by the time that one's Event is there, a rewrite would have counted on the
+    // first Event.
+    let attempts = || controller.metric_sum("scheduler_schedule_attempts_total{result=\"unschedulable\"");
+    let before = attempts();
     kubectl_ok(&controller, &["label", "nodes", &a.name, "relabelled=yes"]);
-    std::thread::sleep(Duration::from_secs(4));
-    assert_eq!(events_about(&controller, "FailedScheduling", "too-big"), [expected]);
+    wait_for("too-big to be tried on the relabelled node", Duration::from_secs(30), || {
+        (attempts() > before).then_some(())
+    });
     // A change that changes it: the condition says so, and a second event.
     kubectl_ok(&controller, &["taint", "nodes", &b.name, "maintenance-"]);
     let changed = "0/2 nodes are available: 2 Insufficient memory.";
@@ -145,6 +150,11 @@ fn the_scheduler_spreads_avoids_cordoned_nodes_obeys_no_execute_and_explains() {
     wait_for("the second FailedScheduling event", Duration::from_secs(15), || {
         (events_about(&controller, "FailedScheduling", "too-big") == [expected, changed]).then_some(())
     });
+    assert_eq!(
+        event_counts(&controller, "FailedScheduling", "too-big"),
+        [1, 1],
+        "each explanation was written once: the relabelling rewrote none"
+    );
 
     // Waiting for a schedulable node: placed within seconds of one being uncordoned.
     kubectl_ok(&controller, &["cordon", &a.name]);
@@ -182,9 +192,19 @@ fn the_scheduler_spreads_avoids_cordoned_nodes_obeys_no_execute_and_explains() {
 
 /// The messages of the Events of `reason` about Application `name`, oldest first.
 fn events_about(controller: &Controller, reason: &str, name: &str) -> Vec<String> {
+    events_with_counts(controller, reason, name).into_iter().map(|(message, _)| message).collect()
+}
+
+/// How many times each Event of `reason` about `name` was recorded, oldest first: a repeat
+/// counts up on the Event written before instead of writing another.
+fn event_counts(controller: &Controller, reason: &str, name: &str) -> Vec<u64> {
+    events_with_counts(controller, reason, name).into_iter().map(|(_, count)| count).collect()
+}
+
+fn events_with_counts(controller: &Controller, reason: &str, name: &str) -> Vec<(String, u64)> {
     let reason = format!("reason={reason}");
     let events = get_json(controller, &["get", "events", "--field-selector", &reason]).unwrap_or_default();
-    let mut about: Vec<(String, String)> = events["items"]
+    let mut about: Vec<(String, String, u64)> = events["items"]
         .as_array()
         .into_iter()
         .flatten()
@@ -195,11 +215,12 @@ fn events_about(controller: &Controller, reason: &str, name: &str) -> Vec<String
             (
                 format!("{at} {resource_version:0>20}"),
                 event["message"].as_str().unwrap_or_default().to_owned(),
+                event["count"].as_u64().unwrap_or(1),
             )
         })
         .collect();
     about.sort();
-    about.into_iter().map(|(_, message)| message).collect()
+    about.into_iter().map(|(_, message, count)| (message, count)).collect()
 }
 
 /// Waits for `name` to be Pending with `Scheduled=False` saying `message`.
@@ -243,10 +264,17 @@ fn placement_is_ignored_during_execution() {
     apply(&controller, &selecting("bronze"));
     let edited = get_json(&controller, &["get", "app", "selected"]).unwrap_or_default();
     assert_eq!(edited["spec"]["placement"]["nodeSelector"]["tier"], "bronze", "{edited}");
-    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(edited["spec"]["placement"]["nodeName"], a.name.as_str(), "{edited}");
+    // The scheduler follows the Applications in revision order and decides one pass after
+    // another: one created after the edit is placed after the edit was seen, so a new
+    // placement of `selected` would have been decided by the time the later one's Event is.
+    apply(&controller, &unpinned("after-the-edit", &marker, json!({})));
+    wait_for("after-the-edit to be placed, with its Scheduled event", Duration::from_secs(30), || {
+        (events_about(&controller, "Scheduled", "after-the-edit").len() == 1).then_some(())
+    });
     let app = get_json(&controller, &["get", "app", "selected"]).unwrap_or_default();
     assert_eq!(app["spec"]["placement"]["nodeName"], a.name.as_str(), "{app}");
-    assert_eq!(events_about(&controller, "Scheduled", "selected").len(), 1, "placed once");
+    assert_eq!(event_counts(&controller, "Scheduled", "selected"), [1], "placed once");
 }
 
 #[test]

@@ -41,7 +41,12 @@ async fn a_process_that_ignores_sigterm_is_killed_after_its_grace_period() {
         took >= Duration::from_secs(2),
         "SIGTERM is ignored, so only SIGKILL after 2 s ends it ({took:?})"
     );
-    assert!(took < Duration::from_secs(6), "{took:?}");
+    // A quiet machine kills it under 0.1 s after the grace; 10 s is a busy machine's margin,
+    // and 12 s in all is still far short of the 30 s default grace a lost setting would give.
+    assert!(
+        took < Duration::from_secs(2 + 10),
+        "SIGKILL within 10 s of the 2 s grace's end (a quiet machine needs under 0.1 s): {took:?}"
+    );
     let apps = std::fs::read_dir(node.dir.path().join("data/apps")).unwrap().count();
     assert_eq!(apps, 0, "a forgotten application leaves no directory");
     let cgroup = std::path::Path::new("/sys/fs/cgroup/pids").join(&node.cgroup_parent);
@@ -66,7 +71,13 @@ async fn a_process_that_honours_sigterm_stops_at_once() {
     runtime.apply(desired(vec![]));
     wait_gone(&mut reports, "polite").await;
     assert!(!alive_with_marker(pid, &node.marker));
-    assert!(asked.elapsed() < Duration::from_secs(5), "no wait for the 30 s grace: {:?}", asked.elapsed());
+    // At once is under 0.1 s on a quiet machine; half the grace leaves a busy one its margin
+    // and still tells stopping at once from waiting the grace out.
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "no wait for the 30 s grace: stopped within 15 s (a quiet machine needs under 0.1 s): {took:?}"
+    );
 }
 
 #[tokio::test]

@@ -495,14 +495,22 @@ pub async fn revoking_a_lease_deletes_its_keys(harness: &dyn Harness) {
     assert!(matches!(store.revoke_lease(lease.id).await, Err(StoreError::LeaseNotFound(_))));
 }
 
+/// The lease [`unrenewed_leases_expire_with_their_keys`] renews, then lets lapse. Its expiry is
+/// awaited for [`PATIENCE`], five times the lease.
+const RENEWED_LEASE: Duration = Duration::from_secs(3);
+/// How often that lease is renewed: a tenth of it, so a renewal may come 2.7 s late on a busy
+/// machine (many times what a renewal takes on a quiet one) before the lease lapses under it.
+const RENEWAL_PERIOD: Duration = Duration::from_millis(300);
+
 pub async fn unrenewed_leases_expire_with_their_keys(harness: &dyn Harness) {
     let store = harness.open().await;
-    let lease = store.grant_lease(Duration::from_secs(2)).await.unwrap();
+    let lease = store.grant_lease(RENEWED_LEASE).await.unwrap();
     let op = Op::Put { key: "e/session".into(), value: b"alive".to_vec(), lease: Some(lease.id) };
     let written = store.txn(Txn { compares: vec![], ops: vec![op] }).await.unwrap().revision();
     let mut watcher = store.watch("e/", written).await.unwrap();
-    for _ in 0..3 {
-        tokio::time::sleep(Duration::from_millis(1000)).await;
+    let granted = tokio::time::Instant::now();
+    while granted.elapsed() < RENEWED_LEASE + RENEWAL_PERIOD {
+        tokio::time::sleep(RENEWAL_PERIOD).await;
         store.keep_alive(lease.id).await.expect("a lease kept alive stays");
     }
     assert!(store.get("e/session").await.unwrap().is_some(), "keep-alives hold the key past its TTL");

@@ -160,8 +160,10 @@ async fn a_node_session_is_confined_to_its_node() {
     let (_, api) =
         admin_json(&server, reqwest::Method::GET, &format!("{FLEET}/applications/api"), None).await;
     let sender = n1.sender();
+    // The session handles a node's messages in order: api's report goes first, so once web's
+    // status is written, api's report has been handled.
     for (name, uid) in
-        [("web", web_uid.as_str()), ("api", api["metadata"]["uid"].as_str().unwrap_or_default())]
+        [("api", api["metadata"]["uid"].as_str().unwrap_or_default()), ("web", web_uid.as_str())]
     {
         let status = kayra_api::kinds::application::ApplicationStatus {
             phase: Some("Running".into()),
@@ -328,7 +330,10 @@ async fn logs_stream_from_the_node_and_a_deleted_node_is_frozen() {
     let (code, _) =
         admin_json(&server, reqwest::Method::DELETE, &format!("{FLEET}/applications/web"), None).await;
     assert_eq!(code, StatusCode::OK);
-    let frozen = tokio::time::timeout(Duration::from_millis(1500), next_desired(&mut n1)).await;
+    // Nothing the push loop does for a frozen node can be seen, so no marker says it has
+    // looked at n1 since: the check waits 3 s, where a push follows a change within
+    // milliseconds on a quiet machine.
+    let frozen = tokio::time::timeout(Duration::from_secs(3), next_desired(&mut n1)).await;
     assert!(frozen.is_err(), "a frozen node was pushed {:?}", frozen.map(|d| d.applications.len()));
     // Its next status re-creates the Node, cordoned, and pushing resumes.
     sender
@@ -367,11 +372,12 @@ async fn a_log_stream_that_breaks_off_midway_fails_instead_of_ending() {
     let mut n1 = node_running_web(&server).await;
     let sender = n1.sender();
     let url = format!("{}/api/v1/namespaces/default/pods/web/log?follow=true", server.url());
+    let (answered, answer) = tokio::sync::oneshot::channel();
     let reader = tokio::spawn({
         let client = server.admin();
         async move {
             let mut response = client.get(url).send().await.expect("the server answers");
-            assert_eq!(response.status(), StatusCode::OK);
+            let _ = answered.send(response.status());
             let mut read = Vec::new();
             loop {
                 match response.chunk().await {
@@ -385,8 +391,9 @@ async fn a_log_stream_that_breaks_off_midway_fails_instead_of_ending() {
     let request = next_log_request(&mut n1).await;
     let chunk = LogChunk { id: request.id, data: b"first\n".to_vec(), eof: false, error: None };
     sender.send(NodeMessage::LogChunk(chunk)).await.expect("sent");
-    // Past the first second the answer is 200 already: the failure can only break the body.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Once the answer is 200, the failure can only break the body.
+    let status = tokio::time::timeout(Duration::from_secs(10), answer).await.expect("an answer within 10 s");
+    assert_eq!(status.expect("the reader reports the answer"), StatusCode::OK);
     let broken =
         LogChunk { id: request.id, data: Vec::new(), eof: false, error: Some("the disk went away".into()) };
     sender.send(NodeMessage::LogChunk(broken)).await.expect("sent");
