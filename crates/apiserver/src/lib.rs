@@ -64,6 +64,28 @@ pub fn bare_router(body: bytes::Bytes) -> Router {
     })
 }
 
+/// A router that hands every request's body to `store` and answers 201 with it once `store`
+/// says it is durable (500 if it is not): the ceiling a durable create over HTTP is measured
+/// against, doing HTTP and the store's write and nothing else.
+#[cfg(feature = "bench")]
+pub fn durable_router<F, Stored>(store: F) -> Router
+where
+    F: Fn(bytes::Bytes) -> Stored + Clone + Send + Sync + 'static,
+    Stored: std::future::Future<Output = bool> + Send + 'static,
+{
+    Router::new().fallback(move |body: bytes::Bytes| {
+        let stored = store(body.clone());
+        async move {
+            let durable = stored.await;
+            let mut response = Response::new(Body::from(body));
+            *response.status_mut() =
+                if durable { http::StatusCode::CREATED } else { http::StatusCode::INTERNAL_SERVER_ERROR };
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response
+        }
+    })
+}
+
 /// The API as an axum router: every request through the [`middleware`] stack, then to its
 /// handler.
 pub fn router(state: Arc<ApiState>) -> Router {

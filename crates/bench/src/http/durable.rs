@@ -8,9 +8,6 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use axum::body::{Body, Bytes};
-use axum::http::{StatusCode, header};
-use axum::response::Response;
 use kayra_store_sled::raw::RawSled;
 use tokio::sync::oneshot;
 
@@ -41,27 +38,15 @@ pub(crate) async fn serve(args: &[String]) -> Result<(), String> {
     let raw = RawSled::open(std::path::Path::new(dir))?;
     let waiters = committer(raw.clone());
     let next = Arc::new(AtomicU64::new(0));
-    let router = axum::Router::new().fallback(move |body: Bytes| {
+    let router = kayra_apiserver::durable_router(move |body: bytes::Bytes| {
         let (raw, waiters, next) = (raw.clone(), waiters.clone(), next.clone());
         async move {
             let key = next.fetch_add(1, Ordering::Relaxed).to_be_bytes();
-            let stored = raw.insert(&key, &body);
+            if raw.insert(&key, &body).is_err() {
+                return false;
+            }
             let (flushed, flush) = oneshot::channel();
-            let durable = match stored {
-                Ok(()) if waiters.send(flushed).is_ok() => {
-                    flush.await.unwrap_or_else(|_| Err("no committer".into()))
-                }
-                Ok(()) => Err("no committer".to_owned()),
-                Err(error) => Err(error),
-            };
-            let status =
-                if durable.is_ok() { StatusCode::CREATED } else { StatusCode::INTERNAL_SERVER_ERROR };
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() = status;
-            response
-                .headers_mut()
-                .insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
-            response
+            waiters.send(flushed).is_ok() && matches!(flush.await, Ok(Ok(())))
         }
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
