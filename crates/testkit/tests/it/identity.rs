@@ -1,7 +1,8 @@
 //! Workload identity over real HTTPS: the issuer's public documents read without credentials,
 //! a token minted through an Application's `token` subresource used as a bearer token within
 //! what a RoleBinding to its ServiceAccount allows, TokenReview of live, deleted, expired and
-//! forged tokens, and a key rotation that keeps old tokens valid.
+//! forged tokens, a key rotation that keeps old tokens valid, and a verifier elsewhere (PyJWT)
+//! checking a token against the discovery document and JWKS alone.
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -337,4 +338,72 @@ async fn a_rotated_key_keeps_old_tokens_valid_while_new_ones_name_the_new_key() 
             .unwrap();
         assert_eq!(answered.status(), StatusCode::CREATED);
     }
+}
+
+/// PyJWT with `cryptography`, or `None` with the reason printed when this machine lacks them.
+/// Under CI their absence is a failure: `.ci/run` installs them.
+fn pyjwt() -> Option<()> {
+    let present = std::process::Command::new("python3")
+        .args(["-c", "import jwt, cryptography"])
+        .output()
+        .is_ok_and(|output| output.status.success());
+    if !present {
+        assert!(std::env::var_os("CI").is_none(), "PyJWT and cryptography are required in CI");
+        eprintln!(
+            "skipped: PyJWT is not installed (pip install --break-system-packages PyJWT==2.15.1 cryptography==48.0.0)"
+        );
+        return None;
+    }
+    Some(())
+}
+
+/// What a verifier elsewhere does with nothing but the issuer URL and the cluster CA: fetch the
+/// discovery document, then the JWKS it names, and check the signature, issuer, audience and
+/// expiry.
+const VERIFIER: &str = r#"
+import json, ssl, sys, time, urllib.request
+import jwt
+issuer, ca, token = sys.argv[1], sys.argv[2], sys.stdin.read().strip()
+context = ssl.create_default_context(cafile=ca)
+with urllib.request.urlopen(issuer + "/.well-known/openid-configuration", context=context) as response:
+    discovery = json.load(response)
+assert discovery["issuer"] == issuer, discovery
+keys = jwt.PyJWKClient(discovery["jwks_uri"], ssl_context=context)
+key = keys.get_signing_key_from_jwt(token)
+claims = jwt.decode(token, key.key, algorithms=discovery["id_token_signing_alg_values_supported"],
+                    audience=issuer, issuer=issuer, options={"require": ["exp", "iat", "nbf", "sub"]})
+assert claims["exp"] > time.time(), claims
+try:
+    jwt.decode(token, key.key, algorithms=["ES256"], audience="somebody-else", issuer=issuer)
+    raise SystemExit("a token for another audience verified")
+except jwt.InvalidAudienceError:
+    pass
+print(claims["sub"], claims["kubernetes.io"]["serviceaccount"]["uid"])
+"#;
+
+#[tokio::test]
+async fn a_verifier_elsewhere_checks_a_token_with_the_discovery_document_and_jwks_alone() {
+    if pyjwt().is_none() {
+        return;
+    }
+    let server = TestServer::start(Store::Memory).await;
+    let uid = create_app(&server, "web").await;
+    let token = token_for(&server, "web", json!({})).await;
+    let ca = server.data_dir().join("pki/ca.crt");
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", VERIFIER, &server.url(), &ca.display().to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    std::io::Write::write_all(&mut child.stdin.take().expect("a stdin"), token.as_bytes())
+        .expect("the token is written");
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .unwrap()
+        .expect("the verifier ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(stdout.trim(), format!("system:serviceaccount:default:web {uid}"));
 }
