@@ -138,8 +138,10 @@ impl ApplicationLayer {
         };
         let version = stored.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
         let mut cached = issuer.cached.lock().expect("the key cache's lock is never held across a panic");
+        let now = now();
         if let Some((seen, keys)) = cached.as_ref()
             && seen == version
+            && !keys.outlived(now)
         {
             return Ok(keys.clone());
         }
@@ -148,7 +150,10 @@ impl ApplicationLayer {
             message,
         };
         let keys = stored_keys(&stored).map_err(corrupt)?;
-        let keys = Arc::new(KeySet::from_stored(&keys).map_err(|error| corrupt(error.to_string()))?);
+        let mut keys = KeySet::from_stored(&keys).map_err(|error| corrupt(error.to_string()))?;
+        // A retired key whose every token has expired leaves the JWKS now, not at the next rotation.
+        keys.prune(now);
+        let keys = Arc::new(keys);
         *cached = Some((version.to_owned(), keys.clone()));
         Ok(keys)
     }

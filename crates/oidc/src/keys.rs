@@ -157,14 +157,18 @@ impl KeySet {
         self.prune(now);
     }
 
+    /// Whether a retired key's every token has expired at `now`, so that [`KeySet::prune`]
+    /// would drop it.
+    pub fn outlived(&self, now: i64) -> bool {
+        self.retired.iter().any(|key| key.retired_at.is_some_and(|at| !key_may_verify(at, now)))
+    }
+
     /// Drops the retired keys whose every token has expired (with the clock skew allowed):
     /// a token lives at most [`MAX_EXPIRATION_SECONDS`] from its signing. Answers whether any
     /// key was dropped.
     pub fn prune(&mut self, now: i64) -> bool {
         let before = self.retired.len();
-        self.retired.retain(|key| {
-            key.retired_at.is_none_or(|at| now <= at + MAX_EXPIRATION_SECONDS + CLOCK_SKEW_SECONDS)
-        });
+        self.retired.retain(|key| key.retired_at.is_none_or(|at| key_may_verify(at, now)));
         self.retired.len() != before
     }
 
@@ -172,6 +176,11 @@ impl KeySet {
     pub fn jwks(&self) -> Value {
         json!({"keys": self.keys().map(SigningKey::jwk).collect::<Vec<_>>()})
     }
+}
+
+/// Whether a token signed by a key retired at `retired_at` may still be valid at `now`.
+fn key_may_verify(retired_at: i64, now: i64) -> bool {
+    now <= retired_at + MAX_EXPIRATION_SECONDS + CLOCK_SKEW_SECONDS
 }
 
 /// The base64url x and y coordinates of an uncompressed P-256 point.

@@ -48,8 +48,11 @@ fn a_rotation_keeps_the_old_key_until_every_token_it_signed_has_expired() {
     assert_eq!(set.jwks()["keys"].as_array().expect("keys").len(), 2, "both are published");
     assert!(set.find(&old).is_some(), "the old key still verifies");
     let last_expiry = 1_000 + MAX_EXPIRATION_SECONDS + CLOCK_SKEW_SECONDS;
+    assert!(!set.outlived(last_expiry));
     assert!(!set.prune(last_expiry), "a token signed just before the rotation may still be valid");
+    assert!(set.outlived(last_expiry + 1));
     assert!(set.prune(last_expiry + 1));
+    assert!(!set.outlived(last_expiry + 1));
     assert!(set.find(&old).is_none());
     assert_eq!(set.jwks()["keys"].as_array().expect("keys").len(), 1);
     let stored = set.stored();
