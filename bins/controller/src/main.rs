@@ -55,12 +55,22 @@ enum Command {
     /// Bootstrap tokens, for nodes to join with.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// The service-account issuer that Applications' tokens are signed by.
+    #[command(subcommand)]
+    Identity(IdentityCommand),
     /// The supervisor of one of the local node's Applications (started by the controller).
     #[command(hide = true)]
     Supervise {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+#[derive(Subcommand)]
+enum IdentityCommand {
+    /// Make a new signing key current through the running controller; the old one stays in
+    /// the JWKS until every token it signed has expired.
+    RotateKey,
 }
 
 #[derive(Subcommand)]
@@ -197,6 +207,14 @@ fn main() -> ExitCode {
                     }
                     None => print_result(&minted),
                 }
+            }
+            Some(Command::Identity(IdentityCommand::RotateKey)) => {
+                let rotation = kayra_controlplane::identity::rotate_key(&config).await?;
+                print_result(&format!(
+                    "signing key {} is current; the JWKS publishes {}",
+                    rotation.current,
+                    rotation.published.join(", ")
+                ));
             }
             Some(Command::Supervise { .. }) => unreachable!("handled before the runtime starts"),
             None => {

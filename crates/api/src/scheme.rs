@@ -52,6 +52,14 @@ pub const EVICTION: Subresource =
 pub const BINDING: Subresource =
     Subresource { name: "binding", verbs: &[Verb::Create], response: Some(("", "v1", "Binding")) };
 
+/// The `token` subresource of an Application, and of the Pod that views it: an
+/// `authentication.k8s.io/v1` TokenRequest created there mints a service-account token for it.
+pub const TOKEN: Subresource = Subresource {
+    name: "token",
+    verbs: &[Verb::Create],
+    response: Some(("authentication.k8s.io", "v1", "TokenRequest")),
+};
+
 /// The `scale` subresource of an ApplicationSet: an `autoscaling/v1` Scale read, replaced and
 /// patched there sets the replicas of the set's one replicated component (`kubectl scale`).
 pub const SCALE: Subresource = Subresource {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::kinds::ConditionType;
 use crate::kinds::application::{BACK_OFF, NODE_NAME_POINTER, bound_node};
-use crate::scheme::{BINDING, EVICTION, KindInfo, LOG, NameRule, typed};
+use crate::scheme::{BINDING, EVICTION, KindInfo, LOG, NameRule, TOKEN, typed};
 use crate::table::{Column, field_of_typed_entry, text_or_none};
 use crate::verb::Verb;
 
@@ -151,7 +151,7 @@ pub(crate) fn pod() -> KindInfo {
     KindInfo {
         short_names: &["po"],
         categories: &["all"],
-        subresources: &[LOG, EVICTION, BINDING],
+        subresources: &[LOG, EVICTION, BINDING, TOKEN],
         field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
         columns: &[
             Column {

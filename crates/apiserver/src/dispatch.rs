@@ -52,6 +52,7 @@ pub(crate) async fn serve(
     };
     match target {
         Target::Health => Ok((StatusCode::OK, "ok").into_response()),
+        Target::Issuer(document) => Ok(crate::issuer::serve(&state, document, &parts.method).await),
         Target::Version => read_only(json(discovery::version())),
         Target::Metrics => read_only(metrics(&state)),
         Target::Api => read_only(discovery_response(&state, &parts.headers, true, &[])?),

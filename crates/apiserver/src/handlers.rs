@@ -3,7 +3,7 @@
 //! allows, and encodes the answer (JSON, a Table, a stream). No rule lives here.
 //!
 //! By concern: [`read`] (get and list), [`watch`], [`write`] (create, update, patch, delete,
-//! delete-collection), [`reviews`], [`subresources`] (binding, eviction, scale), [`logs`] and [`usage`];
+//! delete-collection), [`reviews`], [`subresources`] (binding, eviction, scale, token), [`logs`] and [`usage`];
 //! [`options`] and [`body`] read what the request asks, [`respond`] writes the answer.
 
 pub(crate) mod body;
@@ -56,11 +56,12 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
         (_, Some("log")) => logs::serve(&call).await,
         (_, Some("eviction")) => subresources::evict(&call).await,
         (_, Some("binding")) => subresources::bind(&call).await,
+        (_, Some("token")) => subresources::token(&call).await,
         (_, Some("scale")) => subresources::scale(&call).await,
         (_, Some("metrics")) => usage::application(&call).await,
         (Verb::Get, None) if call.target.kind.usage => usage::get(&call).await,
         (Verb::List, None) if call.target.kind.usage => usage::list(&call).await,
-        (Verb::Create, None) if call.target.kind.review => reviews::serve(&call),
+        (Verb::Create, None) if call.target.kind.review => reviews::serve(&call).await,
         (Verb::Get, _) => read::get(&call).await,
         (Verb::List, _) => read::list(&call).await,
         (Verb::Watch, _) => watch::serve(call).await,

@@ -19,6 +19,7 @@ mod discovery;
 mod dispatch;
 mod error;
 mod handlers;
+mod issuer;
 mod media;
 pub mod metrics;
 mod middleware;

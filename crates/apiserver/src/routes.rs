@@ -59,6 +59,9 @@ pub(crate) enum Target {
     Metrics,
     /// `/healthz`, `/livez`, `/readyz` (and their sub-paths).
     Health,
+    /// `/.well-known/openid-configuration` or `/openid/v1/jwks`: the service-account issuer's
+    /// public documents.
+    Issuer(crate::issuer::Document),
     /// `/api`.
     Api,
     /// `/apis`.
@@ -157,6 +160,8 @@ pub(crate) fn parse(scheme: &Scheme, gates: Gates, path: &str) -> Result<Target,
         ["version"] => Ok(Target::Version),
         ["metrics"] => Ok(Target::Metrics),
         ["healthz" | "livez" | "readyz", ..] => Ok(Target::Health),
+        [".well-known", "openid-configuration"] => Ok(Target::Issuer(crate::issuer::Document::Discovery)),
+        ["openid", "v1", "jwks"] => Ok(Target::Issuer(crate::issuer::Document::Jwks)),
         ["api"] => Ok(Target::Api),
         ["apis"] => Ok(Target::Apis),
         ["openapi", "v3"] => Ok(Target::OpenApiRoot),

@@ -30,6 +30,8 @@ pub struct ApiState {
     pub(crate) gates: crate::routes::Gates,
     /// The other replicas, and this one's id among them: logs held elsewhere are read there.
     pub(crate) peers: Option<(Arc<dyn crate::peers::Peers>, String)>,
+    /// How often anyone may fetch the issuer's public documents.
+    pub(crate) issuer_requests: crate::issuer::Bucket,
 }
 
 /// How long a watch may hold events its client has not taken, unless configured otherwise.
@@ -54,6 +56,7 @@ impl ApiState {
             watch_stall: DEFAULT_WATCH_STALL,
             gates: crate::routes::Gates::default(),
             peers: None,
+            issuer_requests: crate::issuer::Bucket::default(),
         }
     }
 

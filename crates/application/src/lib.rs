@@ -21,6 +21,7 @@ pub mod client;
 pub mod events;
 pub mod eviction;
 pub mod feed;
+pub mod identity;
 pub mod loops;
 pub mod options;
 pub mod permitted;
@@ -57,6 +58,7 @@ pub struct ApplicationLayer {
     rbac: RwLock<Arc<Rbac>>,
     fleet: Arc<placement::FleetIndex>,
     usage: RwLock<Option<Arc<dyn usage::UsageSource>>>,
+    issuer: std::sync::OnceLock<identity::Issuer>,
 }
 
 impl std::fmt::Debug for ApplicationLayer {
@@ -81,6 +83,7 @@ impl ApplicationLayer {
             rbac: RwLock::new(Arc::new(Rbac::default())),
             fleet: Arc::default(),
             usage: RwLock::new(None),
+            issuer: std::sync::OnceLock::new(),
         }
     }
 

@@ -8,6 +8,7 @@
 
 pub mod read;
 pub mod subresources;
+pub mod token;
 pub mod usage;
 pub mod write;
 

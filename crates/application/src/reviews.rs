@@ -22,8 +22,9 @@ use crate::permitted::write::cannot_handle;
 
 impl Permitted {
     /// Answers the review `object` (a `SelfSubjectAccessReview`, `SelfSubjectRulesReview` or
-    /// `SelfSubjectReview` from the caller about itself): the object with its `status`.
-    pub fn review(&self, mut object: Value) -> Result<Value, RegistryError> {
+    /// `SelfSubjectReview` from the caller about itself, or a `TokenReview` of a
+    /// service-account token): the object with its `status`.
+    pub async fn review(&self, mut object: Value) -> Result<Value, RegistryError> {
         let target = self.target(Verb::Create, None)?;
         if !target.kind.review {
             return Err(self.misused(Verb::Create, None));
@@ -39,6 +40,27 @@ impl Permitted {
             value.get(field).and_then(Value::as_str).unwrap_or_default().to_owned()
         };
         let layer = self.layer();
+        if target.kind.kind == "TokenReview" {
+            let token = object.pointer("/spec/token").and_then(Value::as_str).unwrap_or_default().to_owned();
+            if token.is_empty() {
+                return Err(RegistryError::Invalid {
+                    kind: "TokenReview".to_owned(),
+                    name: String::new(),
+                    causes: vec![kayra_api::validation::FieldError::required("spec.token")],
+                });
+            }
+            let audiences: Vec<String> = object
+                .pointer("/spec/audiences")
+                .and_then(Value::as_array)
+                .map(|items| items.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default();
+            object["status"] = layer.token_review_status(&token, &audiences).await;
+            // The answer does not carry the token back.
+            if let Some(spec) = object.get_mut("spec").and_then(Value::as_object_mut) {
+                spec.remove("token");
+            }
+            return Ok(object);
+        }
         object["status"] = match target.kind.kind {
             "SelfSubjectAccessReview" => {
                 let spec = object.get("spec").cloned().unwrap_or_else(|| json!({}));

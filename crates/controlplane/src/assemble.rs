@@ -1,7 +1,8 @@
 //! The assembly: the application layer over the store, the catalog beside it, the node server,
 //! the metrics the loops report to, and the HTTP surface's state over all of them. What exists
-//! when [`assemble`] returns: namespaces `default` and `kayra-system`, the bootstrap roles, a
-//! first RBAC index, and a watch cache for every stored resource.
+//! when [`assemble`] returns: namespaces `default` and `kayra-system`, the service-account
+//! signing key, the bootstrap roles, a first RBAC index, and a watch cache for every stored
+//! resource.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,6 +117,9 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         })
         .await?;
     }
+    application.set_issuer(config.service_account_issuer());
+    // Every replica races to create the one signing key; the losers read the winner's.
+    patiently("create the service-account signing key", || application.signing_keys()).await?;
     let bootstrap = BootstrapReconciler::new(client.clone());
     patiently("create the bootstrap roles", || bootstrap.ensure_all()).await?;
     let index = IndexReconciler::new(client.clone()).map_err(ControlPlaneError::registry("index RBAC"))?;

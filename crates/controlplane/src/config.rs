@@ -31,6 +31,11 @@ pub struct Config {
     pub http_listen: Option<SocketAddr>,
     /// Extra names and addresses for the serving certificate.
     pub server_names: Vec<String>,
+    /// The service-account issuer (`serviceAccountIssuer`): the `iss` of the tokens
+    /// Applications prove themselves with, the API's audience for them, and where verifiers
+    /// find `/.well-known/openid-configuration`. Default `https://<first serverName>:<port>`
+    /// (the listener's address when no serverName is set).
+    pub service_account_issuer: Option<String>,
     /// `sled` (the embedded default), `etcd`, or `memory` (for tests; nothing survives).
     pub store: StoreKind,
     /// The etcd cluster, when `store: etcd`.
@@ -151,6 +156,7 @@ impl Default for Config {
             consul: ConsulConfig::default(),
             consul_listen_is_default: false,
             server_names: Vec::new(),
+            service_account_issuer: None,
             store: StoreKind::Sled,
             etcd: EtcdConfig::default(),
             token_file: None,
@@ -190,6 +196,18 @@ impl Config {
         self.audit_log.clone().unwrap_or_else(|| self.data_dir.join("audit.log"))
     }
 
+    /// The service-account issuer in use.
+    pub fn service_account_issuer(&self) -> String {
+        if let Some(issuer) = &self.service_account_issuer {
+            return issuer.trim_end_matches('/').to_owned();
+        }
+        let port = self.listen.port();
+        match self.server_names.first() {
+            Some(name) => format!("https://{}:{port}", crate::address::bracketed(name)),
+            None => crate::address::serving_url(crate::address::serving_host(self.listen.ip()), port),
+        }
+    }
+
     /// Checks the configuration as a whole.
     pub fn validate(&self) -> Result<(), String> {
         if !kayra_api::validation::is_dns_subdomain(&self.domain) {
@@ -217,6 +235,15 @@ impl Config {
             return Err(format!(
                 "consul.defaultNamespace {:?} is not a namespace name",
                 self.consul.default_namespace
+            ));
+        }
+        if let Some(issuer) = &self.service_account_issuer
+            && (!issuer.starts_with("https://")
+                || issuer.len() <= "https://".len()
+                || issuer.contains(['?', '#', ' ']))
+        {
+            return Err(format!(
+                "serviceAccountIssuer {issuer:?} must be an https:// URL without a query or fragment"
             ));
         }
         if self.store == StoreKind::Etcd && self.etcd.endpoints.is_empty() {

@@ -4,7 +4,8 @@
 //! [`assemble::assemble`] builds the application layer, the catalog, the node server and the
 //! HTTP surface's state over it; [`run::run`] serves them and runs the loops until told to
 //! stop; [`run::serve`] does all of it from a [`config::Config`], with the local node beside.
-//! [`token`] mints bootstrap tokens through the running controller.
+//! [`token`] mints bootstrap tokens through the running controller; [`identity`] rotates the
+//! service-account signing key through it.
 //!
 //! Start reading at `run.rs`, then `assemble.rs` and `loops.rs`. `bridges.rs` answers one
 //! domain crate's ports with another's; `local.rs` is the controller's in-process node.
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod config;
 mod error;
 pub mod features;
+pub mod identity;
 mod local;
 mod loops;
 mod metered;

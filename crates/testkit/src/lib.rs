@@ -79,6 +79,10 @@ impl TestServer {
         let https = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         let http = TcpListener::bind("127.0.0.1:0").await.expect("a port");
         (self.https, self.http) = (https.local_addr().expect("bound"), http.local_addr().expect("bound"));
+        // The issuer stays the first boot's URL, so tokens minted before a restart still verify.
+        if self.config.service_account_issuer.is_none() {
+            self.config.service_account_issuer = Some(format!("https://127.0.0.1:{}", self.https.port()));
+        }
         // The embedded store is released once the last task of the previous run lets go of it.
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
         let store = loop {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Condition, ConditionType, Kind};
-use crate::scheme::{BINDING, KindInfo, LOG, METRICS, NameRule, STATUS, typed};
+use crate::scheme::{BINDING, KindInfo, LOG, METRICS, NameRule, STATUS, TOKEN, typed};
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
 
@@ -438,7 +438,7 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
         short_names: &["app", "apps"],
         categories: &["all"],
-        subresources: &[STATUS, LOG, BINDING, METRICS],
+        subresources: &[STATUS, LOG, BINDING, METRICS, TOKEN],
         field_labels: &[NODE_NAME_FIELD, "spec.serviceName", "status.phase"],
         columns: &[
             Column {

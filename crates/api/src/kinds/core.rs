@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::authentication::v1::{SelfSubjectReview, TokenReview};
 use k8s_openapi::api::authorization::v1::{SelfSubjectAccessReview, SelfSubjectRulesReview};
 use k8s_openapi::api::core::v1::{Event, Namespace, NamespaceSpec, NamespaceStatus, Node, Pod};
 use serde::{Deserialize, Serialize};
@@ -54,6 +54,7 @@ impl Kind for SelfSubjectAccessReview {}
 impl Kind for SelfSubjectRulesReview {}
 
 impl Kind for SelfSubjectReview {}
+impl Kind for TokenReview {}
 
 /// An Event's `type`: whether it is routine or something an operator should look at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -324,8 +325,9 @@ pub(crate) fn event() -> KindInfo {
     }
 }
 
-/// The reviews `kubectl auth can-i` and `kubectl auth whoami` create.
-pub(crate) fn reviews() -> [KindInfo; 3] {
+/// The reviews `kubectl auth can-i` and `kubectl auth whoami` create, and the TokenReview a
+/// verifier elsewhere asks whether a service-account token is valid with.
+pub(crate) fn reviews() -> [KindInfo; 4] {
     [
         review(
             "authorization.k8s.io",
@@ -348,6 +350,7 @@ pub(crate) fn reviews() -> [KindInfo; 3] {
             "selfsubjectreview",
             typed::<SelfSubjectReview>(),
         ),
+        review("authentication.k8s.io", "TokenReview", "tokenreviews", "tokenreview", typed::<TokenReview>()),
     ]
 }
 

@@ -1,6 +1,6 @@
 //! `POST` of a review (`SelfSubjectAccessReview`, `SelfSubjectRulesReview`,
-//! `SelfSubjectReview`): the caller asks about itself and is answered at once; nothing is
-//! stored.
+//! `SelfSubjectReview`, `TokenReview`): the caller asks about itself or a token and is answered
+//! at once; nothing is stored.
 
 use axum::http::StatusCode;
 use axum::response::Response;
@@ -9,8 +9,8 @@ use super::{Call, body, respond};
 use crate::error::ApiError;
 
 /// Answers the review.
-pub(crate) fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
+pub(crate) async fn serve(call: &Call<'_>) -> Result<Response, ApiError> {
     let review = body::object(&call.target.kind, call.headers, call.body)?;
-    let answered = call.permitted.review(review)?;
+    let answered = call.permitted.review(review).await?;
     Ok(respond::json_response(StatusCode::CREATED, &answered, &[]))
 }

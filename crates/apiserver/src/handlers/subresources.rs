@@ -10,6 +10,9 @@
 //!   Kubernetes' message, which `kubectl drain` reports and retries every five seconds until
 //!   its `--timeout` (a `403` would end the drain at once, and the pin is no refusal of the
 //!   caller's rights);
+//! - `POST .../applications/<name>/token` and `/api/v1/namespaces/<ns>/pods/<name>/token`: an
+//!   `authentication.k8s.io/v1` TokenRequest minting a service-account token for the
+//!   Application, answered with the TokenRequest and its `status.token` (`201`);
 //! - `GET|PUT|PATCH .../applicationsets/<name>/scale`: the set as an `autoscaling/v1` Scale,
 //!   what `kubectl scale appset/<name> --replicas=N` reads and patches.
 
@@ -36,6 +39,20 @@ pub(crate) async fn bind(call: &Call<'_>) -> Result<Response, ApiError> {
     };
     call.permitted.bind(&binding, options::dry_run(call.query)?).await?;
     Ok(respond::success(StatusCode::CREATED))
+}
+
+/// Mints a service-account token for the Application (or the Application a Pod views) as
+/// the TokenRequest asks; answers the TokenRequest with the token in its status.
+pub(crate) async fn token(call: &Call<'_>) -> Result<Response, ApiError> {
+    let not_a_request =
+        |error: String| ApiError::BadRequest(format!("the body is not a TokenRequest: {error}"));
+    let request: Value = match media::body(call.headers) {
+        _ if call.body.is_empty() => json!({}),
+        media::Body::Protobuf => return Err(not_a_request("send it as JSON".to_owned())),
+        _ => serde_json::from_slice(call.body).map_err(|error| not_a_request(error.to_string()))?,
+    };
+    let answered = call.permitted.token_request(&request).await?;
+    Ok(respond::json_response(StatusCode::CREATED, &answered, &[]))
 }
 
 /// Evicts the Pod: moved, or refused as a disruption budget refuses it.

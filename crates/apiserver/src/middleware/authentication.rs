@@ -1,5 +1,6 @@
 //! Who the caller is: the identity of a verified client certificate (the listener puts it in
-//! the request), else of a bearer token — the static token file's, else a bootstrap token's. A
+//! the request), else of a bearer token — the static token file's, else a service-account
+//! token's (verified by the application layer's issuer), else a bootstrap token's. A
 //! request with neither, or with a credential that does not authenticate, comes from nobody;
 //! this layer refuses nothing itself (authorization answers 401), so that what follows, the
 //! audit line included, knows who asked.
@@ -52,10 +53,14 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
     next.run(request).await
 }
 
-/// The identity a bearer token stands for: the token file's, else a bootstrap token's.
+/// The identity a bearer token stands for: the token file's, else a service-account token's
+/// (a JWS: three dot-separated parts), else a bootstrap token's.
 pub(crate) async fn bearer(state: &ApiState, token: &str) -> Option<Identity> {
     if let Some(identity) = state.tokens.authenticate(token) {
         return Some(identity);
+    }
+    if token.bytes().filter(|byte| *byte == b'.').count() == 2 {
+        return state.layer().service_account_identity(token).await;
     }
     state.layer().bootstrap_token(&kayra_authn::bootstrap::Token::parse(token)?).await
 }

@@ -136,7 +136,7 @@ fn asked(
         Target::SessionLog { node, .. } => Ok(Request::session_log(node)),
         Target::SessionUsage { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
         Target::SessionUsage { .. } => Ok(Request::session_usage()),
-        Target::Health => Err(not_found()),
+        Target::Health | Target::Issuer(_) => Err(not_found()),
         _ => Ok(Request::path(path)),
     }
 }

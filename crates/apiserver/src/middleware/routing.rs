@@ -1,7 +1,7 @@
 //! What a request's path addresses. A path that is not canonical (empty, `.`, `..` or
-//! percent-encoded segments) is refused before anything else looks at it; health and readiness
-//! are answered to anyone here, the only paths that need no identity; every other path goes on
-//! with its [`Route`].
+//! percent-encoded segments) is refused before anything else looks at it; health and readiness,
+//! and the service-account issuer's discovery document and JWKS, are answered to anyone here,
+//! the only paths that need no identity; every other path goes on with its [`Route`].
 
 use std::sync::Arc;
 
@@ -25,6 +25,7 @@ pub(crate) enum Route {
 
 /// Routes the request.
 pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
+    let method = request.method().clone();
     let route = match routes::parse(state.scheme(), state.gates, request.uri().path()) {
         Err(PathError::NonCanonical) => {
             super::drain(request.into_body()).await;
@@ -35,6 +36,10 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
             .into_response();
         }
         Ok(Target::Health) => return (StatusCode::OK, "ok").into_response(),
+        Ok(Target::Issuer(document)) => {
+            super::drain(request.into_body()).await;
+            return crate::issuer::serve(&state, document, &method).await;
+        }
         Ok(target) => Route::Served(target),
         Err(PathError::NotFound) => Route::Unrouted,
     };

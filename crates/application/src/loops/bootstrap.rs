@@ -35,6 +35,10 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     // Evicting a pod moves the Application the scheduler placed (what `kubectl drain` does);
     // as in Kubernetes, admin and edit may, and so may a sysadmin, who drains nodes.
     let eviction = json!({"apis": [""], "resources": ["pods/eviction"], "verbs": ["create"]});
+    // A service-account token for an Application, what an operator asks to see what its
+    // workload presents; as Kubernetes' admin and edit may create `serviceaccounts/token`.
+    let tokens =
+        json!({"apis": [fleet, ""], "resources": ["applications/token", "pods/token"], "verbs": ["create"]});
     let roles = vec![
         role(
             "cluster-admin",
@@ -71,6 +75,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 logs.clone(),
                 pod_metrics.clone(),
                 eviction.clone(),
+                tokens.clone(),
             ]),
         ),
         role(
@@ -84,6 +89,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 logs.clone(),
                 pod_metrics.clone(),
                 eviction,
+                tokens,
             ]),
         ),
         role(
@@ -129,6 +135,15 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [authorization], "resources": ["check"], "verbs": ["create"]},
                 // An API's stored OpenAPI document is open to every authenticated caller.
                 {"apis": [catalog], "resources": ["apiregistrations/openapi.json"], "verbs": ["get"]},
+            ]),
+        ),
+        // What a verifier elsewhere (Vault's kubernetes auth) is bound to: reviewing tokens
+        // and asking RBAC on others' behalf, as Kubernetes' role of the same name.
+        role(
+            "system:auth-delegator",
+            json!([
+                {"apis": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+                {"apis": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
             ]),
         ),
         role(

@@ -57,3 +57,17 @@ fn feature_gates_are_read_from_yaml_and_an_unknown_one_refused_at_start() {
     );
     assert!(Config::from_yaml("featureGates:\n  NodeLogs: maybe\n").is_err());
 }
+
+#[test]
+fn the_issuer_defaults_to_the_first_server_name_and_must_be_an_https_url() {
+    assert_eq!(Config::default().service_account_issuer(), "https://127.0.0.1:6443");
+    let named = Config::from_yaml("serverNames: [kayra.acme.io, 10.0.0.2]\nlisten: 0.0.0.0:7443\n").unwrap();
+    assert_eq!(named.service_account_issuer(), "https://kayra.acme.io:7443");
+    let set = Config::from_yaml("serviceAccountIssuer: https://issuer.acme.io/\n").unwrap();
+    assert_eq!(set.service_account_issuer(), "https://issuer.acme.io");
+    for bad in ["http://issuer.acme.io", "https://", "https://issuer?x=1", "issuer.acme.io"] {
+        let config = Config { service_account_issuer: Some(bad.to_owned()), ..Config::default() };
+        let error = config.validate().expect_err(bad);
+        assert!(error.contains("serviceAccountIssuer"), "{error}");
+    }
+}

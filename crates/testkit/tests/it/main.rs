@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 mod catalog;
 mod check;
 mod consul;
+mod identity;
 mod leases;
 mod metrics;
 mod node_lease_gc;
