@@ -101,7 +101,6 @@ impl Permitted {
             "spec": {
                 "audiences": claims_audiences,
                 "expirationSeconds": kayra_oidc::token::expiration(expiration).unwrap_or_default(),
-                "boundObjectRef": null,
             },
             "status": {"token": minted.token, "expirationTimestamp": expires},
         }))
