@@ -463,6 +463,9 @@ pub(crate) struct Cache {
 struct State {
     /// Every event up to this revision has been applied.
     revision: Revision,
+    /// The revision of the fresh list or the store's latest progress report, whichever is
+    /// later: every change at or below it was said to be applied already.
+    reported: Revision,
     /// The window holds every change in `(window_start, revision]`.
     window_start: Revision,
     objects: BTreeMap<String, Arc<Entry>>,
@@ -509,6 +512,7 @@ impl Cache {
         let (progress, _) = watch::channel(0);
         let state = State {
             revision: 0,
+            reported: 0,
             window_start: 0,
             objects: BTreeMap::new(),
             folders: HashMap::new(),
@@ -609,6 +613,7 @@ impl Cache {
     fn reset(&self, revision: Revision, objects: BTreeMap<String, Arc<Entry>>) {
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         state.revision = revision;
+        state.reported = revision;
         state.window_start = revision;
         state.folders = HashMap::new();
         for key in objects.keys() {
@@ -621,6 +626,25 @@ impl Cache {
         state.primed = true;
         drop(state);
         self.progress.send_replace(revision);
+    }
+
+    /// Whether a change at `revision` comes after what the cache applied: not below a change
+    /// it applied, nor at or below the list it started from or a progress report it took.
+    /// A store whose progress report can run ahead of the changes it has still to send (etcd
+    /// before 3.4.25 and 3.5.8) breaks this; the cache then starts over rather than hand its
+    /// clients a change at or below a revision they were told they had.
+    fn in_order(&self, revision: Revision) -> bool {
+        let state = self.state.lock().expect("watch cache lock poisoned");
+        revision >= state.revision && revision > state.reported
+    }
+
+    /// Notes that the store reported every change up to `reached`.
+    fn progressed(&self, reached: Revision) {
+        {
+            let mut state = self.state.lock().expect("watch cache lock poisoned");
+            state.reported = state.reported.max(reached);
+        }
+        self.apply(Vec::new(), reached);
     }
 
     fn apply(&self, changes: Vec<Change>, revision: Revision) {
@@ -698,7 +722,7 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
             Some(Ok(kayra_store::Change::Progress(reached))) => {
                 // Nothing of this resource changed up to `reached`: watches from there may start.
                 let Some(live) = cache.upgrade() else { return Ok(()) };
-                live.apply(Vec::new(), reached);
+                live.progressed(reached);
                 continue;
             }
             Some(Err(StoreError::WatchLagged { resume_after })) => {
@@ -710,6 +734,14 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
         };
         let Some(live) = cache.upgrade() else { return Ok(()) };
         let revision = event.revision();
+        if !live.in_order(revision) {
+            return Err(RegistryError::Store(StoreError::Unavailable {
+                message: format!(
+                    "the store sent a change at revision {revision} after reporting progress past it; listing again"
+                ),
+                source: None,
+            }));
+        }
         let decode = |kv: &kayra_store::KeyValue| {
             object::decode_stored(&kv.key, &kv.value, kv.mod_revision)
                 .map(|object| Entry::new(object, kv.value.len()))

@@ -1,7 +1,7 @@
 //! Watches through the watch cache.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -10,7 +10,8 @@ use kayra_registry::{
 };
 use kayra_store::mvcc::{MvccStore, Options};
 use kayra_store::{
-    KeyValue, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult, Watcher,
+    Change, KeyValue, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult,
+    WatchBatch, Watcher,
 };
 use serde_json::json;
 
@@ -209,10 +210,29 @@ async fn a_slow_client_is_cut_off_and_resumes_without_gaps() {
     assert!(cut_offs > 0, "1500 unread events overflow a client's queue");
 }
 
-/// A store that counts the watches opened on it.
+/// A store that counts the watches opened on it; armed, it reports progress up to its next
+/// change before sending that change, and holds the change back until released, as etcd
+/// before 3.4.25 and 3.5.8 could do.
 struct Counting {
     inner: MvccStore,
     watches: AtomicUsize,
+    race: Arc<Race>,
+}
+
+#[derive(Default)]
+struct Race {
+    armed: AtomicBool,
+    release: tokio::sync::Notify,
+}
+
+impl Counting {
+    fn new() -> Counting {
+        Counting {
+            inner: MvccStore::in_memory(Options::default()).unwrap(),
+            watches: AtomicUsize::new(0),
+            race: Arc::default(),
+        }
+    }
 }
 
 #[async_trait]
@@ -228,7 +248,29 @@ impl Store for Counting {
     }
     async fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {
         self.watches.fetch_add(1, Ordering::SeqCst);
-        self.inner.watch(prefix, after).await
+        let mut inner = self.inner.watch(prefix, after).await?;
+        let (sender, watcher) = kayra_store::watch::watch_channel(64, after, Vec::new());
+        let race = self.race.clone();
+        tokio::spawn(async move {
+            while let Some(change) = inner.next_change().await {
+                let batch = match change {
+                    Ok(Change::Event(event)) => {
+                        let revision = event.revision();
+                        if race.armed.swap(false, Ordering::SeqCst) {
+                            sender.offer(Arc::new(WatchBatch { revision, events: Vec::new() }));
+                            race.release.notified().await;
+                        }
+                        WatchBatch { revision, events: vec![event] }
+                    }
+                    Ok(Change::Progress(revision)) => WatchBatch { revision, events: Vec::new() },
+                    Err(error) => return sender.fail(error),
+                };
+                if sender.offer(Arc::new(batch)) == kayra_store::watch::Delivery::Gone {
+                    return;
+                }
+            }
+        });
+        Ok(watcher)
     }
     async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
         self.inner.compact(revision).await
@@ -249,10 +291,7 @@ impl Store for Counting {
 
 #[tokio::test]
 async fn many_clients_share_one_store_watch() {
-    let store = Arc::new(Counting {
-        inner: MvccStore::in_memory(Options::default()).unwrap(),
-        watches: AtomicUsize::new(0),
-    });
+    let store = Arc::new(Counting::new());
     let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
     let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
     registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
@@ -266,6 +305,43 @@ async fn many_clients_share_one_store_watch() {
         assert_eq!(next(stream).await, ("ADDED".into(), "fan".into()));
     }
     assert_eq!(store.watches.load(Ordering::SeqCst), 1, "one store watch for a hundred clients");
+}
+
+#[tokio::test]
+async fn a_change_after_progress_reported_past_it_restarts_the_cache_rather_than_repeat_it() {
+    let store = Arc::new(Counting::new());
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let widgets = widgets();
+    let mut before = registry.watch(&widgets, &from(None)).await.unwrap();
+    store.race.armed.store(true, Ordering::SeqCst);
+    let created = registry.create(&widgets, Some("default"), widget("late", 1), unadmitted()).await.unwrap();
+    let rv = meta(&created, "resourceVersion").as_str().unwrap().to_owned();
+    // A client that saw the create elsewhere resumes here from its revision, which the cache
+    // was told it had reached before the change itself arrived.
+    let mut resumed =
+        tokio::time::timeout(Duration::from_secs(10), registry.watch(&widgets, &from(Some(&rv))))
+            .await
+            .expect("the progress report lets the watch start")
+            .unwrap();
+    store.race.release.notify_one();
+    let seen =
+        tokio::time::timeout(Duration::from_secs(10), resumed.next()).await.expect("an answer in time");
+    assert!(
+        seen.is_err(),
+        "the resumed watch is cut off to start over, not handed the change again: {seen:?}"
+    );
+    // The watch from before the create sees it once (or is cut off to resume), and the cache
+    // starts over with it.
+    let answer =
+        tokio::time::timeout(Duration::from_secs(10), before.next()).await.expect("an answer in time");
+    if let Ok(event) = answer {
+        assert_eq!(meta(event.object(), "name"), "late");
+    }
+    let list = registry.list_json(&widgets, Some("default"), &ListOptions::default()).await.unwrap();
+    assert_eq!(list.items.len(), 1, "the relisted cache holds the change");
+    assert!(store.watches.load(Ordering::SeqCst) >= 2, "the cache watched the store again");
 }
 
 #[tokio::test]
