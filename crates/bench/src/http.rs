@@ -136,17 +136,17 @@ async fn start_controller(dir: &Path) -> Result<Controller, String> {
     Ok(Controller { process, url, token })
 }
 
-/// The bare axum handler: a process answering `get` on one port and `list` on another.
-pub(crate) async fn start_bare(get: &Path, list: &Path) -> Result<(Process, String, String), String> {
+/// This benchmark's own binary run as `subcommand` with `args`, a ceiling in a process of its
+/// own; answers it and the ports it printed on its first line (`listening PORT...`).
+async fn start_ceiling(subcommand: &str, args: &[&Path]) -> Result<(Process, Vec<u16>), String> {
     let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
-        .arg("http-bare")
-        .arg(get)
-        .arg(list)
+        .arg(subcommand)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot start the bare handler: {e}"))?;
-    let stdout = child.stdout.take().ok_or("the bare handler has no stdout")?;
+        .map_err(|e| format!("cannot start kayra-bench {subcommand}: {e}"))?;
+    let stdout = child.stdout.take().ok_or_else(|| format!("kayra-bench {subcommand} has no stdout"))?;
     let process = Process(child);
     let line = tokio::task::spawn_blocking(move || {
         let mut line = String::new();
@@ -155,36 +155,36 @@ pub(crate) async fn start_bare(get: &Path, list: &Path) -> Result<(Process, Stri
     .await
     .map_err(|e| e.to_string())?
     .map_err(|e| e.to_string())?;
-    let ports: Vec<&str> = line.trim().strip_prefix("listening ").unwrap_or_default().split(' ').collect();
-    match ports.as_slice() {
-        [get, list] => {
-            Ok((process, format!("http://127.0.0.1:{get}/get"), format!("http://127.0.0.1:{list}/list")))
-        }
-        _ => Err(format!("the bare handler said {line:?}")),
+    let ports: Option<Vec<u16>> = line
+        .trim()
+        .strip_prefix("listening ")
+        .map(|ports| ports.split(' ').map(str::parse).collect::<Result<_, _>>().ok())
+        .unwrap_or_default();
+    match ports {
+        Some(ports) => Ok((process, ports)),
+        None => Err(format!("kayra-bench {subcommand} said {line:?}")),
+    }
+}
+
+/// The bare axum handler: a process answering `get` on one port and `list` on another.
+pub(crate) async fn start_bare(get: &Path, list: &Path) -> Result<(Process, String, String), String> {
+    match start_ceiling("http-bare", &[get, list]).await? {
+        (process, ports) if ports.len() == 2 => Ok((
+            process,
+            format!("http://127.0.0.1:{}/get", ports[0]),
+            format!("http://127.0.0.1:{}/list", ports[1]),
+        )),
+        (_, ports) => Err(format!("the bare handler listens on {ports:?}, not two ports")),
     }
 }
 
 /// The durable-HTTP ceiling: a process answering a durable create, on data in `dir`.
 async fn start_durable(dir: &Path) -> Result<(Process, String), String> {
-    let mut child = Command::new(std::env::current_exe().map_err(|e| e.to_string())?)
-        .arg("http-durable")
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot start the durable handler: {e}"))?;
-    let stdout = child.stdout.take().ok_or("the durable handler has no stdout")?;
-    let process = Process(child);
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).map(|_| line)
-    })
-    .await
-    .map_err(|e| e.to_string())?
-    .map_err(|e| e.to_string())?;
-    match line.trim().strip_prefix("listening ") {
-        Some(port) => Ok((process, format!("http://127.0.0.1:{port}/create"))),
-        None => Err(format!("the durable handler said {line:?}")),
+    match start_ceiling("http-durable", &[dir]).await? {
+        (process, ports) if ports.len() == 1 => {
+            Ok((process, format!("http://127.0.0.1:{}/create", ports[0])))
+        }
+        (_, ports) => Err(format!("the durable handler listens on {ports:?}, not one port")),
     }
 }
 

@@ -12,7 +12,7 @@ use kayra_oidc::keys::{KeySet, SigningKey};
 
 use crate::ControlPlaneError;
 use crate::config::Config;
-use crate::pki::admin_kubeconfig;
+use crate::pki::admin_client;
 
 /// What a rotation did: the new current key's id and the ids still published.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,14 +25,7 @@ pub struct Rotation {
 
 /// Rotates the signing key through the running controller.
 pub async fn rotate_key(config: &Config) -> Result<Rotation, ControlPlaneError> {
-    let kubeconfig = admin_kubeconfig(&config.data_dir);
-    if !kubeconfig.exists() {
-        let source = std::io::Error::from(std::io::ErrorKind::NotFound);
-        return Err(ControlPlaneError::NotInitialised { path: kubeconfig, source });
-    }
-    let client = kayra_client::Client::from_kubeconfig(&kubeconfig).map_err(|source| {
-        ControlPlaneError::Client { what: "cannot use the admin kubeconfig".into(), source }
-    })?;
+    let client = admin_client(&config.data_dir)?;
     let path = format!(
         "/apis/fleet.{}/v1/namespaces/{SIGNING_KEYS_NAMESPACE}/secrets/{SIGNING_KEYS_SECRET}",
         config.domain

@@ -53,6 +53,20 @@ pub(crate) fn admin_kubeconfig(data_dir: &Path) -> PathBuf {
     data_dir.join("admin.kubeconfig")
 }
 
+/// A client of the running controller as the data directory's admin, through the admin
+/// kubeconfig, as kubectl and kayra-cli read theirs.
+pub(crate) fn admin_client(data_dir: &Path) -> Result<kayra_client::Client, ControlPlaneError> {
+    let kubeconfig = admin_kubeconfig(data_dir);
+    if !kubeconfig.exists() {
+        let source = std::io::Error::from(std::io::ErrorKind::NotFound);
+        return Err(ControlPlaneError::NotInitialised { path: kubeconfig, source });
+    }
+    kayra_client::Client::from_kubeconfig(&kubeconfig).map_err(|source| ControlPlaneError::Client {
+        what: "cannot use the admin kubeconfig".into(),
+        source,
+    })
+}
+
 /// Writes a CA, a serving certificate, an admin client certificate (`O=system:masters`), an
 /// admin kubeconfig and an admin bearer token under the data directory; keeps whatever is
 /// already there.

@@ -10,7 +10,7 @@ use kayra_authn::bootstrap::{Stored, Token};
 use crate::ControlPlaneError;
 use crate::address::{bracketed, recorded_serving_url, serving_host, serving_url, url_port};
 use crate::config::Config;
-use crate::pki::{admin_kubeconfig, pki_dir};
+use crate::pki::pki_dir;
 
 /// The longest a bootstrap token may live.
 pub const MAX_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -44,15 +44,7 @@ pub async fn create(
             )));
         }
     }
-    let kubeconfig = admin_kubeconfig(&config.data_dir);
-    // The admin kubeconfig, read as kubectl and kayra-cli read theirs.
-    if !kubeconfig.exists() {
-        let source = std::io::Error::from(std::io::ErrorKind::NotFound);
-        return Err(ControlPlaneError::NotInitialised { path: kubeconfig, source });
-    }
-    let client = kayra_client::Client::from_kubeconfig(&kubeconfig).map_err(|source| {
-        ControlPlaneError::Client { what: "cannot use the admin kubeconfig".into(), source }
-    })?;
+    let client = crate::pki::admin_client(&config.data_dir)?;
     let token = Token::generate();
     let stored = Stored {
         id: token.id.clone(),

@@ -10,7 +10,7 @@ use kayra_testkit::{Store, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use super::{APPS, app, status_of};
+use super::{APPS, app, eventually, status_of};
 
 const RBAC: &str = "/apis/authorization.example.com/v1/namespaces/default";
 const REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews";
@@ -52,24 +52,15 @@ async fn create_app(server: &TestServer, name: &str) -> String {
     body["metadata"]["uid"].as_str().expect("a uid").to_owned()
 }
 
-/// Polls `ask` until it answers `expected` (an RBAC change reaches the index by a watch).
-async fn eventually(what: &str, expected: StatusCode, ask: impl AsyncFn() -> StatusCode) {
-    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let code = ask().await;
-        if code == expected {
-            return;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "{what}: still {code}");
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+/// What the admin reads at `path`, as JSON.
+async fn admin_get(server: &TestServer, path: &str) -> Value {
+    server.admin().get(format!("{}{path}", server.url())).send().await.unwrap().json().await.unwrap()
 }
 
 /// The issuer's key set, read from its Secret as the admin.
 async fn signing_keys(server: &TestServer) -> kayra_oidc::keys::KeySet {
     let path = "/apis/fleet.example.com/v1/namespaces/kayra-system/secrets/service-account-signing-keys";
-    let secret: Value =
-        server.admin().get(format!("{}{path}", server.url())).send().await.unwrap().json().await.unwrap();
+    let secret = admin_get(server, path).await;
     let text = STANDARD.decode(secret["data"]["keys.json"].as_str().expect("the keys")).expect("base64");
     kayra_oidc::keys::KeySet::from_stored(&serde_json::from_slice(&text).expect("stored keys"))
         .expect("a key set")
@@ -109,15 +100,7 @@ async fn the_issuers_documents_are_public_and_carry_only_public_keys() {
         (limited["kind"].as_str(), limited["reason"].as_str()),
         (Some("Status"), Some("TooManyRequests"))
     );
-    let discovered: Value = server
-        .admin()
-        .get(format!("{url}/apis/authentication.k8s.io/v1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let discovered = admin_get(&server, "/apis/authentication.k8s.io/v1").await;
     let names: Vec<&str> = discovered["resources"]
         .as_array()
         .expect("resources")
@@ -125,15 +108,7 @@ async fn the_issuers_documents_are_public_and_carry_only_public_keys() {
         .filter_map(|r| r["name"].as_str())
         .collect();
     assert!(names.contains(&"tokenreviews"), "{names:?}");
-    let fleet: Value = server
-        .admin()
-        .get(format!("{url}/apis/fleet.example.com/v1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let fleet = admin_get(&server, "/apis/fleet.example.com/v1").await;
     let token = fleet["resources"]
         .as_array()
         .expect("resources")
@@ -193,8 +168,8 @@ async fn an_applications_token_is_its_service_account_within_what_its_role_bindi
         me["status"]["userInfo"]["groups"],
         json!(["system:serviceaccounts", "system:serviceaccounts:default", "system:authenticated"])
     );
-    let list = || async { workload.get(format!("{url}{APPS}")).send().await.unwrap().status() };
-    assert_eq!(list().await, StatusCode::FORBIDDEN, "nothing is bound to it yet");
+    let list = || workload.get(format!("{url}{APPS}"));
+    assert_eq!(list().send().await.unwrap().status(), StatusCode::FORBIDDEN, "nothing is bound to it yet");
     let role = json!({"apiVersion": "authorization.example.com/v1", "kind": "Role", "metadata": {"name": "app-reader"},
                       "rules": [{"apis": ["fleet.example.com"], "resources": ["applications"], "verbs": ["get", "list"]}]});
     let created = server.admin().post(format!("{url}{RBAC}/roles")).json(&role).send().await.unwrap();
@@ -205,7 +180,7 @@ async fn an_applications_token_is_its_service_account_within_what_its_role_bindi
     let created =
         server.admin().post(format!("{url}{RBAC}/rolebindings")).json(&binding).send().await.unwrap();
     assert_eq!(created.status(), StatusCode::CREATED);
-    eventually("the binding allows listing", StatusCode::OK, list).await;
+    assert_eq!(eventually(StatusCode::OK, list).await, StatusCode::OK, "the binding allows listing");
     let secrets = workload
         .get(format!("{url}/apis/fleet.example.com/v1/namespaces/default/secrets"))
         .send()
