@@ -13,7 +13,13 @@ use crate::scheme::{BINDING, KindInfo, LOG, METRICS, NameRule, STATUS, TOKEN, ty
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
 
+mod identity;
 mod validation;
+
+pub use identity::{
+    AUTOMOUNT_PATH, DEFAULT_EXPIRATION_SECONDS, MAX_EXPIRATION_SECONDS, MIN_EXPIRATION_SECONDS, MOUNT_PATH,
+    Projection, TokenProjection, WorkloadIdentity,
+};
 
 /// The annotation that marks an Application the scheduler placed, `fleet.<domain>/scheduled-by`,
 /// with value [`SCHEDULER`]. It is written in the same write that sets
@@ -110,6 +116,9 @@ pub struct ApplicationSpec {
     /// Health checks the node runs against the process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<Probes>,
+    /// The service-account tokens the process is given (one for the API by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<WorkloadIdentity>,
 }
 
 /// The identity the process runs as. When the node agent runs as root, the process runs as

@@ -106,6 +106,9 @@ pub(super) fn validate(application: &Application) -> Vec<FieldError> {
             }
         }
     }
+    if let Some(identity) = &spec.identity {
+        errors.extend(identity.validate());
+    }
     if let Some(probes) = &spec.probes {
         for (field, probe) in [("readiness", &probes.readiness), ("liveness", &probes.liveness)] {
             if let Some(probe) = probe {
