@@ -279,8 +279,34 @@ pub struct DesiredState {
     pub applications: Vec<Document>,
     /// Exactly the Secrets they reference, as API objects.
     pub secrets: Vec<Document>,
+    /// The service-account tokens of those Applications, each to be written to its file.
+    pub tokens: Vec<ProjectedToken>,
     /// A digest of the state's identity: equal signatures, equal states.
     pub signature: String,
+}
+
+/// A token for one file of an Application's identity directory. Its text never appears in
+/// `Debug` output, so it cannot leak into a log.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ProjectedToken {
+    /// The Application's uid: the token is bound to it.
+    pub uid: String,
+    /// The file, a plain name within the identity directory.
+    pub path: String,
+    /// The signed token.
+    pub token: String,
+    /// When it expires, in seconds since the epoch.
+    pub expires_at: i64,
+}
+
+impl std::fmt::Debug for ProjectedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProjectedToken")
+            .field("uid", &self.uid)
+            .field("path", &self.path)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A request for an Application's log, or for the node agent's own.

@@ -171,7 +171,7 @@ impl ApplicationLayer {
     /// Mints a token for the Application `namespace`/`name` for `audiences` (the API's when
     /// empty), living `expiration_seconds` (one hour when absent). Answers the token and its
     /// expiry.
-    pub(crate) async fn mint_token(
+    pub async fn mint_token(
         &self,
         application: &Value,
         audiences: &[String],

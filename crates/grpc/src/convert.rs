@@ -8,7 +8,7 @@ use kayra_api::kinds::Condition;
 use kayra_api::kinds::application::ApplicationStatus;
 use kayra_api::session::{
     ApplicationReport, ControllerMessage, DesiredState, Document, LogChunk, LogRequest, NodeEvent, NodeInfo,
-    NodeMessage, NodeReport, NodeTaint, Registration, UsageSample,
+    NodeMessage, NodeReport, NodeTaint, ProjectedToken, Registration, UsageSample,
 };
 use serde_json::Value;
 
@@ -226,6 +226,16 @@ pub(crate) fn controller_message_to_wire(message: ControllerMessage) -> wire::Co
             applications: encode(&desired.applications),
             secrets: encode(&desired.secrets),
             signature: desired.signature,
+            tokens: desired
+                .tokens
+                .into_iter()
+                .map(|token| wire::ProjectedToken {
+                    uid: token.uid,
+                    path: token.path,
+                    token: token.token,
+                    expires_at: token.expires_at,
+                })
+                .collect(),
         }),
         ControllerMessage::LogRequest(request) => Down::LogRequest(wire::LogRequest {
             id: request.id,
@@ -255,6 +265,16 @@ pub(crate) fn controller_message_from_wire(
         Down::Desired(desired) => ControllerMessage::Desired(DesiredState {
             applications: decode(desired.applications, "application")?,
             secrets: decode(desired.secrets, "secret")?,
+            tokens: desired
+                .tokens
+                .into_iter()
+                .map(|token| ProjectedToken {
+                    uid: token.uid,
+                    path: token.path,
+                    token: token.token,
+                    expires_at: token.expires_at,
+                })
+                .collect(),
             signature: desired.signature,
         }),
         Down::LogRequest(request) => ControllerMessage::LogRequest(LogRequest {

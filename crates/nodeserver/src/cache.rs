@@ -129,7 +129,7 @@ impl Cache {
         let secrets: Vec<Document> = wanted.iter().filter_map(|id| state.secrets.get(id).cloned()).collect();
         let departures = state.departures.get(node).copied().unwrap_or_default();
         let signature = signature(&applications, &secrets, departures);
-        DesiredState { applications, secrets, signature }
+        DesiredState { applications, secrets, tokens: Vec::new(), signature }
     }
 }
 

@@ -27,6 +27,7 @@ mod push;
 mod registration;
 mod session;
 mod status;
+mod tokens;
 mod usage;
 
 use std::collections::HashMap;
@@ -117,6 +118,8 @@ pub(crate) struct Inner {
     control: Arc<ApplicationLayer>,
     config: Config,
     cache: Arc<Cache>,
+    /// The service-account tokens last pushed to each node ([`tokens`]).
+    tokens: tokens::Tokens,
     sessions: Mutex<HashMap<String, Arc<Live>>>,
     trigger: Trigger,
     next_epoch: AtomicU64,
@@ -167,6 +170,7 @@ impl NodeServer {
                 control,
                 config,
                 cache: Arc::new(Cache::default()),
+                tokens: tokens::Tokens::default(),
                 sessions: Mutex::default(),
                 trigger: Trigger::default(),
                 next_epoch: AtomicU64::new(1),

@@ -1,6 +1,6 @@
 //! The desired-state push: a loop keyed by node name, woken by any change to the node's
 //! Applications, the Secrets they reference or its Node object (through the cache's feeds), by
-//! a session's first status, and by the periodic resync. Each replica pushes to the sessions it
+//! a session's first status, by a service-account token falling due, and by the periodic resync. Each replica pushes to the sessions it
 //! holds.
 
 use std::sync::{Arc, Mutex};
@@ -78,14 +78,16 @@ impl Reconciler for Pusher {
             return Ok(Action::AwaitChange);
         }
         let started = std::time::Instant::now();
-        let desired = inner.cache.desired(node);
+        let mut desired = inner.cache.desired(node);
+        let refresh = inner.tokens.fill(&inner.control, node, &mut desired).await;
         let (applications, secrets) = (desired.applications.len(), desired.secrets.len());
         if live.push(desired, inner.config.resync) {
             inner.metrics.pushes.inc();
             inner.metrics.push_duration.observe(started.elapsed().as_secs_f64());
             tracing::debug!(node, applications, secrets, "pushed the node's desired state");
         }
-        Ok(Action::AwaitChange)
+        // A token falling due is a change of its own.
+        Ok(refresh.map_or(Action::AwaitChange, Action::RequeueAfter))
     }
 }
 

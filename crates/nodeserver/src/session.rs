@@ -264,6 +264,7 @@ impl Drop for Session {
         let mut sessions = self.inner.sessions();
         if sessions.get(&self.live.node).is_some_and(|live| live.epoch == self.live.epoch) {
             sessions.remove(&self.live.node);
+            self.inner.tokens.forget(&self.live.node);
         }
         drop(sessions);
         crate::logs::fail_all(&self.live, "node disconnected");

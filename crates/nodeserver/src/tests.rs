@@ -194,3 +194,76 @@ async fn a_node_named_longer_than_a_record_name_can_be_is_recorded_and_taken_ove
     let ended = tokio::time::timeout(Duration::from_secs(5), on_a.next()).await;
     assert!(ended.expect("the first replica's session ends").is_none());
 }
+
+/// Each Application of the pushed node gets one token per file it asks for, held and pushed
+/// again unchanged until 80 % of its life has passed, then minted afresh; an Application that
+/// asks for none gets none. Paused, tokio's clock moves only when the test advances it.
+#[tokio::test(start_paused = true)]
+async fn a_nodes_tokens_are_held_until_four_fifths_of_their_life_then_minted_afresh() {
+    use kayra_api::session::DesiredState;
+    use serde_json::json;
+    let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
+    let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
+    let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
+    control.set_issuer("https://kayra.test:6443".to_owned());
+    let admin = control.client(kayra_application::controller_identity("test"));
+    let namespaces = admin.resource("", "namespaces").expect("namespaces");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kayra-system"}});
+    admin.create(&namespaces, None, namespace).await.expect("the namespace");
+    let server = NodeServer::new(control.clone(), Config::default()).expect("a node server");
+    let document = |name: &str, uid: &str, identity: serde_json::Value| {
+        let object = json!({
+            "metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {"command": ["sleep"], "identity": identity},
+        });
+        Arc::new(object.as_object().expect("an object").clone())
+    };
+    let state = || DesiredState {
+        applications: vec![
+            document(
+                "web",
+                "u-web",
+                json!({"tokens": [{"audience": "vault", "path": "vault", "expirationSeconds": 600}]}),
+            ),
+            document("quiet", "u-quiet", json!({"automount": false})),
+        ],
+        signature: "s".to_owned(),
+        ..DesiredState::default()
+    };
+    let tokens = &server.inner.tokens;
+
+    let mut first = state();
+    let due = tokens.fill(&control, "n1", &mut first).await.expect("a token falls due");
+    let files: Vec<(&str, &str)> = first.tokens.iter().map(|t| (t.uid.as_str(), t.path.as_str())).collect();
+    assert_eq!(files, [("u-web", "token"), ("u-web", "vault")], "the API's token and the one asked for");
+    assert!(due <= Duration::from_secs(480) && due >= Duration::from_secs(470), "80 % of 600 s: {due:?}");
+    let vault =
+        |state: &DesiredState| state.tokens.iter().find(|t| t.path == "vault").cloned().expect("vault");
+    let claims = control.verify_token(&vault(&first).token).await;
+    assert!(
+        matches!(claims, Err(kayra_application::identity::Refusal::Gone)),
+        "signed, for an Application not stored"
+    );
+    assert_ne!(first.signature, "s", "the tokens are part of the signature");
+
+    tokio::time::advance(Duration::from_secs(400)).await;
+    let mut again = state();
+    tokens.fill(&control, "n1", &mut again).await;
+    assert_eq!(vault(&again), vault(&first), "held while fresh");
+    assert_eq!(again.signature, first.signature);
+
+    tokio::time::advance(Duration::from_secs(100)).await;
+    let mut later = state();
+    let due = tokens.fill(&control, "n1", &mut later).await.expect("a token falls due");
+    assert_ne!(vault(&later).token, vault(&first).token, "minted afresh once due");
+    assert_eq!(
+        later.tokens.iter().find(|t| t.path == "token"),
+        first.tokens.iter().find(|t| t.path == "token")
+    );
+    assert!(due <= Duration::from_secs(480), "the next is the fresh one's: {due:?}");
+
+    // Another node's state carries only its own Applications' tokens.
+    let mut elsewhere = DesiredState { signature: "s".to_owned(), ..DesiredState::default() };
+    assert_eq!(tokens.fill(&control, "n2", &mut elsewhere).await, None);
+    assert!(elsewhere.tokens.is_empty() && elsewhere.signature == "s");
+}

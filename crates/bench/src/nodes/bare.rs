@@ -57,6 +57,7 @@ fn desired(application: &[u8], secret: &Value, version: &str) -> wire::Controlle
             applications: vec![application.to_vec()],
             secrets: vec![serde_json::to_vec(&secret).expect("JSON serialises")],
             signature: format!("{:064x}", version.len()),
+            tokens: Vec::new(),
         })),
     }
 }

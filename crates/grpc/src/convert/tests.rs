@@ -71,6 +71,12 @@ fn every_message_survives_the_wire() {
         ControllerMessage::Desired(DesiredState {
             applications: vec![object(json!({"metadata": {"name": "web"}}))],
             secrets: vec![object(json!({"data": {"k": "dg=="}}))],
+            tokens: vec![ProjectedToken {
+                uid: "u".into(),
+                path: "token".into(),
+                token: "a.b.c".into(),
+                expires_at: 1_800_000_000,
+            }],
             signature: "abc".into(),
         }),
         ControllerMessage::LogRequest(LogRequest {
