@@ -241,15 +241,19 @@ pub async fn run(config: AgentConfig, stop: CancellationToken) -> Result<(), Nod
             asked: config.node_name.clone(),
         });
     }
-    let runtime_config = kayra_runtime::runtime::RuntimeConfig::new(
+    let servers = Servers::parse(&server, &config.node_name)?;
+    let mut runtime_config = kayra_runtime::runtime::RuntimeConfig::new(
         config.node_name.clone(),
         data_dir.clone(),
         config.supervisor.clone(),
     );
+    // Workloads reach the API where this node does, and trust it through the cluster's CA.
+    if let (Some((host, port)), Ok(Some(joined))) = (servers.api_host_port(), join::load(&pki(data_dir))) {
+        runtime_config.api = Some(kayra_runtime::runtime::ApiAccess { host, port, ca_pem: joined.ca_pem });
+    }
     let registration = registration(data_dir)?;
     let runtime = kayra_runtime::runtime::Runtime::open(runtime_config).await?;
     let workloads = Arc::new(node::Node::new(runtime, registration, data_dir.join(own_log::FILE_NAME)));
-    let servers = Servers::parse(&server, &config.node_name)?;
     let renewal =
         tokio::spawn(renewal::renew(pki(data_dir), servers.clone(), config.node_name.clone(), stop.clone()));
     let credentials = Arc::new(Stored { dir: pki(data_dir), servers });

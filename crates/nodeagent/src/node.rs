@@ -153,6 +153,7 @@ impl Workloads for Node {
         self.runtime.apply(Desired {
             applications: decode::<Application>(&desired.applications, "application"),
             secrets: decode::<Secret>(&desired.secrets, "secret"),
+            tokens: desired.tokens.clone(),
         });
     }
 

@@ -45,10 +45,36 @@ impl Servers {
         (0..self.urls.len()).map(|n| self.urls[(at + n) % self.urls.len()].as_str()).collect()
     }
 
+    /// The host and port workloads reach the API at: those of the controller this node starts
+    /// with (an IPv6 address without its brackets, as `KUBERNETES_SERVICE_HOST` carries it).
+    pub fn api_host_port(&self) -> Option<(String, u16)> {
+        host_port(self.in_turn().first()?)
+    }
+
     /// The list, as it is written and given: comma-separated.
     pub fn list(&self) -> String {
         self.urls.join(",")
     }
+}
+
+/// The host and port of an `https://host[:port][/...]` URL (port 443 when it names none).
+fn host_port(url: &str) -> Option<(String, u16)> {
+    let authority = url.strip_prefix("https://")?.split('/').next()?;
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => {
+            let (host, rest) = bracketed.split_once(']')?;
+            (host, rest.strip_prefix(':'))
+        }
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let port = match port {
+        Some(port) => port.parse().ok()?,
+        None => 443,
+    };
+    (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
 /// Runs `attempt` against each controller in turn until one answers: an unreachable one is
@@ -133,5 +159,21 @@ mod tests {
         .await;
         assert!(matches!(refused, Err(JoinError::Refused { .. })));
         assert_eq!(asked, 1, "a refusal is an answer: the others are not asked");
+    }
+
+    #[test]
+    fn workloads_reach_the_api_at_the_host_and_port_of_a_server_url() {
+        for (url, expected) in [
+            ("https://192.0.2.2:6443", Some(("192.0.2.2", 6443))),
+            ("https://ctl.example.com", Some(("ctl.example.com", 443))),
+            ("https://[::1]:7443/", Some(("::1", 7443))),
+            ("https://[::1]", Some(("::1", 443))),
+            ("https://:6443", None),
+            ("https://a:port", None),
+            ("http://a:1", None),
+        ] {
+            let got = host_port(url);
+            assert_eq!(got.as_ref().map(|(h, p)| (h.as_str(), *p)), expected, "{url}");
+        }
     }
 }

@@ -62,6 +62,10 @@ pub(crate) struct Context<'a> {
     pub(crate) pids: Option<u64>,
     /// Whether a path is an executable file.
     pub(crate) is_executable: &'a dyn Fn(&Path) -> bool,
+    /// The controller's API (host and port), as `KUBERNETES_SERVICE_HOST` and `_PORT`.
+    pub(crate) api: Option<(&'a str, u16)>,
+    /// The identity directory as the process sees it, as `KAYRA_IDENTITY_DIR`.
+    pub(crate) identity_dir: Option<&'a Path>,
 }
 
 /// Plans one run of `app`.
@@ -76,6 +80,13 @@ pub(crate) fn plan(app: &Application, context: &Context<'_>) -> Result<Plan, Ref
         ("HOME".to_owned(), context.home.display().to_string()),
         ("HOSTNAME".to_owned(), context.hostname.to_owned()),
     ];
+    if let Some((host, port)) = context.api {
+        env.push(("KUBERNETES_SERVICE_HOST".to_owned(), host.to_owned()));
+        env.push(("KUBERNETES_SERVICE_PORT".to_owned(), port.to_string()));
+    }
+    if let Some(dir) = context.identity_dir {
+        env.push(("KAYRA_IDENTITY_DIR".to_owned(), dir.display().to_string()));
+    }
     for (name, value) in resolve_env(&spec.env, namespace, context.secrets)? {
         set(&mut env, name, value);
     }

@@ -18,6 +18,7 @@
 pub mod backoff;
 pub mod cgroup;
 pub mod facts;
+mod identity;
 mod launch;
 mod lifecycle;
 mod logs;

@@ -29,8 +29,9 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use jiff::Timestamp;
-use kayra_api::kinds::application::{Application, ApplicationStatus};
+use kayra_api::kinds::application::{Application, ApplicationStatus, WorkloadIdentity};
 use kayra_api::kinds::secret::Secret;
+use kayra_api::session::ProjectedToken;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::backoff::Backoff;
@@ -65,6 +66,20 @@ pub struct RuntimeConfig {
     /// when the data directory's path lets no other user through; `None` is
     /// `/var/lib/kayra/work`. Absolute.
     pub work_root: Option<PathBuf>,
+    /// How workloads reach the controller's API: set, each gets `KUBERNETES_SERVICE_HOST` and
+    /// `KUBERNETES_SERVICE_PORT`, and its identity directory holds the CA as `ca.crt`.
+    pub api: Option<ApiAccess>,
+}
+
+/// The controller's API as a workload reaches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiAccess {
+    /// An address the controller's serving certificate names.
+    pub host: String,
+    /// Its port.
+    pub port: u16,
+    /// The cluster's CA certificate, PEM.
+    pub ca_pem: String,
 }
 
 impl RuntimeConfig {
@@ -86,6 +101,7 @@ impl RuntimeConfig {
             backoff: Backoff::default(),
             pids_limit: Some(4096),
             work_root: None,
+            api: None,
         }
     }
 }
@@ -97,6 +113,9 @@ pub struct Desired {
     pub applications: Vec<Application>,
     /// The Secrets those Applications reference.
     pub secrets: Vec<Secret>,
+    /// The service-account tokens of those Applications, each for a file of its identity
+    /// directory.
+    pub tokens: Vec<ProjectedToken>,
 }
 
 /// One Application's status, as it changes.
@@ -284,6 +303,46 @@ impl Shared {
         self.config.data_dir.join("apps").join(uid)
     }
 
+    /// Where `application`'s identity directory is on the host, and where its process sees
+    /// it; `None` when it asks for no token.
+    pub(crate) fn identity_dir(&self, uid: &str, application: &Application) -> Option<(PathBuf, PathBuf)> {
+        if WorkloadIdentity::projections(application.spec.identity.as_ref()).is_empty() {
+            return None;
+        }
+        let host = self.app_dir(uid).join(crate::identity::DIR_NAME);
+        let seen =
+            if self.agent.uid == 0 { PathBuf::from(crate::identity::MOUNT_PATH) } else { host.clone() };
+        Some((host, seen))
+    }
+
+    /// Brings `application`'s identity directory up to date with `tokens` (those of every
+    /// Application on the node; only its own are written).
+    fn write_identity(&self, uid: &str, application: &Application, tokens: &[ProjectedToken]) {
+        let Some((dir, _)) = self.identity_dir(uid, application) else {
+            let _ = std::fs::remove_dir_all(self.app_dir(uid).join(crate::identity::DIR_NAME));
+            return;
+        };
+        let wanted = WorkloadIdentity::projections(application.spec.identity.as_ref());
+        let mut files: Vec<(String, Vec<u8>)> = tokens
+            .iter()
+            .filter(|token| token.uid == uid && wanted.iter().any(|p| p.path == token.path))
+            .map(|token| (token.path.clone(), token.token.clone().into_bytes()))
+            .collect();
+        if let Some(api) = &self.config.api {
+            files.push(("ca.crt".to_owned(), api.ca_pem.clone().into_bytes()));
+        }
+        let namespace = application.metadata.namespace.as_deref().unwrap_or("default");
+        files.push(("namespace".to_owned(), namespace.as_bytes().to_vec()));
+        let owner = if self.agent.uid == 0 {
+            crate::launch::user(application, self.agent).ok().flatten()
+        } else {
+            None
+        };
+        if let Err(error) = crate::identity::sync(&dir, &files, owner) {
+            tracing::warn!(uid, %error, "could not write the identity directory {}", dir.display());
+        }
+    }
+
     /// The Application's default working directory and `HOME`.
     fn work_dir(&self, uid: &str) -> PathBuf {
         match &self.work {
@@ -380,6 +439,9 @@ impl Runtime {
             if let Some(uid) = application.metadata.uid.clone().filter(|uid| is_safe_uid(uid)) {
                 wanted.insert(uid, application);
             }
+        }
+        for (uid, application) in &wanted {
+            self.shared.write_identity(uid, application, &desired.tokens);
         }
         let mut fresh = Vec::new();
         {

@@ -76,6 +76,10 @@ pub(crate) struct RunSpec {
     pub(crate) log_files: u32,
     /// The argv prefix of the supervisor program, to start the exec shim.
     pub(crate) supervisor: Vec<String>,
+    /// The identity directory to mount at the service-account path in a mount namespace of
+    /// the workload's own (only when the agent is root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) identity_mount: Option<PathBuf>,
 }
 
 /// What the supervisor records about its run.
@@ -418,6 +422,11 @@ fn exec_workload(dir: &Path, report: &mut Option<std::fs::File>) -> (i32, String
     let Some((arg0, args)) = spec.argv.split_first() else {
         return (127, "empty command".to_owned());
     };
+    if let Some(source) = &spec.identity_mount
+        && let Err(error) = crate::identity::mount_privately(source)
+    {
+        return (126, format!("mounting the identity directory {}: {}", source.display(), describe(&error)));
+    }
     if let Some((uid, gid)) = spec.user
         && let Err(error) = become_user(uid, gid)
     {

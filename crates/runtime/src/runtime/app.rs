@@ -300,6 +300,8 @@ impl Task {
         }
         let work = self.shared.work_dir(&self.names.uid);
         let secrets = self.shared.secrets.lock().expect("the secrets are never poisoned").clone();
+        let identity = self.shared.identity_dir(&self.names.uid, &self.record.application);
+        let api = self.shared.config.api.as_ref().map(|api| (api.host.as_str(), api.port));
         let plan = launch::plan(
             &self.record.application,
             &launch::Context {
@@ -310,6 +312,8 @@ impl Task {
                 hostname: &self.shared.config.node_name,
                 pids: self.shared.config.pids_limit,
                 is_executable: &is_executable,
+                api,
+                identity_dir: identity.as_ref().map(|(_, seen)| seen.as_path()),
             },
         );
         let plan = match plan {
@@ -365,6 +369,10 @@ impl Task {
             log_max_bytes: config.log_max_bytes,
             log_files: config.log_files,
             supervisor: config.supervisor.clone(),
+            identity_mount: match self.shared.identity_dir(uid, &self.record.application) {
+                Some((host, seen)) if host != seen => Some(host),
+                _ => None,
+            },
         };
         supervisor::write_atomically(&run_dir.join(supervisor::SPEC_FILE), &spec)
             .map_err(|error| format!("writing the run spec: {error}"))?;

@@ -11,7 +11,7 @@ use kayra_runtime::runtime::Desired;
 use crate::*;
 
 fn desired(applications: Vec<kayra_api::kinds::application::Application>) -> Desired {
-    Desired { applications, secrets: Vec::new() }
+    Desired { applications, ..Desired::default() }
 }
 
 #[tokio::test]
@@ -385,6 +385,7 @@ async fn processes_run_as_their_user_with_secrets_in_their_environment() {
     runtime.apply(Desired {
         applications: vec![app, lacking],
         secrets: vec![secret("db", &[("user", "app"), ("password", "s3cret")])],
+        tokens: vec![],
     });
 
     let pid = started_pid(&wait_event(&mut events, "who", "Started").await);

@@ -53,6 +53,7 @@ async fn tail_timestamps_and_since_select_lines() {
             node.shell("for i in 1 2 3 4 5; do echo line $i; done; sleep 0.2; echo oops >&2; sleep 1000"),
         )],
         secrets: vec![],
+        tokens: vec![],
     });
     follow_until(&runtime, "talker", "oops", 1).await;
 
@@ -98,6 +99,7 @@ async fn follow_goes_across_restarts_and_previous_shows_the_last_run() {
     runtime.apply(Desired {
         applications: vec![application("phoenix", node.shell("echo rising; sleep 0.2; exit 1"))],
         secrets: vec![],
+        tokens: vec![],
     });
     let text = follow_until(&runtime, "phoenix", "rising", 3).await;
     assert!(text.starts_with("rising\nrising\nrising"), "{text:?}");
@@ -115,6 +117,7 @@ async fn a_slow_reader_gets_every_line_and_a_finished_job_ends_the_follow() {
     runtime.apply(Desired {
         applications: vec![application("counter", node.shell("seq 1 1000")).with_policy("Never")],
         secrets: vec![],
+        tokens: vec![],
     });
     current_status(&runtime, "counter", "a started run", |s| s.started_at.is_some()).await;
     let mut stream = runtime.logs(LogRequest { follow: true, ..request("counter") }).await.unwrap();

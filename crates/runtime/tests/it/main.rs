@@ -7,6 +7,7 @@
 //! starts this test binary again, running only [`helper_process_hosting_a_runtime`].
 
 mod harness;
+mod identity;
 mod lifecycle;
 mod logs;
 mod reattach;

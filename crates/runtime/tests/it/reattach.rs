@@ -47,6 +47,7 @@ async fn dropping_the_runtime_leaves_the_process_and_reopening_reattaches() {
     runtime.apply(Desired {
         applications: vec![application("steady", node.shell("echo up; sleep 1000"))],
         secrets: vec![],
+        tokens: vec![],
     });
     let pid = started_pid(&wait_event(&mut events, "steady", "Started").await);
     let before = current_status(&runtime, "steady", "Running", running).await;
@@ -60,6 +61,7 @@ async fn dropping_the_runtime_leaves_the_process_and_reopening_reattaches() {
     runtime.apply(Desired {
         applications: vec![application("steady", node.shell("echo up; sleep 1000"))],
         secrets: vec![],
+        tokens: vec![],
     });
     let seen = forget_and_collect(&runtime, &mut events, "steady").await;
     assert_eq!(seen, forgotten_only(), "the same process, neither stopped nor started again");
@@ -93,7 +95,7 @@ async fn sigkill_of_the_agent_leaves_the_process_and_reopening_reattaches() {
     let mut events = runtime.events();
     let status = current_status(&runtime, "survivor", "Running", running).await;
     assert_eq!(status.restarts, Some(0));
-    runtime.apply(Desired { applications: vec![app], secrets: vec![] });
+    runtime.apply(Desired { applications: vec![app], secrets: vec![], tokens: vec![] });
     let seen = forget_and_collect(&runtime, &mut events, "survivor").await;
     assert_eq!(seen, forgotten_only(), "the same process, neither stopped nor started again");
     assert!(!alive_with_marker(pid, &node.marker), "the reattached runtime stops it");
@@ -106,7 +108,7 @@ async fn an_exit_while_no_runtime_was_open_is_reported_on_reopen() {
     let mut events = runtime.events();
     let app = application("brief", node.shell("read line; exit 5")).with_policy("Never");
     let uid = app.metadata.uid.clone().unwrap();
-    runtime.apply(Desired { applications: vec![app], secrets: vec![] });
+    runtime.apply(Desired { applications: vec![app], secrets: vec![], tokens: vec![] });
     let pid = started_pid(&wait_event(&mut events, "brief", "Started").await);
     current_status(&runtime, "brief", "Running", running).await;
     runtime.close().await;
@@ -144,7 +146,7 @@ pub(crate) async fn host_when_asked() {
         .expect("the runtime opens");
     let mut events = runtime.events();
     let name = app.metadata.name.clone().unwrap_or_default();
-    runtime.apply(Desired { applications: vec![app], secrets: vec![] });
+    runtime.apply(Desired { applications: vec![app], secrets: vec![], tokens: vec![] });
     let pid = started_pid(&wait_event(&mut events, &name, "Started").await);
     current_status(&runtime, &name, "Running", running).await;
     #[allow(clippy::print_stdout)]

@@ -12,7 +12,7 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use crate::*;
 
 fn desired(applications: Vec<Application>) -> Desired {
-    Desired { applications, secrets: Vec::new() }
+    Desired { applications, ..Desired::default() }
 }
 
 /// A directory under `parent` with mode `mode`.
