@@ -52,7 +52,8 @@ impl Agent {
         std::fs::read_to_string(self.dir.path().join("agent.log")).unwrap_or_default()
     }
 
-    fn data(&self) -> PathBuf {
+    /// The agent's data directory.
+    pub fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
 }
@@ -63,7 +64,7 @@ impl Drop for Agent {
             let _ = child.kill();
             let _ = child.wait();
         }
-        let marker = self.data().display().to_string();
+        let marker = self.data_dir().display().to_string();
         for pid in processes_naming(&marker) {
             let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
         }

@@ -33,7 +33,7 @@ async fn token_for(server: &TestServer, name: &str, spec: Value) -> String {
 }
 
 /// The TokenReview status of `token` for `audiences`, as the admin asks.
-async fn review(server: &TestServer, token: &str, audiences: &[&str]) -> Value {
+pub(super) async fn review(server: &TestServer, token: &str, audiences: &[&str]) -> Value {
     let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
                         "spec": {"token": token, "audiences": audiences}});
     let response =
@@ -317,7 +317,7 @@ async fn a_rotated_key_keeps_old_tokens_valid_while_new_ones_name_the_new_key() 
 
 /// PyJWT with `cryptography`, or `None` with the reason printed when this machine lacks them.
 /// Under CI their absence is a failure: `.ci/run` installs them.
-fn pyjwt() -> Option<()> {
+pub(super) fn pyjwt() -> Option<()> {
     let present = std::process::Command::new("python3")
         .args(["-c", "import jwt, cryptography"])
         .output()
@@ -335,7 +335,7 @@ fn pyjwt() -> Option<()> {
 /// What a verifier elsewhere does with nothing but the issuer URL and the cluster CA: fetch the
 /// discovery document, then the JWKS it names, and check the signature, issuer, audience and
 /// expiry.
-const VERIFIER: &str = r#"
+pub(super) const VERIFIER: &str = r#"
 import json, ssl, sys, time, urllib.request
 import jwt
 issuer, ca, token = sys.argv[1], sys.argv[2], sys.stdin.read().strip()

@@ -10,6 +10,7 @@ mod catalog;
 mod check;
 mod consul;
 mod identity;
+mod in_cluster;
 mod leases;
 mod metrics;
 mod node_lease_gc;
