@@ -1,7 +1,7 @@
 //! The desired-state push: a loop keyed by node name, woken by any change to the node's
 //! Applications, the Secrets they reference or its Node object (through the cache's feeds), by
-//! a session's first status, by a service-account token falling due, and by the periodic resync. Each replica pushes to the sessions it
-//! holds.
+//! a session's first status, by a service-account token falling due, and by the periodic
+//! resync. Each replica pushes to the sessions it holds.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

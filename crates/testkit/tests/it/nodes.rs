@@ -155,6 +155,22 @@ async fn a_node_session_is_confined_to_its_node() {
         (vec!["web".to_owned()], vec!["db".to_owned()])
     );
     let web_uid = meta_str(&desired.applications[0], "uid").to_owned();
+    // Its service-account tokens are its own Application's alone: the API's token for web, and
+    // none for api, which is bound to n2.
+    let files: Vec<(&str, &str)> =
+        desired.tokens.iter().map(|token| (token.uid.as_str(), token.path.as_str())).collect();
+    assert_eq!(files, [(web_uid.as_str(), "token")], "only web's token reaches n1");
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+                        "spec": {"token": desired.tokens[0].token}});
+    let (code, reviewed) = admin_json(
+        &server,
+        reqwest::Method::POST,
+        "/apis/authentication.k8s.io/v1/tokenreviews",
+        Some(review),
+    )
+    .await;
+    assert_eq!(code, StatusCode::CREATED, "{reviewed}");
+    assert_eq!(reviewed["status"]["user"]["username"], "system:serviceaccount:default:web", "{reviewed}");
 
     // Its status for its own Application is written; for another node's it is not.
     let (_, api) =
