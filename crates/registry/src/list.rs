@@ -92,8 +92,10 @@ impl Registry {
     /// As [`Registry::list`], each item as its JSON. A list of the latest state (no
     /// `resourceVersion`, or `0`; no continue token, no `resourceVersionMatch`) is answered from
     /// the resource's watch cache once it has applied every change the store had when the list
-    /// began, so it is as recent as a read of the store; its items are the cache's encodings,
-    /// made once per object version. Anything else, or a cache that lags, reads the store.
+    /// began (the list waits for it a moment, asking the store for progress, so a quiet
+    /// resource on etcd is not read from etcd), so it is as recent as a read of the store; its
+    /// items are the cache's encodings, made once per object version. Anything else, or a
+    /// cache still behind after that moment, reads the store.
     pub async fn list_json(
         &self,
         resource: &Resource,
@@ -109,6 +111,7 @@ impl Registry {
             let (base, prefix) = self.list_prefixes(resource, namespace);
             let limit = options.limit.filter(|limit| *limit > 0).unwrap_or(MAX_PAGE).min(MAX_PAGE);
             let current = self.store.revision().await?;
+            self.caches.reach(&self.store, &base, current).await;
             if let Some(page) = self.caches.page(&base, &prefix, current, labels, fields, limit) {
                 let continue_token = page
                     .next

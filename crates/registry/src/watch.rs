@@ -339,6 +339,28 @@ impl Caches {
         Some(CachedPage { revision, items, next, remaining })
     }
 
+    /// Waits until the cache kept under `base` has applied every change up to `current`, at
+    /// most [`CATCH_UP`], asking the store for progress so that a cache whose resource is quiet
+    /// learns at once that nothing of it changed (as kube-apiserver's consistent reads from
+    /// its cache do). Answers at once when no primed cache is kept there, and without
+    /// complaint when the time runs out: the caller then reads the store.
+    pub(crate) async fn reach(&self, store: &Arc<dyn Store>, base: &str, current: Revision) {
+        let Some(cache) = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned() else {
+            return;
+        };
+        let mut progress = cache.progress.subscribe();
+        {
+            let state = cache.state.lock().expect("watch cache lock poisoned");
+            if !state.primed || state.revision >= current {
+                return;
+            }
+        }
+        if store.request_progress().await.is_err() {
+            return;
+        }
+        let _ = tokio::time::timeout(CATCH_UP, progress.wait_for(|reached| *reached >= current)).await;
+    }
+
     /// Starts a resource's cache and waits until it has listed, so that every list read from
     /// then on can be watched from its revision.
     pub(crate) async fn prime(

@@ -12,6 +12,7 @@ mod retry;
 #[cfg(feature = "test-server")]
 pub mod test_server;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -44,6 +45,8 @@ pub struct EtcdOptions {
     pub watch_buffer: usize,
     /// How long to wait for etcd to answer when connecting.
     pub connect_timeout: Duration,
+    /// How often each watch asks etcd how far it is while nothing asks sooner.
+    pub progress_every: Duration,
 }
 
 impl EtcdOptions {
@@ -55,6 +58,7 @@ impl EtcdOptions {
             max_value_size: DEFAULT_MAX_VALUE_SIZE,
             watch_buffer: 1024,
             connect_timeout: Duration::from_secs(5),
+            progress_every: PROGRESS_EVERY,
         }
     }
 }
@@ -66,6 +70,10 @@ pub struct EtcdStore {
     prefix: Vec<u8>,
     max_value_size: usize,
     watch_buffer: usize,
+    /// How often each watch asks etcd for progress on its own.
+    progress_every: Duration,
+    /// Moved by [`Store::request_progress`]: every watch asks etcd for progress at once.
+    progress_wanted: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -109,6 +117,8 @@ impl EtcdStore {
             prefix: options.prefix.into_bytes(),
             max_value_size: options.max_value_size,
             watch_buffer: options.watch_buffer,
+            progress_every: options.progress_every,
+            progress_wanted: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
     }
 
@@ -448,6 +458,13 @@ impl Store for EtcdStore {
         Ok(response.header().map_or(0, |header| revision(header.revision())))
     }
 
+    async fn request_progress(&self) -> Result<(), StoreError> {
+        // Each watch asks once however many readers asked meanwhile: a watch channel keeps
+        // only that something changed.
+        self.progress_wanted.send_modify(|asked| *asked = asked.wrapping_add(1));
+        Ok(())
+    }
+
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
         let seconds = (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1);
         let ttl = i64::try_from(seconds).unwrap_or(i64::MAX);
@@ -530,13 +547,22 @@ impl EtcdStore {
         sender: &WatchSender,
         after: Revision,
     ) -> Option<StoreError> {
-        // Asked for regularly, etcd's progress reports let the watcher know how far it is
-        // even when nothing under its prefix changes.
-        let mut progress = tokio::time::interval(PROGRESS_EVERY);
+        // Asked for regularly, and at once whenever a reader waits for it, etcd's progress
+        // reports let the watcher know how far it is even when nothing under its prefix
+        // changes.
+        let mut progress = tokio::time::interval(self.progress_every);
+        let mut wanted = self.progress_wanted.subscribe();
         loop {
             let message = tokio::select! {
                 message = stream.message() => message,
                 _ = progress.tick() => {
+                    if let Err(error) = stream.request_progress().await {
+                        return Some(store_error("ask for watch progress", error));
+                    }
+                    continue;
+                }
+                Ok(()) = wanted.changed() => {
+                    wanted.mark_unchanged();
                     if let Err(error) = stream.request_progress().await {
                         return Some(store_error("ask for watch progress", error));
                     }

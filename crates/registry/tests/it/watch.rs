@@ -210,13 +210,18 @@ async fn a_slow_client_is_cut_off_and_resumes_without_gaps() {
     assert!(cut_offs > 0, "1500 unread events overflow a client's queue");
 }
 
-/// A store that counts the watches opened on it; armed, it reports progress up to its next
-/// change before sending that change, and holds the change back until released, as etcd
-/// before 3.4.25 and 3.5.8 could do.
+/// A store that counts the watches and range reads made of it; armed, it reports progress up
+/// to its next change before sending that change, and holds the change back until released, as
+/// etcd before 3.4.25 and 3.5.8 could do. Made lazy, its watchers report progress only when a
+/// reader asks for it, as etcd's do between their periodic reports.
 struct Counting {
     inner: MvccStore,
     watches: AtomicUsize,
+    ranges: AtomicUsize,
     race: Arc<Race>,
+    lazy: Arc<AtomicBool>,
+    /// The store's revision when a reader last asked for progress.
+    progress_asked: Arc<tokio::sync::watch::Sender<Revision>>,
 }
 
 #[derive(Default)]
@@ -230,7 +235,10 @@ impl Counting {
         Counting {
             inner: MvccStore::in_memory(Options::default()).unwrap(),
             watches: AtomicUsize::new(0),
+            ranges: AtomicUsize::new(0),
             race: Arc::default(),
+            lazy: Arc::default(),
+            progress_asked: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 }
@@ -241,6 +249,7 @@ impl Store for Counting {
         self.inner.get(key).await
     }
     async fn range(&self, request: &RangeRequest) -> Result<RangeResult, StoreError> {
+        self.ranges.fetch_add(1, Ordering::SeqCst);
         self.inner.range(request).await
     }
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
@@ -251,8 +260,39 @@ impl Store for Counting {
         let mut inner = self.inner.watch(prefix, after).await?;
         let (sender, watcher) = kayra_store::watch::watch_channel(64, after, Vec::new());
         let race = self.race.clone();
+        let lazy = self.lazy.clone();
+        let mut asked = self.progress_asked.subscribe();
         tokio::spawn(async move {
-            while let Some(change) = inner.next_change().await {
+            // Lazy, progress is withheld until a reader asks, then reported once it reaches
+            // the revision the store had when asked, as etcd answers a progress request.
+            let (mut withheld, mut owed) = (0, None);
+            loop {
+                let change = tokio::select! {
+                    change = inner.next_change() => match change {
+                        Some(Ok(Change::Progress(revision))) if lazy.load(Ordering::SeqCst) => {
+                            match owed {
+                                Some(wanted) if revision >= wanted => {
+                                    owed = None;
+                                    Ok(Change::Progress(revision))
+                                }
+                                _ => {
+                                    withheld = revision;
+                                    continue;
+                                }
+                            }
+                        }
+                        Some(change) => change,
+                        None => return,
+                    },
+                    Ok(()) = asked.changed() => {
+                        let wanted = *asked.borrow_and_update();
+                        if withheld < wanted {
+                            owed = Some(wanted);
+                            continue;
+                        }
+                        Ok(Change::Progress(withheld))
+                    }
+                };
                 let batch = match change {
                     Ok(Change::Event(event)) => {
                         let revision = event.revision();
@@ -277,6 +317,11 @@ impl Store for Counting {
     }
     async fn revision(&self) -> Result<Revision, StoreError> {
         self.inner.revision().await
+    }
+    async fn request_progress(&self) -> Result<(), StoreError> {
+        let current = self.inner.revision().await?;
+        self.progress_asked.send_modify(|asked| *asked = (*asked).max(current));
+        Ok(())
     }
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
         self.inner.grant_lease(ttl).await
@@ -342,6 +387,38 @@ async fn a_change_after_progress_reported_past_it_restarts_the_cache_rather_than
     let list = registry.list_json(&widgets, Some("default"), &ListOptions::default()).await.unwrap();
     assert_eq!(list.items.len(), 1, "the relisted cache holds the change");
     assert!(store.watches.load(Ordering::SeqCst) >= 2, "the cache watched the store again");
+}
+
+/// A consistent list of a resource that is quiet while others change is answered from its
+/// cache: the cache learns from a progress report it asks for that nothing of it changed,
+/// rather than waiting for the store's next periodic report or reading the store.
+#[tokio::test]
+async fn a_consistent_list_of_a_quiet_resource_is_answered_from_the_cache_once_progress_is_asked() {
+    let store = Arc::new(Counting::new());
+    store.lazy.store(true, Ordering::SeqCst);
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let widgets = widgets();
+    registry.create(&widgets, Some("default"), widget("kept", 1), unadmitted()).await.unwrap();
+    let mut stream = registry.watch(&widgets, &from(None)).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "kept".into()), "the cache has listed");
+    // Another resource moves the store's revision on; the widgets' watch hears nothing of it.
+    for name in ["a", "b", "c"] {
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    }
+    let read = store.ranges.load(Ordering::SeqCst);
+    let list = tokio::time::timeout(
+        Duration::from_secs(10),
+        registry.list_json(&widgets, Some("default"), &ListOptions::default()),
+    )
+    .await
+    .expect("answered in time")
+    .unwrap();
+    assert_eq!(list.items.len(), 1);
+    assert_eq!(list.resource_version, store.revision().await.unwrap().to_string(), "as recent as the store");
+    assert_eq!(store.ranges.load(Ordering::SeqCst), read, "answered from the cache, not the store");
 }
 
 #[tokio::test]

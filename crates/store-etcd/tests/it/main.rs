@@ -70,3 +70,25 @@ async fn an_unreachable_etcd_is_a_clear_error() {
         other => panic!("connecting to nothing must fail, got {other:?}"),
     }
 }
+
+/// A reader waiting for a watcher to reach a revision asks for progress, and the watcher learns
+/// it at once rather than at its next periodic report (here an hour away).
+#[tokio::test]
+async fn a_watcher_learns_progress_as_soon_as_a_reader_asks_for_it() {
+    let Some(harness) = etcd().await else { return };
+    let options =
+        EtcdOptions { progress_every: Duration::from_secs(3600), ..harness.server.options("/kayra-asked/") };
+    let store = EtcdStore::connect(options).await.expect("etcd answers");
+    let start = store.put("quiet/a", b"1".to_vec()).await.unwrap();
+    let mut watcher = store.watch("quiet/", start).await.unwrap();
+    let elsewhere = store.put("busy/b", b"2".to_vec()).await.unwrap();
+    store.request_progress().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(deadline, watcher.next_change()).await {
+            Ok(Some(Ok(kayra_store::Change::Progress(reached)))) if reached >= elsewhere => break,
+            Ok(Some(Ok(kayra_store::Change::Progress(_)))) => continue,
+            other => panic!("expected progress up to {elsewhere} once asked, got {other:?}"),
+        }
+    }
+}
