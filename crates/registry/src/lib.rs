@@ -48,7 +48,9 @@ pub use delete::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 pub use error::RegistryError;
 pub use namespaces::namespace_terminating;
 pub use object::{Object, finalizers, labels as object_labels, meta_str};
-pub use options::{DeleteOptions, Deleted, JsonList, List, ListOptions, Part, PatchKind, WriteOptions};
+pub use options::{
+    DeleteOptions, Deleted, JsonItems, JsonList, List, ListOptions, Part, PatchKind, WriteOptions,
+};
 pub use resource::{NoRules, Resource, Strategy, path};
 pub use update::MAX_PATCH_OPERATIONS;
 pub use watch::{DEFAULT_WINDOW_BYTES, WatchCacheStatus, WatchEvent, WatchOptions, WatchStream};

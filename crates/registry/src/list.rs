@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use crate::token::Continue;
 use crate::{
-    JsonList, List, ListOptions, Registry, RegistryError, Resource, object, parse_revision, selectors,
+    JsonItems, JsonList, List, ListOptions, Registry, RegistryError, Resource, object, parse_revision,
+    selectors,
 };
 
 /// The most items one list page holds when the client sets no limit of its own.
@@ -118,7 +119,7 @@ impl Registry {
                     .and_then(|key| key.strip_prefix(&base).map(str::to_owned))
                     .map(|start| Continue::new(page.revision, start).encode());
                 return Ok(JsonList {
-                    items: page.items,
+                    items: JsonItems::cached(page.items),
                     resource_version: page.revision.to_string(),
                     remaining_item_count: page
                         .remaining
@@ -130,13 +131,14 @@ impl Registry {
         }
         let list = self.list(resource, namespace, options).await?;
         Ok(JsonList {
-            items: list
-                .items
-                .iter()
-                .map(|item| {
-                    bytes::Bytes::from(serde_json::to_vec(item).expect("a JSON map always serializes"))
-                })
-                .collect(),
+            items: JsonItems::encoded(
+                list.items
+                    .iter()
+                    .map(|item| {
+                        bytes::Bytes::from(serde_json::to_vec(item).expect("a JSON map always serializes"))
+                    })
+                    .collect(),
+            ),
             resource_version: list.resource_version,
             continue_token: list.continue_token,
             remaining_item_count: list.remaining_item_count,

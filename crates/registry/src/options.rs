@@ -88,11 +88,11 @@ pub struct List {
 }
 
 /// One page of a list as each item's JSON, exactly the bytes `serde_json` writes for the
-/// object: from the watch cache's shared encodings when it can answer, else freshly encoded.
+/// object: from the watch cache's objects when it can answer, else freshly encoded.
 #[derive(Debug, Clone)]
 pub struct JsonList {
     /// Each object's JSON, in key order.
-    pub items: Vec<bytes::Bytes>,
+    pub items: JsonItems,
     /// The revision the list was read at, as `metadata.resourceVersion`.
     pub resource_version: String,
     /// The token for the next page, when there is one.
@@ -140,3 +140,45 @@ pub enum Deleted {
     /// The object has finalizers: it is marked for deletion and stays until they are removed.
     Pending(Object),
 }
+
+/// The items of a [`JsonList`], each encoded as it is taken: a response streams a list of the
+/// watch cache's objects without first holding every object's JSON at once.
+#[derive(Debug, Clone)]
+pub struct JsonItems(Items);
+
+#[derive(Debug, Clone)]
+enum Items {
+    Encoded(std::vec::IntoIter<bytes::Bytes>),
+    Cached(std::vec::IntoIter<std::sync::Arc<crate::watch::Entry>>),
+}
+
+impl JsonItems {
+    /// Items encoded already.
+    pub fn encoded(items: Vec<bytes::Bytes>) -> JsonItems {
+        JsonItems(Items::Encoded(items.into_iter()))
+    }
+
+    pub(crate) fn cached(entries: Vec<std::sync::Arc<crate::watch::Entry>>) -> JsonItems {
+        JsonItems(Items::Cached(entries.into_iter()))
+    }
+}
+
+impl Iterator for JsonItems {
+    type Item = bytes::Bytes;
+
+    fn next(&mut self) -> Option<bytes::Bytes> {
+        match &mut self.0 {
+            Items::Encoded(items) => items.next(),
+            Items::Cached(entries) => entries.next().map(|entry| entry.json_for_list()),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.0 {
+            Items::Encoded(items) => items.size_hint(),
+            Items::Cached(entries) => entries.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for JsonItems {}

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
@@ -107,30 +107,52 @@ pub struct WatchOptions {
     pub resource_version: Option<String>,
 }
 
-/// An object version as a cache holds it: decoded once, and encoded as JSON once, when first
-/// asked for, for every client.
+/// An object version as a cache holds it: decoded once, and encoded as JSON once for every
+/// client when the encoding pays for itself (see [`Entry::json_for_list`]).
 #[derive(Debug)]
-struct Entry {
+pub(crate) struct Entry {
     object: Arc<Object>,
     json: OnceLock<Bytes>,
+    /// Whether a list has encoded this version already, without keeping the encoding.
+    listed: AtomicBool,
     /// About what the object weighs: the length of its stored form.
     size: usize,
 }
 
 impl Entry {
     fn new(object: Object, size: usize) -> Arc<Entry> {
-        Arc::new(Entry { object: Arc::new(object), json: OnceLock::new(), size })
+        Arc::new(Entry {
+            object: Arc::new(object),
+            json: OnceLock::new(),
+            listed: AtomicBool::new(false),
+            size,
+        })
     }
 
     /// The object as JSON, exactly as `serde_json` writes it: the bytes a read of this
-    /// version answers with.
+    /// version answers with, kept for every later reader. A change's encoding is kept at
+    /// once, since every watcher of it sends the same bytes.
     fn json(&self) -> Bytes {
-        self.json
-            .get_or_init(|| {
-                Bytes::from(serde_json::to_vec(&*self.object).expect("a JSON map always serializes"))
-            })
-            .clone()
+        self.json.get_or_init(|| encode(&self.object)).clone()
     }
+
+    /// The object as JSON for a list: the kept encoding when there is one, else a fresh one
+    /// that is kept only from the second list of this version on. So the first list of a
+    /// resource holds no second copy of every object beside the response it streams, and a
+    /// resource listed again and again is encoded once.
+    pub(crate) fn json_for_list(&self) -> Bytes {
+        if let Some(json) = self.json.get() {
+            return json.clone();
+        }
+        if self.listed.swap(true, Ordering::Relaxed) {
+            return self.json();
+        }
+        encode(&self.object)
+    }
+}
+
+fn encode(object: &Object) -> Bytes {
+    Bytes::from(serde_json::to_vec(object).expect("a JSON map always serializes"))
 }
 
 /// One event queued for a client.
@@ -239,7 +261,8 @@ impl WatchStream {
 pub(crate) struct CachedPage {
     /// The revision the page shows every object at.
     pub(crate) revision: Revision,
-    pub(crate) items: Vec<Bytes>,
+    /// The page's objects, encoded as the response takes them.
+    pub(crate) items: Vec<Arc<Entry>>,
     /// The key the next page starts at, when more keys follow.
     pub(crate) next: Option<String>,
     /// How many keys follow the page, counted only without selectors.
@@ -334,9 +357,7 @@ impl Caches {
             }
             (state.revision, entries, next, remaining)
         };
-        // Encoded, where not yet, outside the lock: writes and watches carry on meanwhile.
-        let items = entries.iter().map(|entry| entry.json()).collect();
-        Some(CachedPage { revision, items, next, remaining })
+        Some(CachedPage { revision, items: entries, next, remaining })
     }
 
     /// Waits until the cache kept under `base` has applied every change up to `current`, at

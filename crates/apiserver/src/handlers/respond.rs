@@ -65,9 +65,14 @@ pub(crate) fn list_metadata(
 }
 
 /// A list of `items` (each an object's JSON) as the client takes it: the envelope with
-/// `metadata` first, then the items gathered into chunks, so that the whole response is never
-/// held at once beside its items.
-pub(crate) fn list(kind: &KindInfo, metadata: Value, items: Vec<Bytes>) -> Response {
+/// `metadata` first, then the items gathered into chunks, each item taken (and, from the watch
+/// cache, encoded) only when its chunk is, so that neither the whole response nor every
+/// item's JSON is ever held at once.
+pub(crate) fn list(
+    kind: &KindInfo,
+    metadata: Value,
+    items: impl Iterator<Item = Bytes> + Send + 'static,
+) -> Response {
     let head = format!(
         "{{\"apiVersion\":{},\"kind\":{},\"metadata\":{},\"items\":[",
         Value::String(kind.api_version()),
@@ -75,7 +80,7 @@ pub(crate) fn list(kind: &KindInfo, metadata: Value, items: Vec<Bytes>) -> Respo
         metadata
     );
     let mut head = Some(Bytes::from(head));
-    let mut items = items.into_iter();
+    let mut items = items;
     let (mut first, mut ended) = (true, false);
     let chunks = futures_util::stream::poll_fn(move |_| {
         if let Some(head) = head.take() {

@@ -8,8 +8,8 @@ use kayra_api::scheme::View;
 use kayra_api::verb::Verb;
 use kayra_registry::fields::FieldSelector;
 use kayra_registry::{
-    JsonList, List, ListOptions, Object, RegistryError, Resource, WatchEvent, WatchOptions, WatchStream,
-    meta_str,
+    JsonItems, JsonList, List, ListOptions, Object, RegistryError, Resource, WatchEvent, WatchOptions,
+    WatchStream, meta_str,
 };
 use serde_json::Value;
 
@@ -76,7 +76,7 @@ impl Permitted {
         }
         let list = self.list(options).await?;
         Ok(JsonList {
-            items: list.items.iter().map(encode).collect(),
+            items: JsonItems::encoded(list.items.iter().map(encode).collect()),
             resource_version: list.resource_version,
             continue_token: list.continue_token,
             remaining_item_count: list.remaining_item_count,

@@ -272,7 +272,7 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
             let read = w.registry.list(&w.widgets, namespace, &options).await.unwrap();
             let fresh: Vec<Vec<u8>> =
                 read.items.iter().map(|item| serde_json::to_vec(item).unwrap()).collect();
-            assert_eq!(json.items, fresh, "{namespace:?} {options:?}");
+            assert_eq!(json.items.clone().collect::<Vec<_>>(), fresh, "{namespace:?} {options:?}");
             assert_eq!(json.resource_version, current, "{options:?}");
             assert_eq!(json.remaining_item_count, read.remaining_item_count, "{options:?}");
             assert_eq!(json.continue_token.is_some(), read.continue_token.is_some(), "{options:?}");
@@ -285,7 +285,8 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
     }
     // Served from the cache: the very bytes a watch carries.
     let all = w.registry.list_json(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
-    assert_eq!(all.items[0].as_ptr(), watched.as_ptr(), "one encoding for lists and watches");
+    let first = all.items.clone().next().expect("an item");
+    assert_eq!(first.as_ptr(), watched.as_ptr(), "one encoding for lists and watches");
     // What follows a page is still counted right once objects have gone.
     w.registry.delete(&w.widgets, Some("default"), "d", &unadmitted_delete()).await.unwrap();
     let current = w.store.revision().await.unwrap().to_string();
@@ -300,4 +301,30 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
     }
     let bad = ListOptions { label_selector: Some("tier in (web".into()), ..ListOptions::default() };
     assert!(matches!(w.registry.list_json(&w.widgets, None, &bad).await, Err(RegistryError::BadRequest(_))));
+}
+
+/// The first list of a cached resource encodes each object as the response takes it and keeps
+/// no copy (so a large first list does not hold every object twice); a version listed again
+/// is encoded once more and kept, and every later list answers those same bytes.
+#[tokio::test]
+async fn a_cached_objects_encoding_is_kept_from_its_second_list_on() {
+    let w = world().await;
+    seed(&w, &[("default", "a", "web"), ("default", "b", "db")]).await;
+    // The cache is started by a watch from the current revision: no event to encode.
+    let current = w.store.revision().await.unwrap().to_string();
+    let watch = kayra_registry::WatchOptions { resource_version: Some(current), ..Default::default() };
+    let _watch = w.registry.watch(&w.widgets, &watch).await.unwrap();
+    let options = ListOptions::default();
+    let mut lists = Vec::new();
+    for _ in 0..3 {
+        let list = w.registry.list_json(&w.widgets, Some("default"), &options).await.unwrap();
+        lists.push(list.items.collect::<Vec<bytes::Bytes>>());
+    }
+    let [first, second, third] = <[Vec<bytes::Bytes>; 3]>::try_from(lists).expect("three lists");
+    assert_eq!((first.len(), first == second, second == third), (2, true, true), "the same JSON each time");
+    // `first` is still held, so a kept copy could not share its address by chance.
+    for (at, item) in first.iter().enumerate() {
+        assert_ne!(item.as_ptr(), second[at].as_ptr(), "the first list kept no encoding");
+        assert_eq!(second[at].as_ptr(), third[at].as_ptr(), "the second list's encoding is kept");
+    }
 }
