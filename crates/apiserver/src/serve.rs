@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -25,19 +26,96 @@ use kayra_authn::identity_from_certificate;
 
 /// Drops the connection a request came on, whatever is pending on it: the way to end a
 /// response whose client stopped reading (its socket is full, so nothing more can be
-/// written, not even the end of the body). Every request served by [`serve`] carries one in
-/// its extensions.
+/// written, not even the end of the body). Every HTTP/1.1 request served by [`serve`] carries
+/// one in its extensions.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Disconnect(Arc<tokio::sync::Notify>);
+pub(crate) struct Disconnect {
+    dropped: Arc<tokio::sync::Notify>,
+    /// A send buffer size the connection's socket is to take before its next write; 0 for none.
+    send_buffer: Arc<AtomicUsize>,
+}
 
 impl Disconnect {
     /// Drops the connection now.
     pub(crate) fn now(&self) {
-        self.0.notify_one();
+        self.dropped.notify_one();
+    }
+
+    /// Caps the connection's kernel send buffer at about `bytes` from its next write on.
+    pub(crate) fn shrink_send_buffer(&self, bytes: usize) {
+        self.send_buffer.store(bytes, Ordering::Relaxed);
     }
 
     async fn requested(&self) {
-        self.0.notified().await;
+        self.dropped.notified().await;
+    }
+}
+
+/// An accepted TCP connection whose kernel send buffer a request on it may cap
+/// ([`Disconnect::shrink_send_buffer`]); the cap is applied by the connection's own task, at
+/// its next write.
+#[derive(Debug)]
+struct Connection {
+    stream: tokio::net::TcpStream,
+    send_buffer: Arc<AtomicUsize>,
+}
+
+impl tokio::io::AsyncRead for Connection {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Connection {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.cap_send_buffer();
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.cap_send_buffer();
+        std::pin::Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+impl Connection {
+    fn cap_send_buffer(&mut self) {
+        let wanted = self.send_buffer.swap(0, Ordering::Relaxed);
+        if wanted > 0
+            && let Err(error) = socket2::SockRef::from(&self.stream).set_send_buffer_size(wanted)
+        {
+            tracing::debug!(%error, "the connection's send buffer could not be capped");
+        }
     }
 }
 
@@ -146,6 +224,7 @@ pub async fn serve(
             let _permit = permit;
             let disconnect = Disconnect::default();
             let dropped = disconnect.clone();
+            let stream = Connection { stream, send_buffer: disconnect.send_buffer.clone() };
             let service = |peer: Option<PeerIdentity>| {
                 hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
                     if let Some(peer) = &peer {
@@ -198,5 +277,30 @@ pub async fn serve(
     drop(listener);
     if tokio::time::timeout(options.grace, graceful.shutdown()).await.is_err() {
         tracing::warn!("connections still open after the grace period were closed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_capped_connection_takes_its_send_buffer_at_its_next_write() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a listener");
+        let client = tokio::net::TcpStream::connect(listener.local_addr().expect("an address"));
+        let (client, accepted) = tokio::join!(client, listener.accept());
+        let (_client, (stream, _)) = (client.expect("connected"), accepted.expect("accepted"));
+        let disconnect = Disconnect::default();
+        let mut connection = Connection { stream, send_buffer: disconnect.send_buffer.clone() };
+        let size = |connection: &Connection| socket2::SockRef::from(&connection.stream).send_buffer_size();
+        let before = size(&connection).expect("a send buffer");
+        disconnect.shrink_send_buffer(8 * 1024);
+        assert_eq!(size(&connection).expect("a send buffer"), before, "nothing changes before a write");
+        connection.write_all(b"HTTP/1.1 200 OK\r\n").await.expect("written");
+        let after = size(&connection).expect("a send buffer");
+        // Linux doubles what it is asked for, for its own bookkeeping.
+        assert!(after <= 16 * 1024 && after < before, "capped at {after} (was {before})");
     }
 }

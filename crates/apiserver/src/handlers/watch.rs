@@ -1,12 +1,18 @@
 //! `GET ...?watch=true`: a chunked stream of `WatchEvent`s, one JSON document per line, with
 //! bookmarks when asked for and an `ERROR` event for a revision that is gone. In JSON, an
 //! event is its opening, the watch cache's shared encoding of the object and its close,
-//! written without copying. A watch whose client has not taken what is pending for the stall
-//! timeout ends, dropping its connection; the client watches again from the last revision it
-//! saw, as with kube-apiserver.
+//! written without copying. A watch whose client has taken nothing of what is pending for the
+//! stall timeout ends, dropping its connection; the client watches again from the last
+//! revision it saw, as with kube-apiserver. Over HTTP/1.1 a watch's connection keeps a small
+//! kernel send buffer, so that a client that stops reading is found out after a little data
+//! rather than megabytes, and costs the server little meanwhile.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::Poll;
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use axum::body::Body;
 use axum::response::Response;
@@ -30,8 +36,49 @@ const MAX_WATCH: Duration = Duration::from_secs(30 * 60);
 /// How many events a watch queues for its response body; past them it waits for the client.
 const WATCH_QUEUE: usize = 16;
 
+/// How often a watch with frames pending checks that its client still takes them.
+const STALL_CHECK: Duration = Duration::from_secs(1);
+
+/// The kernel send buffer of an HTTP/1.1 connection once it carries a watch: a few events'
+/// worth of a typical object, far below what the kernel grows a busy socket's buffer to.
+const WATCH_SEND_BUFFER: usize = 64 * 1024;
+
 /// One watch event (or bookmark, or error) as the pieces its line is written from.
 type Frames = Vec<Bytes>;
+
+/// How the response body takes a watch's frames: when it last took one, and how many are
+/// queued for it. A watch whose client takes nothing of what is pending for the stall timeout
+/// is ended, however few events it has had meanwhile.
+#[derive(Debug)]
+struct Taking {
+    started: Instant,
+    /// When the body last took a frame, in milliseconds after `started`.
+    last: AtomicU64,
+    /// Frames queued and not taken yet.
+    pending: AtomicUsize,
+}
+
+impl Taking {
+    fn new() -> Taking {
+        Taking { started: Instant::now(), last: AtomicU64::new(0), pending: AtomicUsize::new(0) }
+    }
+
+    fn took(&self) {
+        let now = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last.store(now, Ordering::Relaxed);
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// When the stall timeout runs out for the frames pending now, unless the body takes one.
+    fn stalls_at(&self, stall: Duration) -> Instant {
+        self.started + Duration::from_millis(self.last.load(Ordering::Relaxed)) + stall
+    }
+
+    /// Whether frames have waited for the client for the whole stall timeout.
+    fn stalled(&self, stall: Duration) -> bool {
+        self.pending.load(Ordering::Relaxed) > 0 && self.stalls_at(stall) <= Instant::now()
+    }
+}
 
 /// Starts the watch and streams it.
 pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
@@ -68,18 +115,31 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
         Some(metrics) => metrics.watches(&kind),
         None => Default::default(),
     };
+    if let Some(disconnect) = &disconnect {
+        disconnect.shrink_send_buffer(WATCH_SEND_BUFFER);
+    }
     let (sender, receiver) = tokio::sync::mpsc::channel::<Frames>(WATCH_QUEUE);
+    let taking = Arc::new(Taking::new());
+    let body = frames_stream(receiver, taking.clone());
     tokio::spawn(async move {
         let deadline = tokio::time::sleep(timeout);
         tokio::pin!(deadline);
         let mut ticker = tokio::time::interval(BOOKMARK_EVERY);
         ticker.tick().await;
+        let mut stall_check = tokio::time::interval(STALL_CHECK);
         let mut first = true;
         loop {
             let mut event_frames = false;
             let frames = tokio::select! {
                 () = &mut deadline => break,
                 () = sender.closed() => break,
+                _ = stall_check.tick() => {
+                    if taking.stalled(stall) {
+                        cut_off(stall, disconnect.as_ref(), &cut);
+                        break;
+                    }
+                    continue;
+                }
                 _ = ticker.tick(), if bookmarks => {
                     let bookmark = json!({"type": "BOOKMARK", "object": {"kind": kind.kind, "apiVersion": kind.api_version(),
                            "metadata": {"resourceVersion": stream.revision().to_string()}}});
@@ -104,12 +164,12 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
                     Err(error) => {
                         let (_, status) = ApiError::Registry(error).to_status();
                         let line = format!("{}\n", json!({"type": "ERROR", "object": status}));
-                        deliver(&sender, vec![Bytes::from(line)], stall, disconnect.as_ref(), &cut).await;
+                        deliver(&sender, vec![Bytes::from(line)], &taking, stall, disconnect.as_ref(), &cut).await;
                         break;
                     }
                 },
             };
-            if !deliver(&sender, frames, stall, disconnect.as_ref(), &cut).await {
+            if !deliver(&sender, frames, &taking, stall, disconnect.as_ref(), &cut).await {
                 break;
             }
             if event_frames {
@@ -117,7 +177,7 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
             }
         }
     });
-    Ok(respond::stream(Body::from_stream(frames_stream(receiver))))
+    Ok(respond::stream(Body::from_stream(body)))
 }
 
 /// The next event, with its object's JSON when the answer is JSON (the watch cache's shared
@@ -138,42 +198,63 @@ fn event_head(event: &WatchEvent) -> Bytes {
     })
 }
 
-/// Hands one event's `frames` to the response body; false when the client is gone, or has not
-/// taken what is pending within `stall`. Then the watch ends: over HTTP/1.1 its connection is
-/// dropped (the socket is full, so not even the end of the body could reach the client); over
-/// HTTP/2 the stream ends after the whole events already queued, and the connection, shared
-/// with the client's other requests, stays (HTTP/2 pings drop it if the client reads nothing).
+/// Hands one event's `frames` to the response body; false when the client is gone, or has
+/// taken nothing of what is pending for `stall`. Then the watch ends: over HTTP/1.1 its
+/// connection is dropped (the socket is full, so not even the end of the body could reach the
+/// client); over HTTP/2 the stream ends after the whole events already queued, and the
+/// connection, shared with the client's other requests, stays (HTTP/2 pings drop it if the
+/// client reads nothing).
 async fn deliver(
     sender: &tokio::sync::mpsc::Sender<Frames>,
     frames: Frames,
+    taking: &Taking,
     stall: Duration,
     disconnect: Option<&Disconnect>,
     cut: &prometheus_client::metrics::counter::Counter,
 ) -> bool {
-    match tokio::time::timeout(stall, sender.send(frames)).await {
-        Ok(sent) => sent.is_ok(),
-        Err(_) => {
-            tracing::info!(
-                stall_seconds = stall.as_secs_f64(),
-                "a watch's client stopped reading; dropping it"
-            );
-            cut.inc();
-            if let Some(disconnect) = disconnect {
-                disconnect.now();
+    loop {
+        // The queue is full only while frames are pending, so the stall clock runs from what
+        // the body last took, not from when this event came.
+        tokio::select! {
+            permit = sender.reserve() => {
+                let Ok(permit) = permit else { return false };
+                taking.pending.fetch_add(frames.len(), Ordering::Relaxed);
+                permit.send(frames);
+                return true;
             }
-            false
+            () = tokio::time::sleep_until(taking.stalls_at(stall)) => {
+                if taking.stalled(stall) {
+                    cut_off(stall, disconnect, cut);
+                    return false;
+                }
+            }
         }
     }
 }
 
-/// A receiver of events as a stream of their frames, without another dependency.
+/// Ends a watch whose client stopped reading.
+fn cut_off(
+    stall: Duration,
+    disconnect: Option<&Disconnect>,
+    cut: &prometheus_client::metrics::counter::Counter,
+) {
+    tracing::info!(stall_seconds = stall.as_secs_f64(), "a watch's client stopped reading; dropping it");
+    cut.inc();
+    if let Some(disconnect) = disconnect {
+        disconnect.now();
+    }
+}
+
+/// A receiver of events as a stream of their frames, noting each one the body takes.
 fn frames_stream(
     mut receiver: tokio::sync::mpsc::Receiver<Frames>,
+    taking: Arc<Taking>,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
     let mut current = std::collections::VecDeque::new();
     futures_util::stream::poll_fn(move |cx| {
         loop {
             if let Some(frame) = current.pop_front() {
+                taking.took();
                 return Poll::Ready(Some(Ok(frame)));
             }
             match std::task::ready!(receiver.poll_recv(cx)) {

@@ -367,3 +367,35 @@ async fn watchers_that_stop_reading_are_dropped_and_slow_no_one() {
         );
     }
 }
+
+/// A watcher that stops reading while only a few events are pending for it is dropped too, as
+/// soon as it has taken nothing for the stall timeout, however quiet the resource is after.
+#[tokio::test]
+async fn a_watcher_that_stops_reading_during_a_few_events_is_dropped_after_the_stall_timeout() {
+    let stall = Duration::from_secs(2);
+    let server = TestServer::start_with(Store::Memory, |config| config.watch_stall_timeout_seconds = 2).await;
+    let client = server.admin();
+    let token = server.admin_token();
+    let secrets = format!("{FLEET}/namespaces/default/secrets");
+    let mut stuck = Vec::new();
+    for _ in 0..10 {
+        stuck.push(stuck_watch(&server, &token, &secrets).await);
+    }
+    let blob = base64::engine::general_purpose::STANDARD.encode(vec![b'f'; 75 * 1024]);
+    for n in 0..12 {
+        let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
+                            "metadata": {"name": format!("wf-few-{n}")}, "data": {"blob": blob}});
+        ok(client.post(format!("{}{secrets}", server.url())).json(&secret).send().await.unwrap()).await;
+    }
+    let written_at = Instant::now();
+    // Reading would unstick a watcher, so the check waits out the timeout and the second it may
+    // take to be noticed (and a second more for a busy machine) before it reads.
+    tokio::time::sleep_until((written_at + stall + Duration::from_secs(2)).into()).await;
+    for (n, stream) in stuck.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(stream, Duration::from_secs(5)).await,
+            "stuck watcher {n} is still connected {:?} after the last of a few writes",
+            written_at.elapsed()
+        );
+    }
+}
