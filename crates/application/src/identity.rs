@@ -9,6 +9,7 @@
 //! of its audiences is the API's own, the issuer URL.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -18,6 +19,7 @@ use kayra_oidc::keys::{KeySet, StoredKeys};
 use kayra_oidc::token::{Claims, Invalid, Subject};
 use kayra_registry::{RegistryError, Resource};
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
 use crate::ApplicationLayer;
 
@@ -30,11 +32,28 @@ pub const SIGNING_KEYS_TYPE: &str = "kayra.io/service-account-signing-keys";
 /// The key of that Secret's data holding the keys' stored form (JSON).
 pub const SIGNING_KEYS_FIELD: &str = "keys.json";
 
+/// How long a verification trusts the key set last read without reading the Secret again:
+/// a key removed from the Secret stops verifying within this time on every replica.
+const KEYS_FRESH: Duration = Duration::from_secs(5);
+
+/// How soon after reading the keys a token naming a key they lack has them read again: a key
+/// made current by another replica is found within this time, while tokens naming keys that
+/// do not exist cost the store at most one read per this time.
+const UNKNOWN_KEY_REREAD: Duration = Duration::from_millis(100);
+
 /// The issuer: its URL, and the key set last read with the Secret's resourceVersion.
 #[derive(Debug)]
 pub struct Issuer {
     url: String,
-    cached: Mutex<Option<(String, Arc<KeySet>)>>,
+    cached: Mutex<Option<CachedKeys>>,
+}
+
+/// The key set as last read from its Secret.
+#[derive(Debug)]
+struct CachedKeys {
+    version: String,
+    keys: Arc<KeySet>,
+    read_at: Instant,
 }
 
 /// Why a token does not authenticate; what a TokenReview's `error` says. Never quotes it.
@@ -139,11 +158,12 @@ impl ApplicationLayer {
         let version = stored.pointer("/metadata/resourceVersion").and_then(Value::as_str).unwrap_or_default();
         let mut cached = issuer.cached.lock().expect("the key cache's lock is never held across a panic");
         let now = now();
-        if let Some((seen, keys)) = cached.as_ref()
-            && seen == version
-            && !keys.outlived(now)
+        if let Some(seen) = cached.as_mut()
+            && seen.version == version
+            && !seen.keys.outlived(now)
         {
-            return Ok(keys.clone());
+            seen.read_at = Instant::now();
+            return Ok(seen.keys.clone());
         }
         let corrupt = |message: String| RegistryError::Corrupt {
             key: format!("{SIGNING_KEYS_NAMESPACE}/{SIGNING_KEYS_SECRET}"),
@@ -154,8 +174,29 @@ impl ApplicationLayer {
         // A retired key whose every token has expired leaves the JWKS now, not at the next rotation.
         keys.prune(now);
         let keys = Arc::new(keys);
-        *cached = Some((version.to_owned(), keys.clone()));
+        *cached =
+            Some(CachedKeys { version: version.to_owned(), keys: keys.clone(), read_at: Instant::now() });
         Ok(keys)
+    }
+
+    /// The key set a token signed with `kid` verifies with: the one last read while it is
+    /// fresh and holds that key (or was read too recently to look again), else the Secret as
+    /// it is now. So requests bearing tokens read the store at most once per [`KEYS_FRESH`],
+    /// and a key made current elsewhere is found within [`UNKNOWN_KEY_REREAD`].
+    async fn verifying_keys(&self, kid: Option<&str>) -> Result<Arc<KeySet>, RegistryError> {
+        let issuer = self.issuer_or_refuse()?;
+        {
+            let cached = issuer.cached.lock().expect("the key cache's lock is never held across a panic");
+            if let Some(seen) = cached.as_ref()
+                && seen.read_at.elapsed() < KEYS_FRESH
+                && !seen.keys.outlived(now())
+                && (kid.is_some_and(|kid| seen.keys.find(kid).is_some())
+                    || seen.read_at.elapsed() < UNKNOWN_KEY_REREAD)
+            {
+                return Ok(seen.keys.clone());
+            }
+        }
+        self.signing_keys().await
     }
 
     /// The OIDC discovery document, once an issuer is set.
@@ -214,11 +255,14 @@ impl ApplicationLayer {
     /// its uid.
     pub async fn verify_token(&self, token: &str) -> Result<Claims, Refusal> {
         let issuer = self.issuer.get().ok_or(Refusal::Unavailable)?;
-        let keys = self.signing_keys().await.map_err(|_| Refusal::Unavailable)?;
+        let kid = kayra_oidc::token::key_id(token);
+        let keys = self.verifying_keys(kid.as_deref()).await.map_err(|_| Refusal::Unavailable)?;
         let claims = kayra_oidc::token::verify(&keys, &issuer.url, token, now()).map_err(Refusal::Invalid)?;
         let fleet = format!("fleet.{}", self.scheme.domain());
         let applications = self.resource_named(&fleet, "applications").ok_or(Refusal::Unavailable)?;
         let account = &claims.kubernetes;
+        // Read from the store, not a cache, so that a token stops authenticating as soon as
+        // its Application's delete is acknowledged.
         match self.registry.get(applications, Some(&account.namespace), &account.serviceaccount.name).await {
             Ok(object)
                 if object.get("metadata").and_then(|m| m.get("uid")).and_then(Value::as_str)
@@ -282,3 +326,6 @@ fn invalid_token_request(error: &kayra_oidc::Error) -> RegistryError {
     };
     RegistryError::Invalid { kind: "TokenRequest".to_owned(), name: String::new(), causes: vec![cause] }
 }
+
+#[cfg(test)]
+mod tests;

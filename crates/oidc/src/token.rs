@@ -234,6 +234,16 @@ pub fn mint(
     })
 }
 
+/// The `kid` a token's header names, read without verifying anything: which key set to
+/// verify it with. `None` for what is not a compact JWS of bounded size naming one.
+pub fn key_id(token: &str) -> Option<String> {
+    if token.len() > MAX_TOKEN_BYTES {
+        return None;
+    }
+    let header: Value = decode(token.split('.').next()?).ok()?;
+    header.get("kid").and_then(Value::as_str).map(str::to_owned)
+}
+
 /// The claims of `token` when `keys` and `issuer` vouch for it at `now`.
 pub fn verify(keys: &KeySet, issuer: &str, token: &str, now: i64) -> Result<Claims, Invalid> {
     if token.len() > MAX_TOKEN_BYTES {

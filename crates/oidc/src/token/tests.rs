@@ -230,3 +230,19 @@ fn the_discovery_document_points_at_the_jwks() {
     assert_eq!(document["jwks_uri"], "https://kayra.example:6443/openid/v1/jwks");
     assert_eq!(document["id_token_signing_alg_values_supported"], json!(["ES256"]));
 }
+
+#[test]
+fn a_tokens_key_id_is_read_from_its_header_alone() {
+    let keys = KeySet::generate().unwrap();
+    let token = minted(&keys).token;
+    assert_eq!(key_id(&token).as_deref(), Some(keys.current().kid()));
+    let unnamed = format!("{}.{}.x", part(&json!({"alg": "ES256"})), part(&json!({})));
+    for (text, why) in [
+        (unnamed.as_str(), "no kid"),
+        ("not a token", "no header"),
+        ("%%%.e30.x", "a header that is not base64url JSON"),
+    ] {
+        assert_eq!(key_id(text), None, "{why}");
+    }
+    assert_eq!(key_id(&"a".repeat(MAX_TOKEN_BYTES + 1)), None, "oversized");
+}
