@@ -9,7 +9,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kayra_api::kinds::Condition;
 use kayra_api::kinds::application::{Application, ApplicationStatus, Probe};
 use serde::{Deserialize, Serialize};
 use tokio::io::unix::AsyncFd;
@@ -23,6 +22,10 @@ use crate::lifecycle::{self, History, Next, Outcome, Phase, RestartPolicy};
 use crate::probe::{self, Counter, ExecContext, Timing};
 use crate::proc::ProcessId;
 use crate::supervisor::{self, Exit, RunSpec, RunState};
+
+mod status;
+
+use status::{rfc3339, says_otherwise, set_condition};
 
 /// What the runtime asks of an Application's task.
 #[derive(Debug)]
@@ -693,15 +696,6 @@ impl Task {
     }
 }
 
-/// Whether the status stored for an Application says otherwise than the node's about what its
-/// readers act on: its phase, and whether it is Ready.
-fn says_otherwise(stored: Option<&ApplicationStatus>, own: &ApplicationStatus) -> bool {
-    let ready = |status: &ApplicationStatus| {
-        status.conditions.iter().find(|condition| condition.type_ == "Ready").map(|c| c.status.clone())
-    };
-    stored.is_none_or(|stored| stored.phase != own.phase || ready(stored) != ready(own))
-}
-
 /// Runs one probe until aborted, sending each failure and each change of verdict.
 async fn run_probe(
     probe: Probe,
@@ -764,39 +758,5 @@ fn prune_logs(dir: &Path, run: u64) {
         if number.is_some_and(|number| number + 1 < run) {
             let _ = std::fs::remove_file(entry.path());
         }
-    }
-}
-
-fn rfc3339(at: Timestamp) -> String {
-    format!("{at:.0}")
-}
-
-/// Sets the condition `type_`, moving its transition time only when its status changes.
-fn set_condition(
-    status: &mut ApplicationStatus,
-    type_: &str,
-    value: bool,
-    reason: &str,
-    message: Option<&str>,
-) {
-    let word = if value { "True" } else { "False" };
-    let now = rfc3339(Timestamp::now());
-    match status.conditions.iter_mut().find(|condition| condition.type_ == type_) {
-        Some(condition) => {
-            if condition.status != word {
-                condition.status = word.to_owned();
-                condition.last_transition_time = Some(now);
-            }
-            condition.reason = Some(reason.to_owned());
-            condition.message = message.map(str::to_owned);
-        }
-        None => status.conditions.push(Condition {
-            type_: type_.to_owned(),
-            status: word.to_owned(),
-            reason: Some(reason.to_owned()),
-            message: message.map(str::to_owned),
-            last_transition_time: Some(now),
-            observed_generation: None,
-        }),
     }
 }
