@@ -149,10 +149,6 @@ impl Store for Metered {
         answer
     }
 
-    async fn request_progress(&self) -> Result<(), StoreError> {
-        self.inner.request_progress().await
-    }
-
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
         let started = Instant::now();
         let answer = self.inner.grant_lease(ttl).await;

@@ -112,7 +112,7 @@ impl Registry {
             let (base, prefix) = self.list_prefixes(resource, namespace);
             let limit = options.limit.filter(|limit| *limit > 0).unwrap_or(MAX_PAGE).min(MAX_PAGE);
             let current = self.store.revision().await?;
-            self.caches.reach(&self.store, &base, current).await;
+            self.caches.reach(&base, current).await;
             if let Some(page) = self.caches.page(&base, &prefix, current, labels, fields, limit) {
                 let continue_token = page
                     .next

@@ -362,11 +362,11 @@ impl Caches {
     }
 
     /// Waits until the cache kept under `base` has applied every change up to `current`, at
-    /// most [`CATCH_UP`], asking the store for progress so that a cache whose resource is quiet
-    /// learns at once that nothing of it changed (as kube-apiserver's consistent reads from
-    /// its cache do). Answers at once when no primed cache is kept there, and without
+    /// most [`CATCH_UP`], asking its store watch for progress so that a cache whose resource
+    /// is quiet learns at once that nothing of it changed (as kube-apiserver's consistent reads
+    /// from its cache do). Answers at once when no primed cache is kept there, and without
     /// complaint when the time runs out: the caller then reads the store.
-    pub(crate) async fn reach(&self, store: &Arc<dyn Store>, base: &str, current: Revision) {
+    pub(crate) async fn reach(&self, base: &str, current: Revision) {
         let Some(cache) = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned() else {
             return;
         };
@@ -377,8 +377,9 @@ impl Caches {
                 return;
             }
         }
-        if store.request_progress().await.is_err() {
-            return;
+        if let Some(requester) = cache.progress_requester.lock().expect("watch cache lock poisoned").as_ref()
+        {
+            requester.request();
         }
         let _ = tokio::time::timeout(CATCH_UP, progress.wait_for(|reached| *reached >= current)).await;
     }
@@ -502,6 +503,8 @@ pub(crate) struct Cache {
     progress: watch::Sender<Revision>,
     /// Dropped with the cache, which ends its store watch (and lets go of the store).
     _stop: tokio::sync::oneshot::Sender<()>,
+    /// Asks the store watch the cache follows for a progress report.
+    progress_requester: Mutex<Option<kayra_store::watch::ProgressRequester>>,
 }
 
 struct State {
@@ -568,7 +571,13 @@ impl Cache {
             received: 0,
         };
         let (stop, stopped) = tokio::sync::oneshot::channel();
-        let cache = Arc::new(Cache { name, state: Mutex::new(state), progress, _stop: stop });
+        let cache = Arc::new(Cache {
+            name,
+            state: Mutex::new(state),
+            progress,
+            _stop: stop,
+            progress_requester: Mutex::new(None),
+        });
         let follower = follow::follow(Arc::downgrade(&cache), store, prefix);
         tokio::spawn(async move {
             tokio::select! {

@@ -12,7 +12,6 @@ mod retry;
 #[cfg(feature = "test-server")]
 pub mod test_server;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -72,8 +71,6 @@ pub struct EtcdStore {
     watch_buffer: usize,
     /// How often each watch asks etcd for progress on its own.
     progress_every: Duration,
-    /// Moved by [`Store::request_progress`]: every watch asks etcd for progress at once.
-    progress_wanted: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -118,7 +115,6 @@ impl EtcdStore {
             max_value_size: options.max_value_size,
             watch_buffer: options.watch_buffer,
             progress_every: options.progress_every,
-            progress_wanted: Arc::new(tokio::sync::watch::Sender::new(0)),
         })
     }
 
@@ -458,13 +454,6 @@ impl Store for EtcdStore {
         Ok(response.header().map_or(0, |header| revision(header.revision())))
     }
 
-    async fn request_progress(&self) -> Result<(), StoreError> {
-        // Each watch asks once however many readers asked meanwhile: a watch channel keeps
-        // only that something changed.
-        self.progress_wanted.send_modify(|asked| *asked = asked.wrapping_add(1));
-        Ok(())
-    }
-
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
         let seconds = (ttl.as_secs() + u64::from(ttl.subsec_nanos() > 0)).max(1);
         let ttl = i64::try_from(seconds).unwrap_or(i64::MAX);
@@ -547,11 +536,10 @@ impl EtcdStore {
         sender: &WatchSender,
         after: Revision,
     ) -> Option<StoreError> {
-        // Asked for regularly, and at once whenever a reader waits for it, etcd's progress
-        // reports let the watcher know how far it is even when nothing under its prefix
-        // changes.
+        // Asked for regularly, and at once whenever the watcher's reader waits for it, etcd's
+        // progress reports let the watcher know how far it is even when nothing under its
+        // prefix changes.
         let mut progress = tokio::time::interval(self.progress_every);
-        let mut wanted = self.progress_wanted.subscribe();
         loop {
             let message = tokio::select! {
                 message = stream.message() => message,
@@ -561,8 +549,7 @@ impl EtcdStore {
                     }
                     continue;
                 }
-                Ok(()) = wanted.changed() => {
-                    wanted.mark_unchanged();
+                () = sender.progress_requested() => {
                     if let Err(error) = stream.request_progress().await {
                         return Some(store_error("ask for watch progress", error));
                     }

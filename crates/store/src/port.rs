@@ -37,15 +37,6 @@ pub trait Store: Send + Sync + 'static {
     /// The current revision.
     async fn revision(&self) -> Result<Revision, StoreError>;
 
-    /// Asks every live watcher to learn promptly how far the store is, as a progress report
-    /// when nothing under its prefix changed, so that a reader holding a revision from
-    /// [`Store::revision`] can wait for a watcher to reach it instead of for the next periodic
-    /// report. A store whose watchers are told of every revision as it is written needs to do
-    /// nothing, which is the default.
-    async fn request_progress(&self) -> Result<(), StoreError> {
-        Ok(())
-    }
-
     /// Grants a lease that lives `ttl` unless kept alive. The TTL is whole seconds, at least one.
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError>;
 

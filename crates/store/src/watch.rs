@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use crate::{Event, Revision, StoreError};
 
@@ -43,9 +43,30 @@ pub struct Watcher {
     cut_off: Arc<AtomicBool>,
     last_revision: Revision,
     finished: bool,
+    progress_asked: Arc<Notify>,
+}
+
+/// A way to ask a [`Watcher`] for a progress report, kept by whoever waits on what the watcher
+/// reaches while another task reads it.
+#[derive(Debug, Clone)]
+pub struct ProgressRequester(Arc<Notify>);
+
+impl ProgressRequester {
+    /// Asks the store to tell the watcher promptly how far it is, as a progress report when
+    /// nothing under its prefix changed. Requests made before the store takes one count as
+    /// one. A store whose watchers are told of every revision as it is written has nothing
+    /// more to tell and ignores it.
+    pub fn request(&self) {
+        self.0.notify_one();
+    }
 }
 
 impl Watcher {
+    /// A way to ask for this watcher's progress from elsewhere ([`ProgressRequester::request`]).
+    pub fn progress_requester(&self) -> ProgressRequester {
+        ProgressRequester(self.progress_asked.clone())
+    }
+
     /// The next event; `None` once the store has shut down. After an error nothing follows.
     pub async fn next(&mut self) -> Option<Result<Event, StoreError>> {
         loop {
@@ -99,6 +120,7 @@ impl Watcher {
 pub struct WatchSender {
     sender: mpsc::Sender<Result<Arc<WatchBatch>, StoreError>>,
     cut_off: Arc<AtomicBool>,
+    progress_asked: Arc<Notify>,
 }
 
 /// Whether a watcher is still listening after a delivery attempt.
@@ -141,6 +163,12 @@ impl WatchSender {
     pub fn is_closed(&self) -> bool {
         self.sender.is_closed()
     }
+
+    /// Resolves when the watcher's reader has asked for a progress report since the last time
+    /// this resolved.
+    pub async fn progress_requested(&self) {
+        self.progress_asked.notified().await;
+    }
 }
 
 /// A watcher that starts after revision `after`, first yields `backlog` (history read before
@@ -153,7 +181,15 @@ pub fn watch_channel(capacity: usize, after: Revision, backlog: Vec<WatchBatch>)
     // A backlog that ends in a progress report (no events) reports it once its events are out.
     let progress = backlog.last().filter(|batch| batch.events.is_empty()).map(|batch| batch.revision);
     let ready = backlog.into_iter().flat_map(|batch| batch.events).collect();
-    let watcher =
-        Watcher { ready, progress, receiver, cut_off: cut_off.clone(), last_revision, finished: false };
-    (WatchSender { sender, cut_off }, watcher)
+    let progress_asked = Arc::new(Notify::new());
+    let watcher = Watcher {
+        ready,
+        progress,
+        receiver,
+        cut_off: cut_off.clone(),
+        last_revision,
+        finished: false,
+        progress_asked: progress_asked.clone(),
+    };
+    (WatchSender { sender, cut_off, progress_asked }, watcher)
 }

@@ -29,6 +29,7 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
     live.reset(revision, objects);
     drop(live);
     let mut watcher = store.watch(prefix, revision).await?;
+    live_requester(cache, &watcher);
     loop {
         let event = match watcher.next_change().await {
             Some(Ok(kayra_store::Change::Event(event))) => event,
@@ -40,6 +41,7 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
             }
             Some(Err(StoreError::WatchLagged { resume_after })) => {
                 watcher = store.watch(prefix, resume_after).await?;
+                live_requester(cache, &watcher);
                 continue;
             }
             Some(Err(error)) => return Err(error.into()),
@@ -95,5 +97,13 @@ async fn list(
             Some(start) if page.more => request.start = Some(start),
             _ => return Ok((page.revision, objects)),
         }
+    }
+}
+
+/// Lets the cache ask `watcher`, the store watch it now follows, for progress.
+fn live_requester(cache: &Weak<Cache>, watcher: &kayra_store::Watcher) {
+    if let Some(live) = cache.upgrade() {
+        *live.progress_requester.lock().expect("watch cache lock poisoned") =
+            Some(watcher.progress_requester());
     }
 }

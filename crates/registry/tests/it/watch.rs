@@ -212,16 +212,14 @@ async fn a_slow_client_is_cut_off_and_resumes_without_gaps() {
 
 /// A store that counts the watches and range reads made of it; armed, it reports progress up
 /// to its next change before sending that change, and holds the change back until released, as
-/// etcd before 3.4.25 and 3.5.8 could do. Made lazy, its watchers report progress only when a
-/// reader asks for it, as etcd's do between their periodic reports.
+/// etcd before 3.4.25 and 3.5.8 could do. Made lazy, its watchers report progress only when
+/// their reader asks for it, as etcd's do between their periodic reports.
 struct Counting {
-    inner: MvccStore,
+    inner: Arc<MvccStore>,
     watches: AtomicUsize,
     ranges: AtomicUsize,
     race: Arc<Race>,
     lazy: Arc<AtomicBool>,
-    /// The store's revision when a reader last asked for progress.
-    progress_asked: Arc<tokio::sync::watch::Sender<Revision>>,
 }
 
 #[derive(Default)]
@@ -233,12 +231,11 @@ struct Race {
 impl Counting {
     fn new() -> Counting {
         Counting {
-            inner: MvccStore::in_memory(Options::default()).unwrap(),
+            inner: Arc::new(MvccStore::in_memory(Options::default()).unwrap()),
             watches: AtomicUsize::new(0),
             ranges: AtomicUsize::new(0),
             race: Arc::default(),
             lazy: Arc::default(),
-            progress_asked: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 }
@@ -261,7 +258,7 @@ impl Store for Counting {
         let (sender, watcher) = kayra_store::watch::watch_channel(64, after, Vec::new());
         let race = self.race.clone();
         let lazy = self.lazy.clone();
-        let mut asked = self.progress_asked.subscribe();
+        let store = self.inner.clone();
         tokio::spawn(async move {
             // Lazy, progress is withheld until a reader asks, then reported once it reaches
             // the revision the store had when asked, as etcd answers a progress request.
@@ -284,8 +281,8 @@ impl Store for Counting {
                         Some(change) => change,
                         None => return,
                     },
-                    Ok(()) = asked.changed() => {
-                        let wanted = *asked.borrow_and_update();
+                    () = sender.progress_requested() => {
+                        let Ok(wanted) = store.revision().await else { return };
                         if withheld < wanted {
                             owed = Some(wanted);
                             continue;
@@ -317,11 +314,6 @@ impl Store for Counting {
     }
     async fn revision(&self) -> Result<Revision, StoreError> {
         self.inner.revision().await
-    }
-    async fn request_progress(&self) -> Result<(), StoreError> {
-        let current = self.inner.revision().await?;
-        self.progress_asked.send_modify(|asked| *asked = (*asked).max(current));
-        Ok(())
     }
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
         self.inner.grant_lease(ttl).await

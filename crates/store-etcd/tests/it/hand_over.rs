@@ -62,10 +62,6 @@ impl Store for Freezable {
         self.check()?;
         self.inner.revision().await
     }
-    async fn request_progress(&self) -> Result<(), StoreError> {
-        self.check()?;
-        self.inner.request_progress().await
-    }
     async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
         self.check()?;
         self.inner.grant_lease(ttl).await

@@ -82,7 +82,7 @@ async fn a_watcher_learns_progress_as_soon_as_a_reader_asks_for_it() {
     let start = store.put("quiet/a", b"1".to_vec()).await.unwrap();
     let mut watcher = store.watch("quiet/", start).await.unwrap();
     let elsewhere = store.put("busy/b", b"2".to_vec()).await.unwrap();
-    store.request_progress().await.unwrap();
+    watcher.progress_requester().request();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         match tokio::time::timeout_at(deadline, watcher.next_change()).await {
