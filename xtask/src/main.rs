@@ -10,13 +10,17 @@
 //!   under `cargo test`, whose whole run is ended after [`CARGO_TEST_DEADLINE`]. A test that
 //!   finds a tool missing (etcd, kubectl, nginx) passes without running what it tests; the run
 //!   ends with the list of those skips and why, and under CI (`CI` set) a skip is a failure.
+//!   Last, `bench --smoke`.
 //! - `tidy`: the tidy and boundary checks alone.
 //! - `e2e`: the kubectl acceptance suite against the real binary.
 //! - `bench store`, `bench api`, `bench catalog`, `bench loop`, `bench scheduler`, `bench appset`,
-//!   `bench nodes [--nodes N]`, `bench http`, `bench watch`: the
-//!   benchmarks, in release mode.
+//!   `bench nodes [--nodes N]`, `bench http`, `bench watch`, `bench consul`, `bench replicas`:
+//!   the benchmarks, in release mode.
+//! - `bench --smoke`: every benchmark at a small size, from the tests' debug build ([`smoke`]).
 
 #![allow(clippy::print_stdout)]
+
+mod smoke;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
             // so they never find it missing or run a stale one.
             ["e2e"] => cargo(&["build", "--package", "kayra-agent"])
                 .and_then(|()| tests(&["--package", "kayra-controller"], &mut Vec::new())),
+            ["bench", "--smoke"] => smoke::run(&root()),
             ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
                 cargo(&["run", "--release", "--package", "kayra-bench", "--", which])
             }
@@ -86,7 +91,7 @@ fn main() -> ExitCode {
                 })
             }
             _ => Err(
-                "usage: cargo xtask ci | cargo xtask tidy | cargo xtask e2e | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]|consul|replicas [--rounds R]"
+                "usage: cargo xtask ci | cargo xtask tidy | cargo xtask e2e | cargo xtask bench --smoke | cargo xtask bench store|api|catalog|loop|scheduler [--store sled]|appset [--store sled]|nodes [--nodes N]|http|watch [--stuck N] [--watchers N] [--objects N]|consul|replicas [--rounds R]"
                     .to_owned(),
             ),
         };
@@ -126,7 +131,9 @@ fn ci() -> Result<(), String> {
     step("test", || {
         cargo(&["build", "--package", "kayra-agent", "--locked"])
             .and_then(|()| tests(&["--workspace", "--locked"], &mut skipped))
-    })
+    })?;
+    // Every benchmark still runs and prints its figures; none of its targets is checked.
+    step("bench --smoke", || smoke::run(&root()))
 }
 
 /// The nextest profile every run uses, on a developer's machine as in CI: one that passes
@@ -147,10 +154,8 @@ fn tests(selection: &[&str], earlier: &mut Vec<String>) -> Result<(), String> {
     let log = std::env::temp_dir().join(format!("kayra-skipped-{}.log", std::process::id()));
     let _ = std::fs::remove_file(&log);
     let env = [(SKIPPED_LOG, log.as_os_str())];
-    let nextest = Command::new(cargo_binary())
-        .args(["nextest", "--version"])
-        .output()
-        .is_ok_and(|out| out.status.success());
+    let nextest =
+        cargo_command().args(["nextest", "--version"]).output().is_ok_and(|out| out.status.success());
     let ran = if nextest {
         let run = [&["nextest", "run", "--profile", NEXTEST_PROFILE, "--no-fail-fast"], selection].concat();
         let doc = [&["test", "--doc"], selection].concat();
@@ -193,12 +198,30 @@ fn cargo_binary() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
+/// A cargo command without the variables `cargo run` set for xtask itself (`CARGO_PKG_*`,
+/// `CARGO_MANIFEST_*`, ...). Build scripts that read them (ring's reads `CARGO_MANIFEST_DIR`)
+/// ask to be rerun when they change, so a build inheriting xtask's values and the same build
+/// run from a shell would each rebuild the other's artifacts, and all that depends on them.
+fn cargo_command() -> Command {
+    let mut command = Command::new(cargo_binary());
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"]
+            .iter()
+            .any(|set_by_run| name.starts_with(set_by_run))
+        {
+            command.env_remove(name.as_ref());
+        }
+    }
+    command
+}
+
 fn cargo(args: &[&str]) -> Result<(), String> {
     cargo_with(args, &[])
 }
 
 fn cargo_with(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Result<(), String> {
-    let status = Command::new(cargo_binary())
+    let status = cargo_command()
         .args(args)
         .envs(env.iter().copied())
         .current_dir(root())
@@ -215,7 +238,7 @@ fn cargo_within(
     deadline: std::time::Duration,
 ) -> Result<(), String> {
     use std::os::unix::process::CommandExt;
-    let mut child = Command::new(cargo_binary())
+    let mut child = cargo_command()
         .args(args)
         .envs(env.iter().copied())
         .current_dir(root())
@@ -461,7 +484,7 @@ fn boundaries() -> Result<(), String> {
             continue;
         }
         let package = format!("kayra-{name}");
-        let output = Command::new(cargo_binary())
+        let output = cargo_command()
             .args([
                 "tree",
                 "--quiet",

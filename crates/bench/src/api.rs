@@ -13,16 +13,51 @@ use kayra_testkit::{Store, TestServer};
 use reqwest::Client;
 use serde_json::{Value, json};
 
-const CLIENTS: usize = 64;
-const GETS_PER_CLIENT: usize = 200;
-const CREATES_SINGLE: usize = 500;
-const CREATES_PER_CLIENT: usize = 40;
-const LIST_SIZE: usize = 10_000;
-const WATCHERS: usize = 1000;
-const WATCH_WRITES: usize = 20;
+use crate::report::{Report, Size};
+
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
-const RBAC_ROUNDS: usize = 12;
-const RBAC_GETS_PER_ROUND: usize = 40;
+
+/// How much work each measurement does.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    clients: usize,
+    gets_per_client: usize,
+    creates_single: usize,
+    creates_per_client: usize,
+    list_size: usize,
+    watchers: usize,
+    watch_writes: usize,
+    rbac_rounds: usize,
+    rbac_gets_per_round: usize,
+    /// RoleBindings of others in the namespace, and ClusterRoleBindings.
+    rbac_bindings: (usize, usize),
+}
+
+const FULL: Sizes = Sizes {
+    clients: 64,
+    gets_per_client: 200,
+    creates_single: 500,
+    creates_per_client: 40,
+    list_size: 10_000,
+    watchers: 1000,
+    watch_writes: 20,
+    rbac_rounds: 12,
+    rbac_gets_per_round: 40,
+    rbac_bindings: (1000, 200),
+};
+
+const SMOKE: Sizes = Sizes {
+    clients: 8,
+    gets_per_client: 10,
+    creates_single: 20,
+    creates_per_client: 2,
+    list_size: 100,
+    watchers: 20,
+    watch_writes: 2,
+    rbac_rounds: 2,
+    rbac_gets_per_round: 5,
+    rbac_bindings: (20, 5),
+};
 /// The bearer token of `bench-reader`, who holds `view` in `default` through a RoleBinding.
 const READER_TOKEN: &str = "bench-reader-token";
 
@@ -93,22 +128,25 @@ async fn creates(
     Ok(rate(clients * each, started.elapsed()))
 }
 
-fn clients(server: &TestServer) -> Result<(Client, Client), String> {
+fn admin_clients(server: &TestServer, sizes: Sizes) -> Result<(Client, Client), String> {
     let http1 = server
         .admin_builder()
         .http1_only()
-        .pool_max_idle_per_host(CLIENTS)
+        .pool_max_idle_per_host(sizes.clients)
         .build()
         .map_err(|e| e.to_string())?;
     let http2 = server.admin_builder().build().map_err(|e| e.to_string())?;
     Ok((http1, http2))
 }
 
-pub(crate) async fn run() -> Result<(), String> {
+pub(crate) async fn run(size: Size) -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     println!("API benchmark: one run; each ratio compares two figures from this run\n");
+    let sizes = size.pick(FULL, SMOKE);
+    let Sizes { clients, gets_per_client, .. } = sizes;
+    let mut report = Report::new("api", size);
     let server = TestServer::start(Store::Sled).await;
-    let (http1, http2) = clients(&server)?;
+    let (http1, http2) = admin_clients(&server, sizes)?;
     let base = server.url();
 
     // The bare ceiling: the same TLS listener, a handler that answers a fixed object.
@@ -135,36 +173,45 @@ pub(crate) async fn run() -> Result<(), String> {
     ));
 
     let item = format!("{base}{APPS}/probe");
-    let (mut allowed, mut decided) = rbac_overhead(&server, &item).await?;
+    let (mut allowed, mut decided) = rbac_overhead(&server, &item, sizes).await?;
     let median = |runs: &mut Vec<f64>| {
         runs.sort_by(f64::total_cmp);
         runs[runs.len() / 2]
     };
     let (allowed, decided) = (median(&mut allowed), median(&mut decided));
     println!(
-        "GET by name, {CLIENTS} clients over HTTP/1.1, bearer tokens, median of {RBAC_ROUNDS} alternating rounds (target: RBAC within 10% of always-allow)"
+        "GET by name, {clients} clients over HTTP/1.1, bearer tokens, median of {} alternating rounds (target: RBAC within 10% of always-allow)",
+        sizes.rbac_rounds
     );
+    let bindings = sizes.rbac_bindings.0 + sizes.rbac_bindings.1;
     println!(
-        "  system:masters (no rule read) {allowed:>9.0}/s   RBAC-decided among 1 200 bindings {decided:>9.0}/s   overhead {:+.1}%\n",
+        "  system:masters (no rule read) {allowed:>9.0}/s   RBAC-decided among {bindings} bindings {decided:>9.0}/s   overhead {:+.1}%\n",
         (allowed / decided - 1.0) * 100.0
     );
+    report
+        .figure(
+            format!("GET-{clients}, HTTP/1.1, RBAC-decided among {bindings} bindings, of system:masters"),
+            decided,
+            "req/s",
+        )
+        .ceiling(allowed);
 
     // The same GETs as the RBAC-decided reader, with a bearer token (from rbac_overhead).
     let reader_h1 = server
         .token_builder(READER_TOKEN)
         .http1_only()
-        .pool_max_idle_per_host(CLIENTS)
+        .pool_max_idle_per_host(clients)
         .build()
         .map_err(|e| e.to_string())?;
     let reader_h2 = server.token_builder(READER_TOKEN).build().map_err(|e| e.to_string())?;
-    let bare_h1 = hammer_gets(&http1, &bare_url, CLIENTS, GETS_PER_CLIENT).await?;
-    let ours_h1 = hammer_gets(&http1, &item, CLIENTS, GETS_PER_CLIENT).await?;
-    let rbac_h1 = hammer_gets(&reader_h1, &item, CLIENTS, GETS_PER_CLIENT).await?;
-    let bare_h2 = hammer_gets(&http2, &bare_url, CLIENTS, GETS_PER_CLIENT).await?;
-    let ours_h2 = hammer_gets(&http2, &item, CLIENTS, GETS_PER_CLIENT).await?;
-    let rbac_h2 = hammer_gets(&reader_h2, &item, CLIENTS, GETS_PER_CLIENT).await?;
+    let bare_h1 = hammer_gets(&http1, &bare_url, clients, gets_per_client).await?;
+    let ours_h1 = hammer_gets(&http1, &item, clients, gets_per_client).await?;
+    let rbac_h1 = hammer_gets(&reader_h1, &item, clients, gets_per_client).await?;
+    let bare_h2 = hammer_gets(&http2, &bare_url, clients, gets_per_client).await?;
+    let ours_h2 = hammer_gets(&http2, &item, clients, gets_per_client).await?;
+    let rbac_h2 = hammer_gets(&reader_h2, &item, clients, gets_per_client).await?;
     let _ = stop_bare.send(());
-    println!("GET by name, {CLIENTS} concurrent clients (target >= 0.30 x bare handler)");
+    println!("GET by name, {clients} concurrent clients (target >= 0.30 x bare handler)");
     println!("  HTTP/1.1   bare {bare_h1:>9.0}/s");
     println!(
         "             system:masters, client certificate {ours_h1:>9.0}/s   ratio {:.2}",
@@ -183,25 +230,37 @@ pub(crate) async fn run() -> Result<(), String> {
         "             RBAC-decided reader, bearer token  {rbac_h2:>9.0}/s   ratio {:.2}\n",
         rbac_h2 / bare_h2
     );
+    for (protocol, masters, reader, bare) in
+        [("HTTP/1.1", ours_h1, rbac_h1, bare_h1), ("HTTP/2", ours_h2, rbac_h2, bare_h2)]
+    {
+        report.figure(format!("GET-{clients}, {protocol}, system:masters"), masters, "req/s").ceiling(bare);
+        report
+            .figure(format!("GET-{clients}, {protocol}, RBAC-decided reader"), reader, "req/s")
+            .ceiling(bare);
+    }
 
     // Writes go over HTTP/1.1: reqwest's HTTP/2 client takes milliseconds per sequential
     // request body here, which would measure the client (see the issue notes).
-    let single = creates(&http1, &base, "one", 1, CREATES_SINGLE).await?;
-    let many = creates(&http1, &base, "many", CLIENTS, CREATES_PER_CLIENT).await?;
-    let (raw_single, raw_group) = raw_sled().await?;
+    let single = creates(&http1, &base, "one", 1, sizes.creates_single).await?;
+    let many = creates(&http1, &base, "many", clients, sizes.creates_per_client).await?;
+    let (raw_single, raw_group) = raw_sled(sizes).await?;
     println!("durable CREATE on sled");
     println!(
         "  1 client   ours {single:>9.0}/s   bare sled insert+flush {raw_single:>9.0}/s   ratio {:.2} (target >= 0.6)",
         single / raw_single
     );
     println!(
-        "  {CLIENTS} clients ours {many:>9.0}/s   bare sled group commit {raw_group:>9.0}/s   ratio {:.2} (target >= 0.35)\n",
+        "  {clients} clients ours {many:>9.0}/s   bare sled group commit {raw_group:>9.0}/s   ratio {:.2} (target >= 0.35)\n",
         many / raw_group
     );
+    report.figure("CREATE-1 Application, of bare sled insert+flush", single, "req/s").ceiling(raw_single);
+    report
+        .figure(format!("CREATE-{clients} Application, of bare sled group commit"), many, "req/s")
+        .ceiling(raw_group);
 
-    let existing = 1 + CREATES_SINGLE + CLIENTS * CREATES_PER_CLIENT;
-    let per_client = (LIST_SIZE.saturating_sub(existing)).div_ceil(CLIENTS);
-    creates(&http1, &base, "list", CLIENTS, per_client).await?;
+    let existing = 1 + sizes.creates_single + clients * sizes.creates_per_client;
+    let per_client = (sizes.list_size.saturating_sub(existing)).div_ceil(clients);
+    creates(&http1, &base, "list", clients, per_client).await?;
     let mut list_times = Vec::new();
     let mut bytes = 0;
     for _ in 0..5 {
@@ -230,22 +289,31 @@ pub(crate) async fn run() -> Result<(), String> {
         bytes / 1024,
         list_times[2].as_secs_f64() * 1e3
     );
+    report.figure(format!("LIST of {items} Applications, median"), list_times[2].as_secs_f64() * 1e3, "ms");
 
-    let latencies = watch_fan_out(&server).await?;
+    let latencies = watch_fan_out(&server, sizes).await?;
     let p = |q: f64| latencies[((latencies.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1e3;
+    let (watchers, writes) = (sizes.watchers, sizes.watch_writes);
     println!(
-        "one write delivered to {WATCHERS} watchers ({WATCH_WRITES} writes): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 <= 50 ms)",
+        "one write delivered to {watchers} watchers ({writes} writes): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 <= 50 ms)",
         p(0.5),
         p(0.99),
         p(1.0)
     );
+    report.figure(format!("one write to {watchers} watchers, p50"), p(0.5), "ms");
+    report.figure(format!("one write to {watchers} watchers, p99"), p(0.99), "ms");
+    report.print();
     Ok(())
 }
 
 /// GET by name as `system:masters` (which RBAC lets through before looking at any rule) and as
 /// a user whose grant RBAC finds among 1 000 namespace and 200 cluster bindings of others,
 /// alternating three times; answers each run's rates.
-async fn rbac_overhead(server: &TestServer, item: &str) -> Result<(Vec<f64>, Vec<f64>), String> {
+async fn rbac_overhead(
+    server: &TestServer,
+    item: &str,
+    sizes: Sizes,
+) -> Result<(Vec<f64>, Vec<f64>), String> {
     let admin = server.admin();
     let base = server.url();
     let rbac = format!("{base}/apis/authorization.example.com/v1");
@@ -259,14 +327,15 @@ async fn rbac_overhead(server: &TestServer, item: &str) -> Result<(Vec<f64>, Vec
             Ok::<_, String>(())
         }
     };
-    for i in 0..1000 {
+    let (namespaced, cluster) = sizes.rbac_bindings;
+    for i in 0..namespaced {
         let binding = json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding",
             "metadata": {"name": format!("other-{i}")},
             "subjects": [{"kind": "User", "name": format!("user-{i}")}, {"kind": "Group", "name": format!("team-{i}")}],
             "roleRef": {"kind": "ClusterRole", "name": if i % 2 == 0 { "edit" } else { "view" }}});
         post(format!("{rbac}/namespaces/default/rolebindings"), binding).await?;
     }
-    for i in 0..200 {
+    for i in 0..cluster {
         let binding = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRoleBinding",
             "metadata": {"name": format!("other-{i}")},
             "subjects": [{"kind": "User", "name": format!("cluster-user-{i}")}],
@@ -282,7 +351,7 @@ async fn rbac_overhead(server: &TestServer, item: &str) -> Result<(Vec<f64>, Vec
         server
             .token_builder(token)
             .http1_only()
-            .pool_max_idle_per_host(CLIENTS)
+            .pool_max_idle_per_host(sizes.clients)
             .build()
             .map_err(|e| e.to_string())
     };
@@ -296,34 +365,35 @@ async fn rbac_overhead(server: &TestServer, item: &str) -> Result<(Vec<f64>, Vec
     }
     // Short rounds, alternating, so that the machine's noise falls on both alike.
     let (mut allowed, mut decided) = (Vec::new(), Vec::new());
-    for _ in 0..RBAC_ROUNDS {
-        allowed.push(hammer_gets(&masters, item, CLIENTS, RBAC_GETS_PER_ROUND).await?);
-        decided.push(hammer_gets(&reader, item, CLIENTS, RBAC_GETS_PER_ROUND).await?);
+    for _ in 0..sizes.rbac_rounds {
+        allowed.push(hammer_gets(&masters, item, sizes.clients, sizes.rbac_gets_per_round).await?);
+        decided.push(hammer_gets(&reader, item, sizes.clients, sizes.rbac_gets_per_round).await?);
     }
     Ok((allowed, decided))
 }
 
 /// Bare sled: insert+flush from one writer, and from 64 writers sharing flushes.
-async fn raw_sled() -> Result<(f64, f64), String> {
+async fn raw_sled(sizes: Sizes) -> Result<(f64, f64), String> {
+    let Sizes { clients, creates_single, creates_per_client, .. } = sizes;
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let raw = RawSled::open(dir.path())?;
     let value = [b'v'; 600];
     let one = raw.clone();
     let single = tokio::task::spawn_blocking(move || -> Result<f64, String> {
         let started = Instant::now();
-        for i in 0..CREATES_SINGLE {
+        for i in 0..creates_single {
             one.insert_durably(format!("single/{i}").as_bytes(), &value)?;
         }
-        Ok(rate(CREATES_SINGLE, started.elapsed()))
+        Ok(rate(creates_single, started.elapsed()))
     })
     .await
     .map_err(|e| e.to_string())??;
     let started = Instant::now();
-    let threads: Vec<_> = (0..CLIENTS)
+    let threads: Vec<_> = (0..clients)
         .map(|t| {
             let raw = raw.clone();
             std::thread::spawn(move || -> Result<(), String> {
-                for i in 0..CREATES_PER_CLIENT {
+                for i in 0..creates_per_client {
                     raw.insert_durably(format!("group/{t}/{i}").as_bytes(), &value)?;
                 }
                 Ok(())
@@ -333,7 +403,7 @@ async fn raw_sled() -> Result<(f64, f64), String> {
     for thread in threads {
         thread.join().map_err(|_| "a writer panicked")??;
     }
-    Ok((single, rate(CLIENTS * CREATES_PER_CLIENT, started.elapsed())))
+    Ok((single, rate(clients * creates_per_client, started.elapsed())))
 }
 
 /// Opens 1 000 watches, then writes and times each watcher's receipt of every write.
@@ -355,7 +425,8 @@ pub(crate) async fn count_watch_lines(
     }
 }
 
-async fn watch_fan_out(server: &TestServer) -> Result<Vec<Duration>, String> {
+async fn watch_fan_out(server: &TestServer, sizes: Sizes) -> Result<Vec<Duration>, String> {
+    let Sizes { watchers, watch_writes, .. } = sizes;
     let base = server.url();
     // A few connections: HTTP/2 caps streams per connection.
     let pools: Vec<Client> = (0..8)
@@ -370,15 +441,15 @@ async fn watch_fan_out(server: &TestServer) -> Result<Vec<Duration>, String> {
         .to_owned();
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<(usize, Instant)>();
     let ready = Arc::new(tokio::sync::Semaphore::new(0));
-    for w in 0..WATCHERS {
+    for w in 0..watchers {
         let client = pools[w % pools.len()].clone();
         let url =
             format!("{base}{APPS}?watch=true&resourceVersion={rv}&fieldSelector=metadata.name%3Dwatched");
         tokio::spawn(count_watch_lines(client, url, sender.clone(), ready.clone()));
     }
-    let _ = ready.acquire_many(WATCHERS as u32).await.map_err(|e| e.to_string())?;
-    let mut latencies = Vec::with_capacity(WATCHERS * WATCH_WRITES);
-    for write in 1..=WATCH_WRITES {
+    let _ = ready.acquire_many(watchers as u32).await.map_err(|e| e.to_string())?;
+    let mut latencies = Vec::with_capacity(watchers * watch_writes);
+    for write in 1..=watch_writes {
         let patch = format!(r#"{{"metadata":{{"labels":{{"n":"{write}"}}}}}}"#);
         let started = Instant::now();
         writer
@@ -389,10 +460,10 @@ async fn watch_fan_out(server: &TestServer) -> Result<Vec<Duration>, String> {
             .await
             .map_err(|e| e.to_string())?;
         let mut delivered = 0;
-        while delivered < WATCHERS {
+        while delivered < watchers {
             let (seen, at) = tokio::time::timeout(Duration::from_secs(10), receiver.recv())
                 .await
-                .map_err(|_| format!("write {write}: only {delivered} of {WATCHERS} watchers heard it"))?
+                .map_err(|_| format!("write {write}: only {delivered} of {watchers} watchers heard it"))?
                 .ok_or("the watchers went away")?;
             if seen >= write {
                 delivered += 1;

@@ -20,13 +20,27 @@ use serde_json::{Value, json};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::report::{Report, Size};
 use crate::scheduler::{concurrently, control, store_option};
 
-const NODES: usize = 100;
-const SETS: usize = 100;
-const REPLICAS: usize = 100;
-const CHILDREN: usize = SETS * REPLICAS;
 const WRITERS: usize = 32;
+
+/// How many Nodes, sets, and replicas in each set.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    nodes: usize,
+    sets: usize,
+    replicas: usize,
+}
+
+impl Sizes {
+    fn children(self) -> usize {
+        self.sets * self.replicas
+    }
+}
+
+const FULL: Sizes = Sizes { nodes: 100, sets: 100, replicas: 100 };
+const SMOKE: Sizes = Sizes { nodes: 10, sets: 4, replicas: 5 };
 const NAMESPACE: &str = "bench";
 
 fn text(error: impl std::fmt::Display) -> String {
@@ -48,11 +62,11 @@ fn node(i: usize) -> Value {
     })
 }
 
-fn set(i: usize, version: &str) -> Value {
+fn set(i: usize, version: &str, replicas: usize) -> Value {
     json!({
         "apiVersion": "fleet.example.com/v1", "kind": "ApplicationSet",
         "metadata": {"name": format!("set-{i:03}"), "namespace": NAMESPACE},
-        "spec": {"applications": [{"name": "api", "scale": {"replicas": REPLICAS},
+        "spec": {"applications": [{"name": "api", "scale": {"replicas": replicas},
                                    "spec": {"command": ["/bin/server", "--version", version]}}]},
     })
 }
@@ -122,17 +136,22 @@ fn reconciles(registry: &prometheus_client::registry::Registry) -> u64 {
         .sum()
 }
 
-/// Waits until every set reports Converged for its current generation.
-async fn all_converged(client: &Client, sets: &Resource, within: Duration) -> Result<(), String> {
+/// Waits until every one of `count` sets reports Converged for its current generation.
+async fn all_converged(
+    client: &Client,
+    sets: &Resource,
+    count: usize,
+    within: Duration,
+) -> Result<(), String> {
     let deadline = Instant::now() + within;
     loop {
         let listed = client.list_all(sets, Some(NAMESPACE)).await.map_err(text)?;
         let done = listed.iter().filter(|set| converged(set)).count();
-        if done == SETS {
+        if done == count {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(format!("only {done} of {SETS} sets converged within {within:?}"));
+            return Err(format!("only {done} of {count} sets converged within {within:?}"));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -150,12 +169,13 @@ fn converged(set: &Object) -> bool {
 
 /// The same child writes made directly: each child's spec replaced, then its status written.
 /// Answers writes per second of each.
-async fn direct_writes(client: &Client, applications: &Resource) -> Result<(f64, f64), String> {
+async fn direct_writes(client: &Client, applications: &Resource, sizes: Sizes) -> Result<(f64, f64), String> {
+    let children_count = sizes.children();
     let children: Vec<Object> = client.list_all(applications, Some(NAMESPACE)).await.map_err(text)?;
     let children = Arc::new(children);
     let (c, r, list) = (client.clone(), applications.clone(), children.clone());
     let started = Instant::now();
-    concurrently(CHILDREN, move |i| {
+    concurrently(children_count, move |i| {
         let (client, resource, children) = (c.clone(), r.clone(), list.clone());
         async move {
             let mut object = children[i % children.len()].clone();
@@ -167,13 +187,13 @@ async fn direct_writes(client: &Client, applications: &Resource) -> Result<(f64,
         }
     })
     .await?;
-    let updates = CHILDREN as f64 / started.elapsed().as_secs_f64();
+    let updates = children_count as f64 / started.elapsed().as_secs_f64();
     let (c, r) = (client.clone(), applications.clone());
     let started = Instant::now();
-    concurrently(CHILDREN, move |i| {
+    concurrently(children_count, move |i| {
         let (client, resource) = (c.clone(), r.clone());
         async move {
-            let name = format!("set-{:03}-api-{}", i / REPLICAS, i % REPLICAS);
+            let name = format!("set-{:03}-api-{}", i / sizes.replicas, i % sizes.replicas);
             let mut object = client.get(&resource, Some(NAMESPACE), &name).await.map_err(text)?;
             ready_status(&mut object);
             match client.update_status(&resource, Some(NAMESPACE), &name, &object).await {
@@ -183,12 +203,15 @@ async fn direct_writes(client: &Client, applications: &Resource) -> Result<(f64,
         }
     })
     .await?;
-    let statuses = CHILDREN as f64 / started.elapsed().as_secs_f64();
+    let statuses = children_count as f64 / started.elapsed().as_secs_f64();
     Ok((updates, statuses))
 }
 
 /// The benchmark.
-pub(crate) async fn run(args: &[String]) -> Result<(), String> {
+pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
+    let sizes = size.pick(FULL, SMOKE);
+    let Sizes { nodes: node_count, sets: set_count, replicas } = sizes;
+    let children = sizes.children();
     let dir = tempfile::tempdir().map_err(text)?;
     let store = store_option(args, "appset")?;
     let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
@@ -198,7 +221,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let namespaces = client.resource("", "namespaces").map_err(text)?;
     let applications = client.resource("fleet.example.com", "applications").map_err(text)?;
     let sets = client.resource("fleet.example.com", "applicationsets").map_err(text)?;
-    for i in 0..NODES {
+    for i in 0..node_count {
         client.create(&nodes, None, node(i)).await.map_err(text)?;
     }
     client
@@ -224,47 +247,45 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     running.push(tokio::spawn(agents(as_loop("bench-agent"), applications.clone(), stop.clone())));
 
     let started = Instant::now();
-    for i in 0..SETS {
-        client.create(&sets, Some(NAMESPACE), set(i, "v1")).await.map_err(text)?;
+    for i in 0..set_count {
+        client.create(&sets, Some(NAMESPACE), set(i, "v1", replicas)).await.map_err(text)?;
     }
-    all_converged(&client, &sets, Duration::from_secs(600)).await?;
+    all_converged(&client, &sets, set_count, Duration::from_secs(600)).await?;
     let first = started.elapsed();
 
     let before = reconciles(&registry);
     let started = Instant::now();
-    for i in 0..SETS {
+    for i in 0..set_count {
         let mut object = client.get(&sets, Some(NAMESPACE), &format!("set-{i:03}")).await.map_err(text)?;
         object["spec"]["applications"][0]["spec"]["command"] = json!(["/bin/server", "--version", "v2"]);
         client.update(&sets, Some(NAMESPACE), &format!("set-{i:03}"), &object).await.map_err(text)?;
     }
-    all_converged(&client, &sets, Duration::from_secs(600)).await?;
+    all_converged(&client, &sets, set_count, Duration::from_secs(600)).await?;
     let rollout = started.elapsed();
     let passes = reconciles(&registry) - before;
     stop.cancel();
     for task in running {
         let _ = task.await;
     }
-    let (updates, statuses) = direct_writes(&client, &applications).await?;
+    let (updates, statuses) = direct_writes(&client, &applications, sizes).await?;
 
     println!(
-        "appset: {SETS} sets × {REPLICAS} replicas over {NODES} nodes, scheduler and simulated agents running"
+        "appset: {set_count} sets x {replicas} replicas over {node_count} nodes, scheduler and simulated agents running; the rollout is a template change of every set, to all Converged (maxUnavailable 25%); the ceiling is the direct spec+status rate of {WRITERS} writers"
     );
-    println!("  created and converged     {:>8.1} s", first.as_secs_f64());
-    println!(
-        "  rollout of every set      {:>8.1} s   (template change → all {SETS} Converged, maxUnavailable 25%)",
-        rollout.as_secs_f64()
-    );
-    println!("  children replaced/s       {:>8.0}", CHILDREN as f64 / rollout.as_secs_f64());
-    println!(
-        "  reconciles                {passes:>8}   ({:.2} per child replaced)",
-        passes as f64 / CHILDREN as f64
-    );
-    println!("  direct spec writes/s      {updates:>8.0}   ({WRITERS} writers, the same replacement)");
-    println!("  direct status writes/s    {statuses:>8.0}   ({WRITERS} writers, read then write)");
     let ceiling = 1.0 / (1.0 / updates + 1.0 / statuses);
-    println!(
-        "  ratio                     {:>8.2}   (children replaced/s over the direct spec+status rate {ceiling:.0}/s)",
-        CHILDREN as f64 / rollout.as_secs_f64() / ceiling
-    );
+    let mut report = Report::new("appset", size);
+    report.figure("created and converged", first.as_secs_f64(), "s");
+    report.figure("rollout of every set", rollout.as_secs_f64(), "s");
+    report
+        .figure(
+            "children replaced, of direct spec+status writes",
+            children as f64 / rollout.as_secs_f64(),
+            "/s",
+        )
+        .ceiling(ceiling);
+    report.figure("reconciles per child replaced", passes as f64 / children as f64, "count");
+    report.figure("direct spec writes", updates, "/s");
+    report.figure("direct status writes, read then write", statuses, "/s");
+    report.print();
     Ok(())
 }

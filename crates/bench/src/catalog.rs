@@ -12,8 +12,11 @@ use kayra_testkit::{Store, TestServer};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-const SUBSCRIBERS: usize = 1000;
-const GATEWAY_REQUESTS: usize = 5000;
+use crate::report::{Report, Size};
+
+/// Subscriptions, and requests of the gateway's own measurement: full size, then smoke.
+const SUBSCRIBERS: (usize, usize) = (1000, 10);
+const GATEWAY_REQUESTS: (usize, usize) = (5000, 160);
 /// The reconciler's concurrency (`kayra-controller`'s catalog loop).
 const CONCURRENCY: usize = 16;
 
@@ -70,9 +73,13 @@ async fn synced(client: &reqwest::Client, server: &TestServer) -> Result<usize, 
     Ok(status["subscriptions"].as_array().into_iter().flatten().filter(|s| s["synced"] == true).count())
 }
 
-async fn until_all_synced(client: &reqwest::Client, server: &TestServer) -> Result<Duration, String> {
+async fn until_all_synced(
+    client: &reqwest::Client,
+    server: &TestServer,
+    subscribers: usize,
+) -> Result<Duration, String> {
     let started = Instant::now();
-    while synced(client, server).await? < SUBSCRIBERS {
+    while synced(client, server).await? < subscribers {
         if started.elapsed() > Duration::from_secs(600) {
             return Err("the sync did not finish within 10 minutes".to_owned());
         }
@@ -97,31 +104,33 @@ async fn synced_events(
         .count())
 }
 
-/// Waits until every subscription's `Synced` Event for `sync_id` exists.
+/// Waits until every one of the `subscribers` subscriptions' `Synced` Event for `sync_id` exists.
 async fn until_all_events(
     client: &reqwest::Client,
     server: &TestServer,
     sync_id: &str,
+    subscribers: usize,
 ) -> Result<(), String> {
     let started = Instant::now();
     loop {
         let written = synced_events(client, server, sync_id).await?;
-        if written >= SUBSCRIBERS {
+        if written >= subscribers {
             return Ok(());
         }
         if started.elapsed() > Duration::from_secs(600) {
-            return Err(format!("only {written} of {SUBSCRIBERS} Events for {sync_id} within 10 minutes"));
+            return Err(format!("only {written} of {subscribers} Events for {sync_id} within 10 minutes"));
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
 /// Watches Events from now on, in every namespace: answers the message of each `Synced` Event
-/// as it is written, so the clock can stop at the last one without polling a growing list.
+/// as it is written, so the clock can stop at the last one without polling a growing list; and
+/// the task reading the watch, to end it.
 async fn watch_synced_events(
     client: &reqwest::Client,
     server: &TestServer,
-) -> Result<tokio::sync::mpsc::UnboundedReceiver<String>, String> {
+) -> Result<(tokio::sync::mpsc::UnboundedReceiver<String>, tokio::task::JoinHandle<()>), String> {
     let list = send(client, server, Method::GET, "/api/v1/events", None).await?;
     let revision =
         list["metadata"]["resourceVersion"].as_str().ok_or("the Event list has no resourceVersion")?;
@@ -132,7 +141,7 @@ async fn watch_synced_events(
         return Err(format!("watching Events answered {}", response.status()));
     }
     let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
+    let reading = tokio::spawn(async move {
         let mut pending = Vec::new();
         while let Ok(Some(chunk)) = response.chunk().await {
             pending.extend_from_slice(&chunk);
@@ -148,17 +157,17 @@ async fn watch_synced_events(
             }
         }
     });
-    Ok(receiver)
+    Ok((receiver, reading))
 }
 
 /// The gateway alone, at the reconciler's concurrency: requests per second.
-async fn gateway_ceiling(client: &reqwest::Client, gateway: &str) -> Result<f64, String> {
+async fn gateway_ceiling(client: &reqwest::Client, gateway: &str, requests: usize) -> Result<f64, String> {
     let started = Instant::now();
     let tasks: Vec<_> = (0..CONCURRENCY)
         .map(|worker| {
             let (client, url) = (client.clone(), format!("{gateway}/hooks/tenant-{worker}/build-1"));
             tokio::spawn(async move {
-                for _ in 0..GATEWAY_REQUESTS / CONCURRENCY {
+                for _ in 0..requests / CONCURRENCY {
                     client
                         .post(&url)
                         .send()
@@ -175,11 +184,13 @@ async fn gateway_ceiling(client: &reqwest::Client, gateway: &str) -> Result<f64,
     for task in tasks {
         task.await.map_err(|e| e.to_string())??;
     }
-    Ok(GATEWAY_REQUESTS as f64 / started.elapsed().as_secs_f64())
+    Ok((requests / CONCURRENCY * CONCURRENCY) as f64 / started.elapsed().as_secs_f64())
 }
 
-pub(crate) async fn run() -> Result<(), String> {
+pub(crate) async fn run(size: Size) -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let (subscribers, gateway_requests) =
+        size.pick((SUBSCRIBERS.0, GATEWAY_REQUESTS.0), (SUBSCRIBERS.1, GATEWAY_REQUESTS.1));
     println!("catalog benchmark: one run; the ratio compares two figures from this run\n");
     let gateway = gateway().await?;
     let step = Step {
@@ -198,7 +209,7 @@ pub(crate) async fn run() -> Result<(), String> {
         json!({"name": "bench.example.com", "active": true, "mode": "trigger", "sync_id": "build-0"});
     send(&client, &server, Method::POST, "/apis/catalog.example.com/v1/apiregistrations", Some(registration))
         .await?;
-    for i in 0..SUBSCRIBERS {
+    for i in 0..subscribers {
         let namespace = format!("tenant-{i}");
         let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
         send(&client, &server, Method::POST, "/api/v1/namespaces", Some(body)).await?;
@@ -212,18 +223,18 @@ pub(crate) async fn run() -> Result<(), String> {
         )
         .await?;
     }
-    until_all_synced(&client, &server).await?;
-    until_all_events(&client, &server, "build-0").await?;
+    until_all_synced(&client, &server, subscribers).await?;
+    until_all_events(&client, &server, "build-0", subscribers).await?;
     println!(
-        "{SUBSCRIBERS} namespaces and subscriptions created one at a time, and brought to their first build with its Events: {:.1} s\n",
+        "{subscribers} namespaces and subscriptions created one at a time, and brought to their first build with its Events: {:.1} s\n",
         setup.elapsed().as_secs_f64()
     );
 
     // The gateway alone, in the same run, while the server is quiet: the setup's Events are all
     // written and the sync has not started.
-    let gateway_rate = gateway_ceiling(&client, &gateway).await?;
+    let gateway_rate = gateway_ceiling(&client, &gateway, gateway_requests).await?;
 
-    let mut events = watch_synced_events(&client, &server).await?;
+    let (mut events, watching) = watch_synced_events(&client, &server).await?;
     let started = Instant::now();
     let registration = send(
         &client,
@@ -235,22 +246,22 @@ pub(crate) async fn run() -> Result<(), String> {
     .await?;
     let sync_id =
         registration["sync_id"].as_str().ok_or(format!("the sync answered no sync_id: {registration}"))?;
-    let to_synced = until_all_synced(&client, &server).await?.max(started.elapsed());
+    let to_synced = until_all_synced(&client, &server, subscribers).await?.max(started.elapsed());
     let suffix = format!(" {sync_id}");
     let mut written = 0;
-    while written < SUBSCRIBERS {
+    while written < subscribers {
         let message = tokio::time::timeout(Duration::from_secs(600), events.recv())
             .await
-            .map_err(|_| format!("only {written} of {SUBSCRIBERS} Events for {sync_id} within 10 minutes"))?
+            .map_err(|_| format!("only {written} of {subscribers} Events for {sync_id} within 10 minutes"))?
             .ok_or("the watch of Events ended")?;
         if message.ends_with(&suffix) {
             written += 1;
         }
     }
     let to_events = started.elapsed();
-    let rate = SUBSCRIBERS as f64 / to_events.as_secs_f64();
+    let rate = subscribers as f64 / to_events.as_secs_f64();
 
-    println!("one sync to {SUBSCRIBERS} subscriptions, one step and one Event each, {CONCURRENCY} at a time");
+    println!("one sync to {subscribers} subscriptions, one step and one Event each, {CONCURRENCY} at a time");
     println!("  sync to the last synced: true   {:>8.2} s", to_synced.as_secs_f64());
     println!("  sync to the last Synced Event   {:>8.2} s", to_events.as_secs_f64());
     println!("  subscriptions reconciled        {rate:>8.0}/s (Events included)");
@@ -258,6 +269,27 @@ pub(crate) async fn run() -> Result<(), String> {
         "  the gateway alone, quiet server {gateway_rate:>8.0} requests/s   ratio {:.3}",
         rate / gateway_rate
     );
+    let mut report = Report::new("catalog", size);
+    report.figure(
+        format!("sync to {subscribers} subscriptions, to the last synced: true"),
+        to_synced.as_secs_f64(),
+        "s",
+    );
+    report.figure(
+        format!("sync to {subscribers} subscriptions, to the last Synced Event"),
+        to_events.as_secs_f64(),
+        "s",
+    );
+    report
+        .figure(
+            format!("subscriptions reconciled, Events included, of the gateway's requests at {CONCURRENCY}"),
+            rate,
+            "/s",
+        )
+        .ceiling(gateway_rate);
+    report.print();
+    // An open watch would hold the server's drain for its whole grace period.
+    watching.abort();
     server.shutdown().await;
     Ok(())
 }

@@ -19,13 +19,25 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::nodes::{Process, free_port, rss, sibling, wrapped};
+use crate::report::{Report, Size};
 
 const FLEET: &str = "/apis/fleet.example.com/v1/namespaces/default";
-const SERVICES: usize = 1000;
-const MEMBERS: usize = 10;
-const NODES: usize = 10;
-const FLIPS: usize = 100;
 const CREATORS: usize = 32;
+
+/// The fleet, the readiness changes, and how long memory is left to settle before it is read.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    services: usize,
+    members: usize,
+    nodes: usize,
+    flips: usize,
+    settle: Duration,
+}
+
+const FULL: Sizes =
+    Sizes { services: 1000, members: 10, nodes: 10, flips: 100, settle: Duration::from_secs(2) };
+const SMOKE: Sizes =
+    Sizes { services: 10, members: 2, nodes: 2, flips: 5, settle: Duration::from_millis(300) };
 
 struct Controller {
     _process: Process,
@@ -81,37 +93,38 @@ async fn send(admin: &Client, method: reqwest::Method, url: String, body: &Value
     Ok(answer)
 }
 
-/// Ten Nodes, Ready with an address; 1 000 Services; ten members each, bound, not yet probed.
-async fn fleet(controller: &Controller) -> Result<(), String> {
+/// The Nodes, Ready with an address; the Services; their members, bound, not yet probed.
+async fn fleet(controller: &Controller, sizes: Sizes) -> Result<(), String> {
+    let Sizes { services, members, nodes, .. } = sizes;
     let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-    for n in 0..NODES {
+    for n in 0..nodes {
         let name = format!("node-{n}");
-        let nodes = format!("{}/api/v1/nodes", controller.url);
+        let nodes_url = format!("{}/api/v1/nodes", controller.url);
         let mut node = send(
             &controller.admin,
             reqwest::Method::POST,
-            nodes.clone(),
+            nodes_url.clone(),
             &json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
         )
         .await?;
         node["status"] = json!({"addresses": [{"type": "InternalIP", "address": format!("10.0.0.{}", n + 1)}],
             "conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": now, "lastTransitionTime": now}]});
-        send(&controller.admin, reqwest::Method::PUT, format!("{nodes}/{name}/status"), &node).await?;
+        send(&controller.admin, reqwest::Method::PUT, format!("{nodes_url}/{name}/status"), &node).await?;
     }
     let creators: Vec<_> = (0..CREATORS)
         .map(|c| {
             let (admin, url) = (controller.admin.clone(), controller.url.clone());
             tokio::spawn(async move {
-                for s in (c..SERVICES).step_by(CREATORS) {
+                for s in (c..services).step_by(CREATORS) {
                     let service = json!({"apiVersion": "fleet.example.com/v1", "kind": "Service",
                         "metadata": {"name": format!("svc-{s}")},
                         "spec": {"ports": [{"port": 80, "targetPort": 8080}], "tags": ["traefik.enable=true"]}});
                     send(&admin, reqwest::Method::POST, format!("{url}{FLEET}/services"), &service).await?;
-                    for m in 0..MEMBERS {
+                    for m in 0..members {
                         let member = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application",
                             "metadata": {"name": format!("svc-{s}-{m}")},
                             "spec": {"command": ["/bin/sleep", "1000"], "serviceName": format!("svc-{s}"),
-                                     "placement": {"nodeName": format!("node-{}", (s + m) % NODES)}}});
+                                     "placement": {"nodeName": format!("node-{}", (s + m) % nodes)}}});
                         send(&admin, reqwest::Method::POST, format!("{url}{FLEET}/applications"), &member).await?;
                     }
                 }
@@ -165,15 +178,17 @@ fn percentile(sorted: &[Duration], q: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1e3
 }
 
-pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
+pub(crate) async fn run(size: Size) -> Result<(), String> {
+    let sizes = size.pick(FULL, SMOKE);
+    let Sizes { services, members, nodes, flips, settle } = sizes;
     let _ = rustls::crypto::ring::default_provider().install_default();
     println!("Consul benchmark: one run; each ratio compares two figures from this run\n");
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let controller = start(dir.path()).await?;
     let created = Instant::now();
-    fleet(&controller).await?;
+    fleet(&controller, sizes).await?;
     println!(
-        "fleet: {SERVICES} Services x {MEMBERS} members on {NODES} Nodes, created in {:.1} s",
+        "fleet: {services} Services x {members} members on {nodes} Nodes, created in {:.1} s",
         created.elapsed().as_secs_f64()
     );
     // Until the projection serves every Service.
@@ -182,18 +197,18 @@ pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
     loop {
         let (code, _, body) = exchange(&mut probe, &get("/v1/catalog/services", &controller.token)).await?;
         let listed = serde_json::from_slice::<Value>(&body).ok().and_then(|v| v.as_object().map(|o| o.len()));
-        if code == 200 && listed == Some(SERVICES) {
+        if code == 200 && listed == Some(services) {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("the projection never served {SERVICES} Services (answered {code})"));
+            return Err(format!("the projection never served {services} Services (answered {code})"));
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
     // Every connection open and idle after one answer: each one's index, for the held query.
-    let mut connections = Vec::with_capacity(SERVICES);
-    for s in 0..SERVICES {
+    let mut connections = Vec::with_capacity(services);
+    for s in 0..services {
         let mut stream = TcpStream::connect(controller.consul).await.map_err(|e| e.to_string())?;
         let (code, index, _) =
             exchange(&mut stream, &get(&format!("/v1/health/service/svc-{s}"), &controller.token)).await?;
@@ -202,10 +217,10 @@ pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
         }
         connections.push((stream, index));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(settle / 2).await;
     let idle = rss(controller.pid)?;
     let (answered_tx, mut answered) = tokio::sync::mpsc::unbounded_channel();
-    let mut held = Vec::with_capacity(SERVICES);
+    let mut held = Vec::with_capacity(services);
     for (s, (mut stream, index)) in connections.into_iter().enumerate() {
         let (token, answered_tx) = (controller.token.clone(), answered_tx.clone());
         held.push(tokio::spawn(async move {
@@ -214,7 +229,7 @@ pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
             let _ = answered_tx.send((s, Instant::now(), answer.map(|(code, index, _)| (code, index))));
         }));
     }
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(settle).await;
     let holding = rss(controller.pid)?;
     let early = answered.try_recv().ok();
     if let Some((s, _, answer)) = early {
@@ -222,9 +237,9 @@ pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
     }
 
     // One member's readiness in each of 100 Services, one after another.
-    let mut writes = Vec::with_capacity(FLIPS);
-    let mut wakes = Vec::with_capacity(FLIPS);
-    for s in 0..FLIPS {
+    let mut writes = Vec::with_capacity(flips);
+    let mut wakes = Vec::with_capacity(flips);
+    for s in 0..flips {
         let path = format!("{}{FLEET}/applications/svc-{s}-0", controller.url);
         let mut member = send(&controller.admin, reqwest::Method::GET, path.clone(), &Value::Null).await?;
         member["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
@@ -245,8 +260,8 @@ pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
     }
     writes.sort();
     wakes.sort();
-    let per_held = (holding.saturating_sub(idle)) as f64 / SERVICES as f64 / 1024.0;
-    println!("held queries: {SERVICES}, one per Service; {FLIPS} readiness changes, one after another");
+    let per_held = (holding.saturating_sub(idle)) as f64 / services as f64 / 1024.0;
+    println!("held queries: {services}, one per Service; {flips} readiness changes, one after another");
     println!(
         "  status write round trip (ceiling): p50 {:.2} ms, p99 {:.2} ms",
         percentile(&writes, 0.5),
@@ -259,10 +274,23 @@ pub(crate) async fn run(_args: &[String]) -> Result<(), String> {
         percentile(&wakes, 0.99) / percentile(&writes, 0.99)
     );
     println!(
-        "  controller RSS: {:.1} MiB with {SERVICES} idle connections, {:.1} MiB holding a query on each: {per_held:.2} KiB per held query (target <= 8 KiB)",
+        "  controller RSS: {:.1} MiB with {services} idle connections, {:.1} MiB holding a query on each: {per_held:.2} KiB per held query (target <= 8 KiB)",
         idle as f64 / 1048576.0,
         holding as f64 / 1048576.0
     );
+    let mut report = Report::new("consul", size);
+    report
+        .figure("write start to held query answered, p50, of the status write", percentile(&wakes, 0.5), "ms")
+        .ceiling(percentile(&writes, 0.5));
+    report
+        .figure(
+            "write start to held query answered, p99, of the status write",
+            percentile(&wakes, 0.99),
+            "ms",
+        )
+        .ceiling(percentile(&writes, 0.99));
+    report.figure(format!("controller RSS per held query, {services} held"), per_held, "KiB");
+    report.print();
     for task in held {
         task.abort();
     }

@@ -1,4 +1,5 @@
-//! The external HTTP benchmark: the release `kayra-controller` (sled, `--no-agent`) driven over
+//! The external HTTP benchmark: the `kayra-controller` built beside this binary (release under
+//! `cargo xtask bench http`; sled, `--no-agent`) driven over
 //! its plain-HTTP bearer-token listener by a load generator running as a process of its own
 //! (`kayra-bench http-load`), as an operator's tools see it. Every figure is printed beside a
 //! ceiling measured in the same run by the same load generator: GET and LIST against a bare
@@ -24,20 +25,48 @@ use serde_json::{Value, json};
 pub(crate) use durable::serve as durable;
 pub(crate) use load::run as load;
 
+use crate::report::{Report, Size, profile};
+
 /// Concurrent connections of the loaded runs.
 const MANY: usize = 64;
-/// How long each GET and LIST run lasts.
-const SPAN: Duration = Duration::from_secs(4);
-/// Creates of each Kind per round at one connection, then at 64: 10 200 Applications in all.
-const CREATES_ONE: usize = 700;
-const CREATES_MANY: usize = 2_700;
-/// Alternating rounds of the creates and their ceiling.
-const ROUNDS: usize = 3;
 /// The LIST page size.
 const PAGE: usize = 500;
-/// How long memory is left to settle before it is read.
-const SETTLE: Duration = Duration::from_secs(3);
 const NAMESPACE: &str = "bench";
+
+/// How much work each measurement does, and how long the benchmark waits for quiet.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// How long each GET and LIST run lasts.
+    span: Duration,
+    /// Creates of each Kind per round at one connection, then at [`MANY`].
+    creates_one: usize,
+    creates_many: usize,
+    /// Alternating rounds of the creates and their ceiling.
+    rounds: usize,
+    /// How long memory is left to settle before it is read.
+    settle: Duration,
+    /// Over how long the controller's CPU is read to tell whether it is quiet.
+    quiet_sample: Duration,
+}
+
+/// 10 200 Applications, and as many Secrets, in all.
+const FULL: Sizes = Sizes {
+    span: Duration::from_secs(4),
+    creates_one: 700,
+    creates_many: 2_700,
+    rounds: 3,
+    settle: Duration::from_secs(3),
+    quiet_sample: Duration::from_secs(1),
+};
+
+const SMOKE: Sizes = Sizes {
+    span: Duration::from_millis(300),
+    creates_one: 10,
+    creates_many: MANY,
+    rounds: 1,
+    settle: Duration::from_millis(300),
+    quiet_sample: Duration::from_millis(300),
+};
 
 /// A child process this benchmark started, killed (by its own id) when dropped.
 pub(crate) struct Process(Child);
@@ -75,28 +104,15 @@ fn sibling(binary: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// CPU time process `pid` has used, in clock ticks (`utime + stime` of `/proc/<pid>/stat`).
-fn cpu_ticks(pid: u32) -> Result<u64, String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).map_err(|e| e.to_string())?;
-    // The fields after the command name, which is in parentheses and may hold spaces.
-    let fields: Vec<&str> = stat.rsplit_once(')').map_or("", |(_, rest)| rest).split_whitespace().collect();
-    let field = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok());
-    match (field(11), field(12)) {
-        (Some(user), Some(system)) => Ok(user + system),
-        _ => Err(format!("no CPU times for process {pid}")),
-    }
-}
-
-/// Waits until process `pid` uses under a tenth of a core over a second (at most two
+/// Waits until process `pid` uses under a tenth of a core over `sample` (at most two
 /// minutes); answers how long that took.
-async fn quiet(pid: u32) -> Result<Duration, String> {
+async fn quiet(pid: u32, sample: Duration) -> Result<Duration, String> {
     let started = Instant::now();
-    let mut before = cpu_ticks(pid)?;
+    let mut before = crate::nodes::cpu_seconds(pid)?;
     while started.elapsed() < Duration::from_secs(120) {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let now = cpu_ticks(pid)?;
-        // Clock ticks are hundredths of a second on Linux.
-        if now - before < 10 {
+        tokio::time::sleep(sample).await;
+        let now = crate::nodes::cpu_seconds(pid)?;
+        if now - before < 0.1 * sample.as_secs_f64() {
             break;
         }
         before = now;
@@ -249,8 +265,8 @@ fn http_args(url: &str, token: Option<&str>, connections: usize) -> Vec<String> 
     args
 }
 
-fn timed(mut args: Vec<String>) -> Vec<String> {
-    args.extend(["--seconds".into(), SPAN.as_secs_f64().to_string()]);
+fn timed(mut args: Vec<String>, span: Duration) -> Vec<String> {
+    args.extend(["--seconds".into(), span.as_secs_f64().to_string()]);
     args
 }
 
@@ -291,8 +307,9 @@ impl Rounds {
         self.ceiling.push(ceiling);
     }
 
-    /// The median of each figure, and the ratio's median and spread over the rounds.
-    fn print(&self) {
+    /// Prints the median of each figure, and the ratio's median and spread over the rounds;
+    /// adds the medians to `report`.
+    fn print(&self, report: &mut Report) {
         let median = |values: &mut Vec<f64>| {
             values.sort_by(f64::total_cmp);
             values[values.len() / 2]
@@ -313,13 +330,28 @@ impl Rounds {
             median(&mut of(&self.ceiling, |f| f.p99)),
             median(&mut ratios),
         );
+        let ours_rate = median(&mut of(&self.ours, |f| f.rate));
+        let ceiling_rate = median(&mut of(&self.ceiling, |f| f.rate));
+        report
+            .figure(format!("{}, of durable HTTP, median of rounds", self.label), ours_rate, "req/s")
+            .ceiling(ceiling_rate)
+            .ratio(median(&mut ratios));
+        report
+            .figure(
+                format!("{}, p50, median of rounds", self.label),
+                median(&mut of(&self.ours, |f| f.p50)),
+                "ms",
+            )
+            .ceiling(median(&mut of(&self.ceiling, |f| f.p50)));
     }
 }
 
-/// One printed row: ours beside its ceiling.
-fn row(label: &str, ours: Figures, ceiling: Figures, ceiling_name: &str, target: &str) {
+/// One printed row: ours beside its ceiling, its rate and p50 added to `report`.
+fn row(label: &str, ours: Figures, ceiling: Figures, ceiling_name: &str, report: &mut Report) {
+    report.figure(format!("{label}, of the {ceiling_name}"), ours.rate, "req/s").ceiling(ceiling.rate);
+    report.figure(format!("{label}, p50"), ours.p50, "ms").ceiling(ceiling.p50);
     println!(
-        "  {label:<10} ours {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | {ceiling_name:<26} {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | ratio {:.2}{target}",
+        "  {label:<10} ours {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | {ceiling_name:<26} {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | ratio {:.2}",
         ours.rate,
         ours.p50,
         ours.p99,
@@ -349,15 +381,19 @@ async fn post(client: &reqwest::Client, url: &str, token: &str, body: &Value) ->
 }
 
 /// `kayra-bench http`.
-pub(crate) async fn run() -> Result<(), String> {
+pub(crate) async fn run(size: Size) -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let Sizes { span, creates_one, creates_many, rounds: round_count, settle, quiet_sample } =
+        size.pick(FULL, SMOKE);
+    let mut report = Report::new("http", size);
     println!("external HTTP benchmark: one run; each ratio compares two figures from this run");
     println!(
-        "  kayra-controller (release, sled, --no-agent) over plain HTTP with a bearer token; load from `kayra-bench http-load`, a process of its own (HTTP/1.1 keep-alive)\n"
+        "  kayra-controller ({}, sled, --no-agent) over plain HTTP with a bearer token; load from `kayra-bench http-load`, a process of its own (HTTP/1.1 keep-alive)\n",
+        profile()
     );
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let controller = start_controller(dir.path()).await?;
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(settle).await;
     let empty_rss = rss_mib(controller.process.0.id())?;
     let (url, token) = (controller.url.clone(), controller.token.clone());
     let client = reqwest::Client::new();
@@ -398,17 +434,17 @@ pub(crate) async fn run() -> Result<(), String> {
     let pid = controller.process.0.id();
     let mut creates: Vec<Rounds> = Vec::new();
     let mut waited = Duration::ZERO;
-    for round in 1..=ROUNDS {
+    for round in 1..=round_count {
         let mut at = 0;
         for (kind, target, template) in [("Secret", &secrets, &secret), ("Application", &apps, &application)]
         {
-            for (connections, count) in [(1, CREATES_ONE), (MANY, CREATES_MANY)] {
-                waited += quiet(pid).await?;
+            for (connections, count) in [(1, creates_one), (MANY, creates_many)] {
+                waited += quiet(pid, quiet_sample).await?;
                 // The same body as ours, so that the ceiling reads and stores as many bytes.
                 let mut durable = counted(http_args(&durable_url, None, connections), count);
                 durable.extend(["--post".into(), template.to_string(), "--prefix".into(), "durable".into()]);
                 let ceiling = measure(durable).await?;
-                waited += quiet(pid).await?;
+                waited += quiet(pid, quiet_sample).await?;
                 let prefix = format!("{}-{connections}-{round}", kind.to_lowercase());
                 let ours = measure(creating(target, template, connections, count, prefix)).await?;
                 if round == 1 {
@@ -420,10 +456,10 @@ pub(crate) async fn run() -> Result<(), String> {
         }
     }
     drop(durable_process);
-    let busy = quiet(pid).await?;
+    let busy = quiet(pid, quiet_sample).await?;
     let (_, after) = get_json(&client, &format!("{apps}?limit=1"), &token).await?;
     let writes = revision(&after).saturating_sub(revision(&before));
-    let created = 2 * ROUNDS * (CREATES_ONE + CREATES_MANY);
+    let created = 2 * round_count * (creates_one + creates_many);
 
     // The bare handler serves what the controller answers: one Application, one LIST page.
     let probe = format!("{apps}/application-{MANY}-1-0");
@@ -436,16 +472,16 @@ pub(crate) async fn run() -> Result<(), String> {
     std::fs::write(&list_file, &list_body).map_err(|e| e.to_string())?;
     let (bare_process, bare_get, bare_list) = start_bare(&get_file, &list_file).await?;
 
-    let mut table = Vec::new();
+    let mut table: Vec<(String, Figures, Figures, &str)> = Vec::new();
     for connections in [1, MANY] {
-        let ceiling = measure(timed(http_args(&bare_get, None, connections))).await?;
-        let ours = measure(timed(http_args(&probe, Some(&token), connections))).await?;
-        table.push((format!("GET-{connections}"), ours, ceiling, "bare axum handler", ""));
+        let ceiling = measure(timed(http_args(&bare_get, None, connections), span)).await?;
+        let ours = measure(timed(http_args(&probe, Some(&token), connections), span)).await?;
+        table.push((format!("GET-{connections}"), ours, ceiling, "bare axum handler"));
     }
     for connections in [1, MANY] {
-        let ceiling = measure(timed(http_args(&bare_list, None, connections))).await?;
-        let ours = measure(timed(http_args(&page, Some(&token), connections))).await?;
-        table.push((format!("LIST-{connections}"), ours, ceiling, "same bytes from memory", ""));
+        let ceiling = measure(timed(http_args(&bare_list, None, connections), span)).await?;
+        let ours = measure(timed(http_args(&page, Some(&token), connections), span)).await?;
+        table.push((format!("LIST-{connections}"), ours, ceiling, "same bytes from memory"));
     }
     drop(bare_process);
 
@@ -454,30 +490,43 @@ pub(crate) async fn run() -> Result<(), String> {
         object.len(),
         list_body.len() / 1024
     );
-    for (label, ours, ceiling, name, target) in &table {
-        row(label, *ours, *ceiling, name, target);
+    for (label, ours, ceiling, name) in &table {
+        row(label, *ours, *ceiling, name, &mut report);
     }
     println!(
-        "\nCREATE, {ROUNDS} alternating rounds of {CREATES_ONE} creates at 1 connection and {CREATES_MANY} at {MANY}, against the durable-HTTP ceiling (a bare handler's group-committed sled insert, another process); each run started once the controller was quiet ({:.1} s waited in all):",
+        "\nCREATE, {round_count} alternating rounds of {creates_one} creates at 1 connection and {creates_many} at {MANY}, against the durable-HTTP ceiling (a bare handler's group-committed sled insert, another process); each run started once the controller was quiet ({:.1} s waited in all):",
         waited.as_secs_f64()
     );
     for rounds in &creates {
-        rounds.print();
+        rounds.print(&mut report);
     }
     println!(
         "  stored writes for the {created} CREATEs: {writes} once the controller was quiet ({:.1} s after the last): the rest are the scheduler's (an Unschedulable condition and an Event for each Application no Node can take)",
         busy.as_secs_f64()
     );
 
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(settle).await;
     let full_rss = rss_mib(controller.process.0.id())?;
     drop(controller);
     let restarted = start_controller(dir.path()).await?;
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(settle).await;
     let restarted_rss = rss_mib(restarted.process.0.id())?;
     println!(
         "\nidle controller RSS: empty {empty_rss:.1} MiB; holding {} Applications and as many Secrets {full_rss:.1} MiB after creating them, {restarted_rss:.1} MiB after a restart",
         created / 2
     );
+    report.figure(
+        format!("stored writes per CREATE, {created} CREATEs"),
+        writes as f64 / created as f64,
+        "count",
+    );
+    report.figure("idle controller RSS, empty", empty_rss, "MiB");
+    report.figure(
+        format!("idle controller RSS, {} Applications and Secrets each", created / 2),
+        full_rss,
+        "MiB",
+    );
+    report.figure("idle controller RSS, the same after a restart", restarted_rss, "MiB");
+    report.print();
     Ok(())
 }

@@ -22,16 +22,26 @@ use kayra_loop::{Action, Key, ReconcileError, Reconciler};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// Keys of the throughput run.
-const KEYS: usize = 10_000;
+use crate::report::{Report, Size};
+
 /// Workers of the loop and of the bare channel loop alike.
 const WORKERS: usize = 4;
-/// Alternating rounds of the throughput run (after one warm-up round of each).
-const ROUNDS: usize = 15;
-/// Changes of the storm.
-const CHANGES: usize = 100_000;
-/// Keys the storm's changes are spread over.
-const STORM_KEYS: usize = 1_000;
+
+/// How much work each measurement does.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// Keys of the throughput run.
+    keys: usize,
+    /// Alternating rounds of the throughput run (after one warm-up round of each).
+    rounds: usize,
+    /// Changes of the storm.
+    changes: usize,
+    /// Keys the storm's changes are spread over.
+    storm_keys: usize,
+}
+
+const FULL: Sizes = Sizes { keys: 10_000, rounds: 15, changes: 100_000, storm_keys: 1_000 };
+const SMOKE: Sizes = Sizes { keys: 1_000, rounds: 1, changes: 2_000, storm_keys: 100 };
 /// What one reconcile of the storm takes.
 const STORM_WORK: Duration = Duration::from_millis(1);
 
@@ -52,8 +62,8 @@ impl Reconciler for Noop {
     }
 }
 
-fn noop(done: &Arc<Notify>) -> Noop {
-    Noop { seen: AtomicUsize::new(0), target: KEYS, done: done.clone() }
+fn noop(done: &Arc<Notify>, target: usize) -> Noop {
+    Noop { seen: AtomicUsize::new(0), target, done: done.clone() }
 }
 
 fn distinct_keys(count: usize) -> Vec<Key> {
@@ -63,7 +73,9 @@ fn distinct_keys(count: usize) -> Vec<Key> {
 /// Keys per second of a [`Loop`] fed every key at once by a fixed source.
 async fn through_the_loop(keys: &[Key]) -> Result<f64, String> {
     let done = Arc::new(Notify::new());
-    let lp = Loop::new("bench", noop(&done)).source(Fixed::new(keys.iter().cloned())).concurrency(WORKERS);
+    let lp = Loop::new("bench", noop(&done, keys.len()))
+        .source(Fixed::new(keys.iter().cloned()))
+        .concurrency(WORKERS);
     let stop = CancellationToken::new();
     let started = Instant::now();
     let running = tokio::spawn(lp.run(stop.clone()));
@@ -79,8 +91,9 @@ async fn through_the_loop(keys: &[Key]) -> Result<f64, String> {
 /// to them in turn: no lock or queue is shared between the workers.
 async fn through_a_channel(keys: &[Key]) -> Result<f64, String> {
     let done = Arc::new(Notify::new());
-    let reconciler: Arc<dyn Reconciler> = Arc::new(noop(&done));
+    let reconciler: Arc<dyn Reconciler> = Arc::new(noop(&done, keys.len()));
     let keys = keys.to_vec();
+    let count = keys.len();
     let started = Instant::now();
     let mut senders = Vec::with_capacity(WORKERS);
     let mut workers = tokio::task::JoinSet::new();
@@ -103,7 +116,7 @@ async fn through_a_channel(keys: &[Key]) -> Result<f64, String> {
     let elapsed = started.elapsed();
     workers.abort_all();
     finished.map_err(|_| "the channel loop did not reconcile every key within a minute".to_owned())?;
-    Ok(KEYS as f64 / elapsed.as_secs_f64())
+    Ok(count as f64 / elapsed.as_secs_f64())
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -123,17 +136,19 @@ impl Changes {
     }
 }
 
-/// A source that makes the storm: each change bumps its key's version, then adds the key.
+/// A source that makes the storm: each of `count` changes bumps its key's version, then adds
+/// the key.
 struct Storm {
     changes: Arc<Changes>,
+    count: usize,
     pushed: Arc<Notify>,
 }
 
 #[async_trait::async_trait]
 impl Source for Storm {
     async fn run(&self, sink: Sink, _stop: CancellationToken) {
-        for i in 0..CHANGES {
-            let at = i % STORM_KEYS;
+        for i in 0..self.count {
+            let at = i % self.changes.keys.len();
             self.changes.versions[at].fetch_add(1, Ordering::Release);
             sink.add(self.changes.keys[at].clone());
         }
@@ -173,23 +188,23 @@ struct StormFigures {
 
 /// Runs the storm until every key's last change is reconciled; answers how many reconciles
 /// that took.
-async fn storm() -> Result<StormFigures, String> {
+async fn storm(sizes: Sizes) -> Result<StormFigures, String> {
     let changes = Arc::new(Changes {
-        keys: (0..STORM_KEYS).map(|i| Key::new(format!("storm/{i}"))).collect(),
-        versions: (0..STORM_KEYS).map(|_| AtomicU64::new(0)).collect(),
+        keys: (0..sizes.storm_keys).map(|i| Key::new(format!("storm/{i}"))).collect(),
+        versions: (0..sizes.storm_keys).map(|_| AtomicU64::new(0)).collect(),
     });
-    let read: Arc<[AtomicU64]> = (0..STORM_KEYS).map(|_| AtomicU64::new(0)).collect();
+    let read: Arc<[AtomicU64]> = (0..sizes.storm_keys).map(|_| AtomicU64::new(0)).collect();
     let reconciles = Arc::new(AtomicUsize::new(0));
     let reconciler = Slow { changes: changes.clone(), read: read.clone(), reconciles: reconciles.clone() };
     let pushed = Arc::new(Notify::new());
-    let source = Storm { changes: changes.clone(), pushed: pushed.clone() };
+    let source = Storm { changes: changes.clone(), count: sizes.changes, pushed: pushed.clone() };
     let lp = Loop::new("storm", reconciler).source(source).concurrency(WORKERS);
     let stop = CancellationToken::new();
     let started = Instant::now();
     let running = tokio::spawn(lp.run(stop.clone()));
     pushed.notified().await;
     let pushing = started.elapsed();
-    let last = (CHANGES / STORM_KEYS) as u64;
+    let last = (sizes.changes / sizes.storm_keys) as u64;
     let caught_up = async {
         while read.iter().any(|read| read.load(Ordering::Relaxed) < last) {
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -206,13 +221,15 @@ async fn storm() -> Result<StormFigures, String> {
 }
 
 /// Runs the loop benchmark and prints its figures.
-pub(crate) async fn run() -> Result<(), String> {
+pub(crate) async fn run(size: Size) -> Result<(), String> {
     println!("loop runtime benchmark: one run; the ratio compares two figures from this run\n");
-    let keys = distinct_keys(KEYS);
+    let sizes = size.pick(FULL, SMOKE);
+    let Sizes { keys: count, rounds, changes, storm_keys } = sizes;
+    let keys = distinct_keys(count);
     through_the_loop(&keys).await?;
     through_a_channel(&keys).await?;
     let (mut ours, mut bare, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..ROUNDS {
+    for _ in 0..rounds {
         let loop_rate = through_the_loop(&keys).await?;
         let channel_rate = through_a_channel(&keys).await?;
         ratios.push(loop_rate / channel_rate);
@@ -220,19 +237,26 @@ pub(crate) async fn run() -> Result<(), String> {
         bare.push(channel_rate);
     }
     println!(
-        "{KEYS} distinct keys through a no-op reconcile, {WORKERS} workers, median of {ROUNDS} alternating rounds"
+        "{count} distinct keys through a no-op reconcile, {WORKERS} workers, median of {rounds} alternating rounds, beside bare mpsc channels, one per worker (target ratio >= 0.5)"
     );
-    println!("  kayra-loop Loop                 {:>10.0} keys/s", median(ours));
-    println!("  bare mpsc channels, {WORKERS} workers  {:>10.0} keys/s", median(bare));
-    println!("  ratio (median of rounds)        {:>10.2}   (target >= 0.5)\n", median(ratios));
+    let mut report = Report::new("loop", size);
+    report
+        .figure(format!("{count} keys through a no-op reconcile, of bare channels"), median(ours), "keys/s")
+        .ceiling(median(bare))
+        .ratio(median(ratios));
 
-    let storm = storm().await?;
+    let storm = storm(sizes).await?;
     println!(
-        "a storm of {CHANGES} changes round-robin over {STORM_KEYS} keys, added as fast as one task can, reconcile = {} ms sleep, {WORKERS} workers",
+        "a storm of {changes} changes round-robin over {storm_keys} keys, added as fast as one task can, reconcile = {} ms sleep, {WORKERS} workers (target: at most two reconciles per key)",
         STORM_WORK.as_millis()
     );
-    println!("  changes added in                {:>10.1} ms", storm.pushing.as_secs_f64() * 1e3);
-    println!("  every key's last change seen at {:>10.1} ms", storm.settled.as_secs_f64() * 1e3);
-    println!("  reconciles                      {:>10}   (target <= 2000)", storm.reconciles);
+    report.figure("storm: changes added in", storm.pushing.as_secs_f64() * 1e3, "ms");
+    report.figure("storm: every key's last change seen at", storm.settled.as_secs_f64() * 1e3, "ms");
+    report.figure(
+        format!("storm: reconciles for {changes} changes of {storm_keys} keys"),
+        storm.reconciles as f64,
+        "count",
+    );
+    report.print();
     Ok(())
 }

@@ -24,6 +24,8 @@ use serde_json::{Value, json};
 
 use agents::Fleet;
 
+use crate::report::{Report, Size};
+
 const FLEET: &str = "/apis/fleet.example.com/v1/namespaces/default";
 /// Concurrent HTTP/1.1 clients creating the Applications.
 const CREATORS: usize = 64;
@@ -31,8 +33,6 @@ const CREATORS: usize = 64;
 const OPENING_DEADLINE: Duration = Duration::from_secs(600);
 /// How long one push may take to reach every node before the round counts the rest as lost.
 const ROUND_DEADLINE: Duration = Duration::from_secs(60);
-/// How long memory is left to settle before it is read.
-const SETTLE: Duration = Duration::from_secs(3);
 
 /// What `kayra-bench nodes` was asked for.
 #[derive(Debug)]
@@ -42,11 +42,31 @@ struct Options {
     store: String,
     /// How long the heartbeats are measured for.
     heartbeats: Duration,
+    /// How often each node heartbeats: the real agent's interval, shorter in a smoke run.
+    interval: Duration,
+    /// How long memory is left to settle before it is read.
+    settle: Duration,
 }
 
-fn options(args: &[String]) -> Result<Options, String> {
-    let mut options =
-        Options { nodes: 10_000, rounds: 5, store: "memory".into(), heartbeats: Duration::from_secs(120) };
+fn options(args: &[String], size: Size) -> Result<Options, String> {
+    let mut options = size.pick(
+        Options {
+            nodes: 10_000,
+            rounds: 5,
+            store: "memory".into(),
+            heartbeats: Duration::from_secs(120),
+            interval: agents::HEARTBEAT,
+            settle: Duration::from_secs(3),
+        },
+        Options {
+            nodes: 20,
+            rounds: 1,
+            store: "memory".into(),
+            heartbeats: Duration::from_secs(1),
+            interval: Duration::from_secs(1),
+            settle: Duration::from_millis(300),
+        },
+    );
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value"));
@@ -295,7 +315,7 @@ async fn heartbeats(
     window: Duration,
 ) -> Result<Heartbeats, String> {
     fleet.heartbeats(true);
-    tokio::time::sleep(agents::HEARTBEAT).await;
+    tokio::time::sleep(fleet.interval).await;
     let revision = match controller {
         Some(controller) => Some(store_revision(controller).await?),
         None => None,
@@ -319,7 +339,7 @@ async fn heartbeats(
     println!(
         "  {} nodes heartbeating every {} s for {elapsed:.0} s: {:.2} cores, {:.3} ms CPU per node per minute{}",
         fleet.held,
-        agents::HEARTBEAT.as_secs(),
+        fleet.interval.as_secs_f64(),
         measured.cores,
         measured.cpu_ms_per_node_minute,
         match (writes, measured.writes_per_node_minute) {
@@ -498,11 +518,12 @@ async fn ours(options: &Options, dir: &Path) -> Result<(Measured, Value, Value, 
         certificates.len(),
         started.elapsed().as_secs_f64()
     );
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(options.settle).await;
     let before = rss(controller.process.pid())?;
-    let mut fleet = agents::open(&controller.url, &ca_pem, &certificates, OPENING_DEADLINE).await;
+    let mut fleet =
+        agents::open(&controller.url, &ca_pem, &certificates, OPENING_DEADLINE, options.interval).await;
     print_fleet(&fleet, options.nodes);
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(options.settle).await;
     let after = rss(controller.process.pid())?;
     let per_session = after.saturating_sub(before) as f64 / fleet.held.max(1) as f64;
     println!(
@@ -584,11 +605,11 @@ async fn bare_ceiling(
     let ca_pem = std::fs::read_to_string(pki.join("ca.crt")).map_err(|e| e.to_string())?;
     let ca_key = std::fs::read_to_string(pki.join("ca.key")).map_err(|e| e.to_string())?;
     let certificates = agents::issue(&ca_pem, &ca_key, options.nodes).await?;
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(options.settle).await;
     let before = rss(process.pid())?;
-    let mut fleet = agents::open(&url, &ca_pem, &certificates, OPENING_DEADLINE).await;
+    let mut fleet = agents::open(&url, &ca_pem, &certificates, OPENING_DEADLINE, options.interval).await;
     print_fleet(&fleet, options.nodes);
-    tokio::time::sleep(SETTLE).await;
+    tokio::time::sleep(options.settle).await;
     let after = rss(process.pid())?;
     let per_session = after.saturating_sub(before) as f64 / fleet.held.max(1) as f64;
     println!(
@@ -617,9 +638,9 @@ async fn bare_ceiling(
     Ok(Measured { held, per_session, p50, p99, lost, heartbeats })
 }
 
-pub(crate) async fn run(args: &[String]) -> Result<(), String> {
+pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let options = options(args)?;
+    let options = options(args, size)?;
     println!("node benchmark: one run; each ratio compares two figures from this run");
     if let Some(limit) = open_files_limit() {
         println!("  open files allowed per process: {limit} (each process here needs one per session)");
@@ -662,6 +683,21 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
             "  store writes         ours {writes:>6.2} per node per minute (the bare server has no store)"
         );
     }
+    let mut report = Report::new("nodes", size);
+    let nodes = options.nodes;
+    report.figure(format!("sessions held of {nodes}"), ours.held as f64, "count").ceiling(bare.held as f64);
+    report.figure("RSS per session", ours.per_session / 1024.0, "KiB").ceiling(bare.per_session / 1024.0);
+    report.figure(format!("push to every node, p50, {nodes} nodes"), ours.p50, "ms").ceiling(bare.p50);
+    report.figure(format!("push to every node, p99, {nodes} nodes"), ours.p99, "ms").ceiling(bare.p99);
+    report.figure("pushes lost", ours.lost as f64, "count");
+    report.figure("pushes lost by the bare server", bare.lost as f64, "count");
+    report
+        .figure("heartbeats' CPU per node per minute", ours.heartbeats.cpu_ms_per_node_minute, "ms")
+        .ceiling(bare.heartbeats.cpu_ms_per_node_minute);
+    if let Some(writes) = ours.heartbeats.writes_per_node_minute {
+        report.figure("heartbeats' store writes per node per minute", writes, "count");
+    }
+    report.print();
     // A push that never arrived is a failure of what is measured, not a slow sample.
     if ours.lost > 0 || bare.lost > 0 {
         return Err(format!(

@@ -15,14 +15,28 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use kayra_store_etcd::test_server::EtcdCluster;
+use kayra_store_etcd::test_server::{EtcdCluster, StartError};
 use reqwest::Client;
 use serde_json::{Value, json};
 
 use crate::nodes::{Process, answering, free_port, quantile, sibling};
+use crate::report::{Report, Size};
 
 const SECRETS: &str = "/apis/fleet.example.com/v1/namespaces/default/secrets";
-const DELAYS: usize = 1000;
+
+/// How much each measurement does, and how long it waits.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// Rounds of each kill, unless `--rounds` says.
+    rounds: usize,
+    /// Writes timed to a watch, on another replica and on the same.
+    delays: usize,
+    /// How long after a kill writes are watched for, and the writer warms up before the first.
+    settle: Duration,
+}
+
+const FULL: Sizes = Sizes { rounds: 10, delays: 1000, settle: Duration::from_secs(5) };
+const SMOKE: Sizes = Sizes { rounds: 1, delays: 20, settle: Duration::from_secs(2) };
 
 /// One controller replica: its data directory, its ports and, while it runs, its process.
 struct Replica {
@@ -157,6 +171,7 @@ async fn watch_delays(
     writer_url: &str,
     watch_url: &str,
     prefix: &str,
+    count: usize,
 ) -> Result<Vec<Duration>, String> {
     let list: Value = admin
         .get(format!("{watch_url}{SECRETS}"))
@@ -190,8 +205,8 @@ async fn watch_delays(
             }
         }
     });
-    let mut sent = Vec::with_capacity(DELAYS);
-    for n in 0..DELAYS {
+    let mut sent = Vec::with_capacity(count);
+    for n in 0..count {
         let name = format!("{prefix}-{n}");
         let body =
             json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": name}});
@@ -208,13 +223,13 @@ async fn watch_delays(
         sent.push((name, at));
     }
     let deadline = Instant::now() + Duration::from_secs(30);
-    while arrivals.lock().expect("the watch's record").len() < DELAYS && Instant::now() < deadline {
+    while arrivals.lock().expect("the watch's record").len() < count && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     reader.abort();
     let arrived: std::collections::HashMap<String, Instant> =
         arrivals.lock().expect("the watch's record").iter().cloned().collect();
-    let mut delays: Vec<Duration> = Vec::with_capacity(DELAYS);
+    let mut delays: Vec<Duration> = Vec::with_capacity(count);
     for (name, at) in sent {
         let Some(arrival) = arrived.get(&name) else {
             return Err(format!("the watch through {watch_url} never saw {name}"));
@@ -225,14 +240,14 @@ async fn watch_delays(
     Ok(delays)
 }
 
-fn rounds_of(args: &[String]) -> Result<usize, String> {
+fn rounds_of(args: &[String], default: usize) -> Result<usize, String> {
     match args {
-        [] => Ok(10),
+        [] => Ok(default),
         [flag, value] if flag == "--rounds" => match value.parse::<usize>() {
             Ok(rounds) if rounds > 0 => Ok(rounds),
             _ => Err("--rounds needs a number of at least 1".into()),
         },
-        _ => Err("usage: kayra-bench replicas [--rounds R]".into()),
+        _ => Err("usage: kayra-bench replicas [--rounds R] [--smoke]".into()),
     }
 }
 
@@ -245,26 +260,36 @@ fn line(label: &str, sorted: &[Duration], election: f64) {
     );
 }
 
-pub(crate) async fn run(args: &[String]) -> Result<(), String> {
-    let rounds = rounds_of(args)?;
+pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
+    let Sizes { rounds, delays, settle } = size.pick(FULL, SMOKE);
+    let rounds = rounds_of(args, rounds)?;
+    let mut report = Report::new("replicas", size);
     let _ = rustls::crypto::ring::default_provider().install_default();
     println!(
         "Replicas benchmark: one run of {rounds} rounds; each ratio compares two figures from this run\n"
     );
-    let mut etcd = EtcdCluster::start(3).await.map_err(|e| format!("a three-member etcd: {e}"))?;
+    let mut etcd = match EtcdCluster::start(3).await {
+        Ok(etcd) => etcd,
+        Err(StartError::Missing) => {
+            // How a benchmark says it could not run for want of a tool; `cargo xtask bench
+            // --smoke` records it as a skip.
+            println!("skipped: replicas: {}", StartError::Missing);
+            return Ok(());
+        }
+        Err(error) => return Err(format!("a three-member etcd: {error}")),
+    };
     let endpoints = etcd.endpoints().join(",");
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let (mut replicas, admin) = replicas(dir.path(), &endpoints).await?;
     let urls: Vec<String> = replicas.iter().map(Replica::url).collect();
 
-    let cross = watch_delays(&admin, &urls[0], &urls[1], "cross").await?;
-    let same = watch_delays(&admin, &urls[0], &urls[0], "same").await?;
+    let cross = watch_delays(&admin, &urls[0], &urls[1], "cross", delays).await?;
+    let same = watch_delays(&admin, &urls[0], &urls[0], "same", delays).await?;
 
     let acks: Arc<Mutex<Vec<Instant>>> = Arc::default();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     writer(admin.clone(), urls.clone(), acks.clone(), stop.clone());
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let settle = Duration::from_secs(5);
+    tokio::time::sleep(settle / 2).await;
     let (mut elections, mut etcd_windows, mut replica_windows) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         let leader = etcd.leader().await.ok_or("etcd has no leader")?;
@@ -305,7 +330,7 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     line("etcd's own election after its leader's kill", &elections, election);
     line("writes after the etcd leader's kill", &etcd_windows, election);
     line("writes after a replica's kill", &replica_windows, election);
-    println!("\na write through one replica seen by a watch ({DELAYS} writes each):");
+    println!("\na write through one replica seen by a watch ({delays} writes each):");
     line("on another replica", &cross, election);
     line("on the same replica (the ceiling)", &same, election);
     println!(
@@ -313,5 +338,19 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
         quantile(&cross, 0.99) / quantile(&same, 0.99),
         if quantile(&cross, 0.99) <= 1000.0 { "met" } else { "NOT met" }
     );
+    report.figure("etcd's own election after its leader's kill, p50", election, "ms");
+    for (label, windows) in [("the etcd leader's", &etcd_windows), ("a replica's", &replica_windows)] {
+        for (quantile_name, q) in [("p50", 0.5), ("p99", 0.99)] {
+            let name =
+                format!("write unavailability after {label} kill, {quantile_name}, of etcd's election p50");
+            report.figure(name, quantile(windows, q), "ms").ceiling(election);
+        }
+    }
+    for (quantile_name, q) in [("p50", 0.5), ("p99", 0.99)] {
+        let name =
+            format!("a write seen by a watch on another replica, {quantile_name}, of the same replica's");
+        report.figure(name, quantile(&cross, q), "ms").ceiling(quantile(&same, q));
+    }
+    report.print();
     Ok(())
 }

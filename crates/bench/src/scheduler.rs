@@ -35,9 +35,21 @@ use kayra_store::mvcc::{MvccStore, Options};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-const NODES: usize = 1_000;
-const APPLICATIONS: usize = 10_000;
+use crate::report::{Report, Size};
+
 const WRITERS: usize = 32;
+
+/// How many Nodes, and how many Applications are placed onto them.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    nodes: usize,
+    applications: usize,
+}
+
+const FULL: Sizes = Sizes { nodes: 1_000, applications: 10_000 };
+/// Ten Nodes per zone, as many as an anti-affine group has members: a member that selects a
+/// zone always finds a Node there that the rest of its group left free.
+const SMOKE: Sizes = Sizes { nodes: 100, applications: 100 };
 
 /// The application layer over an in-memory store, or sled under `sled`.
 pub(crate) fn control(sled: Option<&std::path::Path>) -> Result<Arc<ApplicationLayer>, String> {
@@ -127,10 +139,10 @@ where
     Ok(all.into_iter().map(|(_, t)| t).collect())
 }
 
-async fn create_nodes(client: &Client) -> Result<(), String> {
+async fn create_nodes(client: &Client, count: usize) -> Result<(), String> {
     let nodes = client.resource("", "nodes").map_err(|e| e.to_string())?;
     let client = client.clone();
-    concurrently(NODES, move |i| {
+    concurrently(count, move |i| {
         let (client, nodes) = (client.clone(), nodes.clone());
         async move { client.create(&nodes, None, node(i)).await.map(|_| ()).map_err(|e| e.to_string()) }
     })
@@ -151,11 +163,11 @@ async fn namespace(client: &Client, name: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
-/// Writes 10 000 bindings directly: answers bindings per second.
-async fn direct_bindings(client: &Client, applications: &Resource) -> Result<f64, String> {
+/// Writes as many bindings directly as the scheduler makes: answers bindings per second.
+async fn direct_bindings(client: &Client, applications: &Resource, sizes: Sizes) -> Result<f64, String> {
     namespace(client, "direct").await?;
     let (c, r) = (client.clone(), applications.clone());
-    let versions: Vec<String> = concurrently(APPLICATIONS, move |i| {
+    let versions: Vec<String> = concurrently(sizes.applications, move |i| {
         let (client, resource) = (c.clone(), r.clone());
         async move {
             let created = client
@@ -170,20 +182,20 @@ async fn direct_bindings(client: &Client, applications: &Resource) -> Result<f64
     let annotation = scheduled_by_annotation("example.com");
     let c = client.clone();
     let started = Instant::now();
-    concurrently(APPLICATIONS, move |i| {
+    concurrently(sizes.applications, move |i| {
         let (client, versions, annotation) = (c.clone(), versions.clone(), annotation.clone());
         async move {
             let mut annotations = serde_json::Map::new();
             annotations.insert(annotation, json!(SCHEDULER));
             let name = format!("app-{i:05}");
-            let node = format!("node-{:04}", i % NODES);
+            let node = format!("node-{:04}", i % sizes.nodes);
             let binding =
                 kayra_application::binding::binding_to(&name, &node, Some(&versions[i]), annotations);
             client.bind("direct", &name, &binding).await.map(|_| ()).map_err(|e| e.to_string())
         }
     })
     .await?;
-    Ok(APPLICATIONS as f64 / started.elapsed().as_secs_f64())
+    Ok(sizes.applications as f64 / started.elapsed().as_secs_f64())
 }
 
 /// What one placement run measured.
@@ -197,15 +209,16 @@ struct Placed {
     create_time: Duration,
 }
 
-/// Creates the [`APPLICATIONS`] in `namespace` from [`WRITERS`] writers; answers when each
+/// Creates `count` Applications in `namespace` from [`WRITERS`] writers; answers when each
 /// create was answered.
 async fn create_all(
     client: &Client,
     applications: &Resource,
     namespace: &'static str,
+    count: usize,
 ) -> Result<Vec<Instant>, String> {
     let (c, r) = (client.clone(), applications.clone());
-    concurrently(APPLICATIONS, move |i| {
+    concurrently(count, move |i| {
         let (client, resource) = (c.clone(), r.clone());
         async move {
             client
@@ -225,13 +238,14 @@ async fn placements(
     applications: &Resource,
     namespace: &'static str,
     backlog: bool,
+    count: usize,
 ) -> Result<Placed, String> {
     self::namespace(client, namespace).await?;
     let mut created = Vec::new();
     let mut create_time = Duration::ZERO;
     if backlog {
         let started = Instant::now();
-        created = create_all(client, applications, namespace).await?;
+        created = create_all(client, applications, namespace, count).await?;
         create_time = started.elapsed();
     }
     let watching = WatchOptions { namespace: Some(namespace.into()), ..WatchOptions::default() };
@@ -250,8 +264,8 @@ async fn placements(
     }
     let (watch_client, watched) = (client.clone(), applications.clone());
     let watcher = tokio::spawn(async move {
-        let mut bound: HashMap<String, Instant> = HashMap::with_capacity(APPLICATIONS);
-        while bound.len() < APPLICATIONS {
+        let mut bound: HashMap<String, Instant> = HashMap::with_capacity(count);
+        while bound.len() < count {
             let event = match tokio::time::timeout(Duration::from_secs(120), watch.next()).await {
                 Ok(Ok(event)) => event,
                 // Fell behind the writers: watch again from now; the new watch starts with
@@ -279,28 +293,20 @@ async fn placements(
     let mut started = scheduler_started;
     if !backlog {
         started = Instant::now();
-        created = create_all(client, applications, namespace).await?;
+        created = create_all(client, applications, namespace, count).await?;
         create_time = started.elapsed();
     }
     let bound = watcher.await.map_err(|e| e.to_string())?;
     stop.cancel();
     let _ = running.await;
-    if bound.len() < APPLICATIONS {
-        return Err(format!(
-            "only {} of {APPLICATIONS} Applications were bound within the time",
-            bound.len()
-        ));
+    if bound.len() < count {
+        return Err(format!("only {} of {count} Applications were bound within the time", bound.len()));
     }
     let last = bound.values().max().copied().unwrap_or(started);
-    let mut latencies: Vec<Duration> = (0..APPLICATIONS)
-        .map(|i| bound[&format!("app-{i:05}")].saturating_duration_since(created[i]))
-        .collect();
+    let mut latencies: Vec<Duration> =
+        (0..count).map(|i| bound[&format!("app-{i:05}")].saturating_duration_since(created[i])).collect();
     latencies.sort();
-    Ok(Placed {
-        rate: APPLICATIONS as f64 / last.duration_since(started).as_secs_f64(),
-        latencies,
-        create_time,
-    })
+    Ok(Placed { rate: count as f64 / last.duration_since(started).as_secs_f64(), latencies, create_time })
 }
 
 fn is_bound(object: &kayra_registry::Object) -> bool {
@@ -352,7 +358,8 @@ pub(crate) fn store_option<'a>(args: &'a [String], which: &str) -> Result<&'a st
 }
 
 /// The benchmark.
-pub(crate) async fn run(args: &[String]) -> Result<(), String> {
+pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
+    let Sizes { nodes, applications: count } = size.pick(FULL, SMOKE);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let store = store_option(args, "scheduler")?;
     let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
@@ -360,32 +367,29 @@ pub(crate) async fn run(args: &[String]) -> Result<(), String> {
     let client = control.client(kayra_application::controller_identity("bench"));
     let applications = client.resource("fleet.example.com", "applications").map_err(|e| e.to_string())?;
     let started = Instant::now();
-    create_nodes(&client).await?;
-    println!("{NODES} nodes created in {:.1} s", started.elapsed().as_secs_f64());
-    let bindings = direct_bindings(&client, &applications).await?;
-    let Placed { rate, latencies, create_time } = placements(&client, &applications, "placed", false).await?;
+    create_nodes(&client, nodes).await?;
+    println!("{nodes} nodes created in {:.1} s", started.elapsed().as_secs_f64());
+    let bindings = direct_bindings(&client, &applications, Sizes { nodes, applications: count }).await?;
+    let Placed { rate, latencies, create_time } =
+        placements(&client, &applications, "placed", false, count).await?;
     check(&client, &applications, "placed").await?;
-    let backlog = placements(&client, &applications, "backlog", true).await?;
+    let backlog = placements(&client, &applications, "backlog", true, count).await?;
     check(&client, &applications, "backlog").await?;
     let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
-        "scheduler: {APPLICATIONS} Applications onto {NODES} nodes (a third with nodeSelector, a tenth preferring ssd, a fifth anti-affine in groups of ten)"
+        "scheduler: {count} Applications onto {nodes} nodes (a third with nodeSelector, a tenth preferring ssd, a fifth anti-affine in groups of ten), beside {WRITERS} writers binding directly (target ratio >= 0.5)"
     );
     println!(
-        "  created in {:.1} s ({:.0}/s, {WRITERS} writers)",
+        "  created in {:.1} s ({:.0}/s, {WRITERS} writers); the backlog created first in {:.1} s, then the scheduler started",
         create_time.as_secs_f64(),
-        APPLICATIONS as f64 / create_time.as_secs_f64()
-    );
-    println!("  placements/s              {rate:>8.0}");
-    println!("  create→bind p50           {:>8.1} ms", percentile(0.50).as_secs_f64() * 1e3);
-    println!("  create→bind p99           {:>8.1} ms", percentile(0.99).as_secs_f64() * 1e3);
-    println!("  direct bindings/s         {bindings:>8.0}   ({WRITERS} writers, the same binding)");
-    println!("  ratio                     {:>8.2}   (target ≥ 0.5)", rate / bindings);
-    println!(
-        "  a backlog of {APPLICATIONS} created first ({:.1} s), then the scheduler started: {:.0} placements/s, ratio {:.2}",
+        count as f64 / create_time.as_secs_f64(),
         backlog.create_time.as_secs_f64(),
-        backlog.rate,
-        backlog.rate / bindings
     );
+    let mut report = Report::new("scheduler", size);
+    report.figure("placements, live, of direct bindings", rate, "/s").ceiling(bindings);
+    report.figure("placements, from a backlog, of direct bindings", backlog.rate, "/s").ceiling(bindings);
+    report.figure("create to bind, live, p50", percentile(0.50).as_secs_f64() * 1e3, "ms");
+    report.figure("create to bind, live, p99", percentile(0.99).as_secs_f64() * 1e3, "ms");
+    report.print();
     Ok(())
 }

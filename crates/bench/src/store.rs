@@ -8,12 +8,13 @@ use kayra_store::mvcc::{MvccStore, Options};
 use kayra_store::{Op, RangeRequest, Store, Txn};
 use kayra_store_etcd::EtcdStore;
 use kayra_store_etcd::raw::RawEtcd;
-use kayra_store_etcd::test_server::EtcdServer;
+use kayra_store_etcd::test_server::{EtcdServer, StartError};
 use kayra_store_sled::raw::RawSled;
+
+use crate::report::{Report, Size};
 
 const VALUE: [u8; 256] = [b'v'; 256];
 const WRITERS: usize = 64;
-const RANGE_KEYS: usize = 10_000;
 
 /// How much work each measurement does; etcd commits are slower, so it does less.
 #[derive(Clone, Copy)]
@@ -22,12 +23,20 @@ struct Sizes {
     puts_per_writer: usize,
     gets: usize,
     watch_samples: usize,
+    range_keys: usize,
 }
 
-const ENGINE: Sizes = Sizes { single_puts: 2_000, puts_per_writer: 100, gets: 50_000, watch_samples: 500 };
-const ETCD: Sizes = Sizes { single_puts: 1_000, puts_per_writer: 40, gets: 10_000, watch_samples: 300 };
+const ENGINE: Sizes =
+    Sizes { single_puts: 2_000, puts_per_writer: 100, gets: 50_000, watch_samples: 500, range_keys: 10_000 };
+const ETCD: Sizes =
+    Sizes { single_puts: 1_000, puts_per_writer: 40, gets: 10_000, watch_samples: 300, range_keys: 10_000 };
+const ENGINE_SMOKE: Sizes =
+    Sizes { single_puts: 50, puts_per_writer: 2, gets: 1_000, watch_samples: 20, range_keys: 500 };
+const ETCD_SMOKE: Sizes =
+    Sizes { single_puts: 20, puts_per_writer: 1, gets: 200, watch_samples: 10, range_keys: 200 };
 
 struct Figures {
+    range_keys: usize,
     single_put: f64,
     concurrent_put: f64,
     get: f64,
@@ -43,28 +52,33 @@ struct Ceiling {
     get: f64,
 }
 
-pub(crate) async fn run() -> Result<(), String> {
+pub(crate) async fn run(size: Size) -> Result<(), String> {
     println!("storage benchmark: one run; each ratio compares two figures from this run\n");
+    let (engine, etcd) = size.pick((ENGINE, ETCD), (ENGINE_SMOKE, ETCD_SMOKE));
+    let mut report = Report::new("store", size);
     let memory = MvccStore::in_memory(Options::default()).map_err(|e| e.to_string())?;
-    let figures = measure(Arc::new(memory), ENGINE).await?;
-    report("memory", &figures, None);
+    let figures = measure(Arc::new(memory), engine).await?;
+    add("memory", &figures, None, &mut report);
 
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let sled =
         kayra_store_sled::open(&dir.path().join("kayra"), Options::default()).map_err(|e| e.to_string())?;
-    let figures = measure(Arc::new(sled), ENGINE).await?;
-    let ceiling = sled_ceiling(&dir.path().join("raw"), ENGINE).await?;
-    report("sled", &figures, Some(&ceiling));
+    let figures = measure(Arc::new(sled), engine).await?;
+    let ceiling = sled_ceiling(&dir.path().join("raw"), engine).await?;
+    add("sled", &figures, Some(&ceiling), &mut report);
 
     match EtcdServer::start().await {
         Ok(server) => {
             let store = EtcdStore::connect(server.options("/bench/")).await.map_err(|e| e.to_string())?;
-            let figures = measure(Arc::new(store), ETCD).await?;
-            let ceiling = etcd_ceiling(server.endpoint(), ETCD).await?;
-            report("etcd", &figures, Some(&ceiling));
+            let figures = measure(Arc::new(store), etcd).await?;
+            let ceiling = etcd_ceiling(server.endpoint(), etcd).await?;
+            add("etcd", &figures, Some(&ceiling), &mut report);
         }
-        Err(error) => println!("etcd: not measured: {error}"),
+        // How a benchmark says it could not measure a part for want of a tool.
+        Err(error @ StartError::Missing) => println!("skipped: store on etcd: {error}"),
+        Err(error) => return Err(format!("etcd: {error}")),
     }
+    report.print();
     Ok(())
 }
 
@@ -103,7 +117,7 @@ async fn measure(store: Arc<dyn Store>, sizes: Sizes) -> Result<Figures, String>
     }
     let get = rate(sizes.gets, started.elapsed());
 
-    for chunk in (0..RANGE_KEYS).collect::<Vec<_>>().chunks(100) {
+    for chunk in (0..sizes.range_keys).collect::<Vec<_>>().chunks(100) {
         let ops = chunk.iter().map(|i| Op::put(format!("range/{i:06}"), VALUE.to_vec())).collect();
         store.txn(Txn { compares: Vec::new(), ops }).await.map_err(|e| e.to_string())?;
     }
@@ -112,8 +126,8 @@ async fn measure(store: Arc<dyn Store>, sizes: Sizes) -> Result<Figures, String>
         let started = Instant::now();
         let read = store.range(&RangeRequest::prefix("range/")).await.map_err(|e| e.to_string())?;
         reads.push(started.elapsed());
-        if read.kvs.len() != RANGE_KEYS {
-            return Err(format!("the range read {} keys, not {RANGE_KEYS}", read.kvs.len()));
+        if read.kvs.len() != sizes.range_keys {
+            return Err(format!("the range read {} keys, not {}", read.kvs.len(), sizes.range_keys));
         }
     }
     reads.sort();
@@ -131,6 +145,7 @@ async fn measure(store: Arc<dyn Store>, sizes: Sizes) -> Result<Figures, String>
     }
     latencies.sort();
     Ok(Figures {
+        range_keys: sizes.range_keys,
         single_put,
         concurrent_put,
         get,
@@ -209,42 +224,40 @@ async fn etcd_ceiling(endpoint: &str, sizes: Sizes) -> Result<Ceiling, String> {
     Ok(Ceiling { name: "bare etcd-client: put, get", single_put, concurrent_put, get })
 }
 
-fn report(backend: &str, ours: &Figures, ceiling: Option<&Ceiling>) {
-    let against = |value: f64, pick: fn(&Ceiling) -> f64| match ceiling {
-        Some(ceiling) => format!("{:>12.0}/s   {:>5.2}", pick(ceiling), value / pick(ceiling)),
-        None => String::new(),
-    };
-    println!("{backend}{}", ceiling.map(|c| format!("  (ceiling: {})", c.name)).unwrap_or_default());
-    println!("  {:<34} {:>12}   {:>14}   {:>5}", "workload", "ours", "ceiling", "ratio");
-    println!(
-        "  {:<34} {:>10.0}/s   {}",
-        "put, 1 writer, durable",
-        ours.single_put,
-        against(ours.single_put, |c| c.single_put)
-    );
-    println!(
-        "  {:<34} {:>10.0}/s   {}",
-        format!("put, {WRITERS} writers, durable"),
-        ours.concurrent_put,
-        against(ours.concurrent_put, |c| c.concurrent_put)
-    );
-    println!("  {:<34} {:>10.0}/s   {}", "point get", ours.get, against(ours.get, |c| c.get));
-    println!(
-        "  {:<34} {:>10.1}ms",
-        format!("range read of {RANGE_KEYS} keys (median)"),
-        ours.range.as_secs_f64() * 1e3
-    );
-    println!(
-        "  {:<34} {:>10.0}µs   p99 {:.0}µs",
-        "watch delivery, put to event (p50)",
+/// Adds one engine's figures to the report, each beside the bare engine's where it has one.
+fn add(backend: &str, ours: &Figures, ceiling: Option<&Ceiling>, report: &mut Report) {
+    if let Some(ceiling) = ceiling {
+        println!("{backend}: ceiling {}", ceiling.name);
+    }
+    let rates = [
+        ("put, 1 writer, durable".to_owned(), ours.single_put, ceiling.map(|c| c.single_put)),
+        (format!("put, {WRITERS} writers, durable"), ours.concurrent_put, ceiling.map(|c| c.concurrent_put)),
+        ("point get".to_owned(), ours.get, ceiling.map(|c| c.get)),
+    ];
+    for (name, value, bare) in rates {
+        let figure = report.figure(format!("{backend}: {name}"), value, "ops/s");
+        if let Some(bare) = bare {
+            figure.ceiling(bare);
+        }
+    }
+    let range = format!("{backend}: range read of {} keys, median", ours.range_keys);
+    report.figure(range, ours.range.as_secs_f64() * 1e3, "ms");
+    report.figure(
+        format!("{backend}: watch delivery, put to event, p50"),
         ours.watch_p50.as_secs_f64() * 1e6,
-        ours.watch_p99.as_secs_f64() * 1e6
+        "us",
+    );
+    report.figure(
+        format!("{backend}: watch delivery, put to event, p99"),
+        ours.watch_p99.as_secs_f64() * 1e6,
+        "us",
     );
     if ceiling.is_some() {
-        println!(
-            "  group commit: {WRITERS} writers reach {:.1}x the single-writer durable rate",
-            ours.concurrent_put / ours.single_put
+        // Group commit: how many times the single writer's durable rate 64 writers reach.
+        report.figure(
+            format!("{backend}: {WRITERS} writers over 1 writer (group commit)"),
+            ours.concurrent_put / ours.single_put,
+            "x",
         );
     }
-    println!();
 }

@@ -22,13 +22,11 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
 use crate::nodes::{Process, free_port, rss, sibling, wrapped};
+use crate::report::{Report, Size};
 
 const SECRETS: &str = "/apis/fleet.example.com/v1/namespaces/default/secrets";
-const BIG_WRITES: usize = 200;
-const FAN_OUT_WRITES: usize = 20;
 const PAGE: usize = 500;
 const PAGE_CLIENTS: usize = 8;
-const PAGES_PER_CLIENT: usize = 50;
 const CREATORS: usize = 64;
 
 /// What `kayra-bench watch` was asked for.
@@ -37,10 +35,45 @@ struct Options {
     stuck: usize,
     watchers: usize,
     objects: usize,
+    /// 100 KB creates while the watchers are stuck.
+    big_writes: usize,
+    /// Writes each delivered to every watcher.
+    fan_out_writes: usize,
+    /// Pages of the LIST each client reads, for each of its two measurements.
+    pages_per_client: usize,
+    /// GETs of the reading client on an idle controller.
+    idle_gets: usize,
+    /// The controller's `watchStallTimeoutSeconds`.
+    stall_timeout: Duration,
+    /// How long the controller is left to settle before its memory is read.
+    settle: Duration,
 }
 
-fn options(args: &[String]) -> Result<Options, String> {
-    let mut options = Options { stuck: 400, watchers: 1000, objects: 100_000 };
+fn options(args: &[String], size: Size) -> Result<Options, String> {
+    let mut options = size.pick(
+        Options {
+            stuck: 400,
+            watchers: 1000,
+            objects: 100_000,
+            big_writes: 200,
+            fan_out_writes: 20,
+            pages_per_client: 50,
+            idle_gets: 500,
+            stall_timeout: Duration::from_secs(10),
+            settle: Duration::from_secs(2),
+        },
+        Options {
+            stuck: 5,
+            watchers: 10,
+            objects: 300,
+            big_writes: 5,
+            fan_out_writes: 2,
+            pages_per_client: 5,
+            idle_gets: 50,
+            stall_timeout: Duration::from_secs(1),
+            settle: Duration::from_millis(300),
+        },
+    );
     let mut args = args.iter();
     while let Some(arg) = args.next() {
         let mut value = || -> Result<usize, String> {
@@ -70,11 +103,14 @@ struct Controller {
     admin: Client,
 }
 
-async fn start(dir: &Path) -> Result<Controller, String> {
+async fn start(dir: &Path, stall_timeout: Duration) -> Result<Controller, String> {
     let (port, http_port) = (free_port()?, free_port()?);
     let config = dir.join("kayra.yaml");
-    std::fs::write(&config, "maxConnections: 8192\nnodeReadyTimeoutSeconds: 3600\n")
-        .map_err(|e| e.to_string())?;
+    let settings = format!(
+        "maxConnections: 8192\nnodeReadyTimeoutSeconds: 3600\nwatchStallTimeoutSeconds: {}\n",
+        stall_timeout.as_secs()
+    );
+    std::fs::write(&config, settings).map_err(|e| e.to_string())?;
     let log = dir.join("controller.log");
     let data = dir.join("data");
     let child = wrapped(sibling("kayra-controller")?)
@@ -148,16 +184,18 @@ fn sample_peak(pid: u32) -> (Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
     (peak, task)
 }
 
-pub(crate) async fn run(args: &[String]) -> Result<(), String> {
-    let options = options(args)?;
+pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
+    let options = options(args, size)?;
     let _ = rustls::crypto::ring::default_provider().install_default();
     println!("Watch and list benchmark: one run, the controller as a process of its own (memory store)\n");
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let controller = start(dir.path()).await?;
-    stuck_watchers(&controller, options.stuck).await?;
-    fan_out(&controller, options.watchers).await?;
-    lists(&controller, options.objects).await?;
+    let controller = start(dir.path(), options.stall_timeout).await?;
+    let mut report = Report::new("watch", size);
+    stuck_watchers(&controller, &options, &mut report).await?;
+    fan_out(&controller, &options, &mut report).await?;
+    lists(&controller, &options, &mut report).await?;
     drop(controller.process);
+    report.print();
     Ok(())
 }
 
@@ -185,10 +223,14 @@ fn sockets(pid: u32) -> Result<usize, String> {
         .count())
 }
 
-/// Creates `BIG_WRITES` 100 KB Secrets named `<prefix>-<n>` while a reading client GETs one
+/// Creates `count` 100 KB Secrets named `<prefix>-<n>` while a reading client GETs one
 /// object one request after another; answers when the last write was answered and the GETs'
 /// latencies.
-async fn big_writes(controller: &Controller, prefix: &str) -> Result<(Instant, Vec<Duration>), String> {
+async fn big_writes(
+    controller: &Controller,
+    prefix: &str,
+    count: usize,
+) -> Result<(Instant, Vec<Duration>), String> {
     let victim = client(&controller.token, 1)?;
     let probe = format!("{}/api/v1/namespaces/default", controller.url);
     let blob = "x".repeat(100 * 1024);
@@ -196,7 +238,7 @@ async fn big_writes(controller: &Controller, prefix: &str) -> Result<(Instant, V
         let (admin, url, prefix) =
             (controller.admin.clone(), format!("{}{SECRETS}", controller.url), prefix.to_owned());
         tokio::spawn(async move {
-            for n in 0..BIG_WRITES {
+            for n in 0..count {
                 let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
                                     "metadata": {"name": format!("{prefix}-{n}")}, "stringData": {"blob": blob}});
                 create(&admin, &url, &secret).await?;
@@ -215,14 +257,19 @@ async fn big_writes(controller: &Controller, prefix: &str) -> Result<(Instant, V
     Ok((written_at, during))
 }
 
-async fn stuck_watchers(controller: &Controller, count: usize) -> Result<(), String> {
+async fn stuck_watchers(
+    controller: &Controller,
+    options: &Options,
+    report: &mut Report,
+) -> Result<(), String> {
+    let (count, writes) = (options.stuck, options.big_writes);
     let pid = controller.process.pid();
     let victim = client(&controller.token, 1)?;
     let probe = format!("{}/api/v1/namespaces/default", controller.url);
-    let idle = gets(&victim, &probe, |n| n >= 500).await?;
+    let idle = gets(&victim, &probe, |n| n >= options.idle_gets).await?;
     // The control, in the same run: the same writes with no watcher at all.
-    let (_, unwatched) = big_writes(controller, "control").await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, unwatched) = big_writes(controller, "control", writes).await?;
+    tokio::time::sleep(options.settle).await;
     let (rss_before, sockets_before) = (rss(pid)?, sockets(pid)?);
     let mut held = Vec::with_capacity(count);
     for _ in 0..count {
@@ -237,17 +284,20 @@ async fn stuck_watchers(controller: &Controller, count: usize) -> Result<(), Str
         held.push(stream);
     }
     let (peak, sampler) = sample_peak(pid);
-    let (written_at, during) = big_writes(controller, "big").await?;
+    let (written_at, during) = big_writes(controller, "big", writes).await?;
     let (rss_written, sockets_written) = (rss(pid)?, sockets(pid)?);
-    // The stall timeout (10 s by default) and some slack. The stuck clients keep their sockets
-    // open all along: a socket the controller no longer holds is one it dropped.
-    tokio::time::sleep_until((written_at + Duration::from_secs(15)).into()).await;
+    // The stall timeout and half as much again for slack (at least a second). The stuck
+    // clients keep their sockets open all along: a socket the controller no longer holds is
+    // one it dropped.
+    let dropped_within = options.stall_timeout + (options.stall_timeout / 2).max(Duration::from_secs(1));
+    tokio::time::sleep_until((written_at + dropped_within).into()).await;
     let (rss_after, sockets_after) = (rss(pid)?, sockets(pid)?);
     sampler.abort();
     drop(held);
-    println!("{count} watch connections that never read, then {BIG_WRITES} creates of 100 KB Secrets");
+    let later = dropped_within.as_secs_f64();
+    println!("{count} watch connections that never read, then {writes} creates of 100 KB Secrets");
     println!(
-        "  controller RSS before {:.0} MiB, peak {:.0} MiB (+{:.0}), after the writes {:.0} MiB (+{:.0}), 15 s later {:.0} MiB (+{:.0})",
+        "  controller RSS before {:.0} MiB, peak {:.0} MiB (+{:.0}), after the writes {:.0} MiB (+{:.0}), {later:.0} s later {:.0} MiB (+{:.0})",
         mib(rss_before),
         mib(peak.load(Ordering::Relaxed)),
         mib(peak.load(Ordering::Relaxed).saturating_sub(rss_before)),
@@ -257,7 +307,7 @@ async fn stuck_watchers(controller: &Controller, count: usize) -> Result<(), Str
         mib(rss_after.saturating_sub(rss_before)),
     );
     println!(
-        "  controller sockets: {sockets_before} before, {sockets_written} after the writes, {sockets_after} 15 s later (stuck watchers dropped: {})",
+        "  controller sockets: {sockets_before} before, {sockets_written} after the writes, {sockets_after} {later:.0} s later (stuck watchers dropped: {})",
         sockets_written.saturating_sub(sockets_after)
     );
     println!(
@@ -269,10 +319,30 @@ async fn stuck_watchers(controller: &Controller, count: usize) -> Result<(), Str
         percentile(&during, 0.5),
         percentile(&during, 0.99),
     );
+    let peak_growth = mib(peak.load(Ordering::Relaxed).saturating_sub(rss_before));
+    report.figure(
+        format!("{count} stuck watchers and {writes} 100 KB creates: RSS growth at peak"),
+        peak_growth,
+        "MiB",
+    );
+    report.figure(
+        format!("stuck watchers dropped within {later:.0} s of the last write"),
+        sockets_written.saturating_sub(sockets_after) as f64,
+        "count",
+    );
+    report
+        .figure(
+            "a reading client's GET p99 during the creates, of the same without watchers",
+            percentile(&during, 0.99),
+            "ms",
+        )
+        .ceiling(percentile(&unwatched, 0.99));
+    report.figure("a reading client's GET p99, idle", percentile(&idle, 0.99), "ms");
     Ok(())
 }
 
-async fn fan_out(controller: &Controller, watchers: usize) -> Result<(), String> {
+async fn fan_out(controller: &Controller, options: &Options, report: &mut Report) -> Result<(), String> {
+    let (watchers, writes) = (options.watchers, options.fan_out_writes);
     let url = format!("{}{SECRETS}", controller.url);
     let watched = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": "watched"},
                          "stringData": {"n": "0"}});
@@ -287,13 +357,13 @@ async fn fan_out(controller: &Controller, watchers: usize) -> Result<(), String>
     }
     let _ = ready.acquire_many(watchers as u32).await.map_err(|e| e.to_string())?;
     // Each watcher's first line is the ADDED of the current object.
-    let mut latencies = Vec::with_capacity(watchers * FAN_OUT_WRITES);
+    let mut latencies = Vec::with_capacity(watchers * writes);
     let mut first = 0;
     while first < watchers {
         let (seen, _) = receiver.recv().await.ok_or("the watchers went away")?;
         first += usize::from(seen == 1);
     }
-    for write in 1..=FAN_OUT_WRITES {
+    for write in 1..=writes {
         let patch = format!(r#"{{"metadata":{{"labels":{{"n":"{write}"}}}}}}"#);
         let started = Instant::now();
         controller
@@ -319,17 +389,20 @@ async fn fan_out(controller: &Controller, watchers: usize) -> Result<(), String>
     tasks.abort_all();
     latencies.sort();
     println!(
-        "one write delivered to {watchers} watchers over HTTP/1.1 ({FAN_OUT_WRITES} writes): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 <= 50 ms)\n",
+        "one write delivered to {watchers} watchers over HTTP/1.1 ({writes} writes): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms (target p99 <= 50 ms)\n",
         percentile(&latencies, 0.5),
         percentile(&latencies, 0.99),
         percentile(&latencies, 1.0)
     );
+    report.figure(format!("one write to {watchers} watchers, p50"), percentile(&latencies, 0.5), "ms");
+    report.figure(format!("one write to {watchers} watchers, p99"), percentile(&latencies, 0.99), "ms");
     Ok(())
 }
 
-async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
+async fn lists(controller: &Controller, options: &Options, report: &mut Report) -> Result<(), String> {
+    let objects = options.objects;
     let url = format!("{}{SECRETS}", controller.url);
-    let existing = 2 * BIG_WRITES + 1;
+    let existing = 2 * options.big_writes + 1;
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..CREATORS {
@@ -354,8 +427,8 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
     );
     let pid = controller.process.pid();
     println!("LIST of every Secret in one response (the controller's peak RSS growth while answering)");
-    for round in 1..=2 {
-        tokio::time::sleep(Duration::from_secs(2)).await;
+    for round in ["first", "second"] {
+        tokio::time::sleep(options.settle).await;
         let before = rss(pid)?;
         let (peak, sampler) = sample_peak(pid);
         let started = Instant::now();
@@ -370,13 +443,20 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
         sampler.abort();
         let growth = peak.load(Ordering::Relaxed).saturating_sub(before);
         println!(
-            "  round {round}: {:.1} MiB in {:.0} ms; RSS before {:.0} MiB, peak growth {:.1} MiB = {:.2} x the response (target <= 1)",
+            "  {round}: {:.1} MiB in {:.0} ms; RSS before {:.0} MiB, peak growth {:.1} MiB = {:.2} x the response (target <= 1)",
             mib(size),
             elapsed.as_secs_f64() * 1e3,
             mib(before),
             mib(growth),
             growth as f64 / size as f64
         );
+        report
+            .figure(
+                format!("{round} LIST of every Secret: peak RSS growth, of the response"),
+                mib(growth),
+                "MiB",
+            )
+            .ceiling(mib(size));
     }
     // Pages, beside a bare handler answering the same bytes from memory in a process of its
     // own, so that it does not share the load generator's runtime and cores.
@@ -388,6 +468,7 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
     std::fs::write(&page_file, &page).map_err(|e| e.to_string())?;
     let (bare_process, _, bare_url) = crate::http::start_bare(&page_file, &page_file).await?;
     let pages = client(&controller.token, PAGE_CLIENTS)?;
+    let pages_per_client = options.pages_per_client;
     let rate = |url: String| {
         let pages = pages.clone();
         async move {
@@ -396,7 +477,7 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
             for _ in 0..PAGE_CLIENTS {
                 let (pages, url) = (pages.clone(), url.clone());
                 tasks.spawn(async move {
-                    for _ in 0..PAGES_PER_CLIENT {
+                    for _ in 0..pages_per_client {
                         let response = pages.get(&url).send().await.map_err(|e| e.to_string())?;
                         response.bytes().await.map_err(|e| e.to_string())?;
                     }
@@ -406,7 +487,7 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
             while let Some(done) = tasks.join_next().await {
                 done.map_err(|e| e.to_string())??;
             }
-            Ok::<_, String>((PAGE_CLIENTS * PAGES_PER_CLIENT) as f64 / started.elapsed().as_secs_f64())
+            Ok::<_, String>((PAGE_CLIENTS * pages_per_client) as f64 / started.elapsed().as_secs_f64())
         }
     };
     let bare = rate(bare_url).await?;
@@ -417,5 +498,8 @@ async fn lists(controller: &Controller, objects: usize) -> Result<(), String> {
         page.len() as f64 / 1024.0,
         ours / bare
     );
+    report
+        .figure(format!("LIST pages of {PAGE}, {PAGE_CLIENTS} clients, of the bare handler"), ours, "pages/s")
+        .ceiling(bare);
     Ok(())
 }

@@ -1,11 +1,15 @@
 //! Checks of the runtime that each store must pass, for the tests of the store adapters (feature
 //! `testing`): two replicas of one elected loop over one store hand over, never reconciling at
-//! once.
+//! once. Also [`Conflicts`], a store that counts the campaigns that found a leader, for a test
+//! to wait on a candidate's attempts rather than sleep.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kayra_store::Store;
+use kayra_store::{
+    KeyValue, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult, Watcher,
+};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -97,8 +101,11 @@ pub async fn check_hand_over(store: Arc<dyn Store>) {
     let ttl = Duration::from_secs(1);
     let (first, stop_first, first_record) = replica(store.clone(), "hand-over", "first", ttl);
     first_record.until(|runs| runs.len() >= 3).await;
-    let (second, stop_second, second_record) = replica(store, "hand-over", "second", ttl);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let campaigning = Conflicts::new(store);
+    let (second, stop_second, second_record) = replica(campaigning.clone(), "hand-over", "second", ttl);
+    // The second's candidate finds the key held, waits a lease's life for it to fall vacant, and
+    // finds it held again: it must have reconciled nothing all that while.
+    campaigning.until(2).await;
     assert!(second_record.runs().is_empty(), "the second replica waits while the first leads");
     assert!(first_record.runs().len() > 3, "the first replica goes on reconciling on its resyncs");
     stop_first.cancel();
@@ -110,4 +117,70 @@ pub async fn check_hand_over(store: Arc<dyn Store>) {
     assert!(second_started >= first_ended, "no key reconciled by both replicas at once");
     stop_second.cancel();
     second.await.expect("the second replica stops cleanly");
+}
+
+/// A store that counts the transactions it answers with a conflict: over an election's key,
+/// each is a candidate's campaign that found another leading (the elected loops of
+/// [`replica`] write nothing else).
+pub struct Conflicts {
+    inner: Arc<dyn Store>,
+    count: AtomicUsize,
+    changed: Notify,
+}
+
+impl Conflicts {
+    /// `inner`, its conflicts counted.
+    pub fn new(inner: Arc<dyn Store>) -> Arc<Conflicts> {
+        Arc::new(Conflicts { inner, count: AtomicUsize::new(0), changed: Notify::new() })
+    }
+
+    /// Waits until `count` transactions have conflicted; panics after a minute.
+    pub async fn until(&self, count: usize) {
+        let waited = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let changed = self.changed.notified();
+                if self.count.load(Ordering::Acquire) >= count {
+                    return;
+                }
+                changed.await;
+            }
+        });
+        waited.await.unwrap_or_else(|_| panic!("{count} campaigns did not find a leader within a minute"));
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Conflicts {
+    async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        self.inner.get(key).await
+    }
+    async fn range(&self, request: &RangeRequest) -> Result<RangeResult, StoreError> {
+        self.inner.range(request).await
+    }
+    async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
+        let result = self.inner.txn(txn).await?;
+        if matches!(result, TxnResult::Conflict { .. }) {
+            self.count.fetch_add(1, Ordering::AcqRel);
+            self.changed.notify_waiters();
+        }
+        Ok(result)
+    }
+    async fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {
+        self.inner.watch(prefix, after).await
+    }
+    async fn compact(&self, revision: Revision) -> Result<(), StoreError> {
+        self.inner.compact(revision).await
+    }
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision().await
+    }
+    async fn grant_lease(&self, ttl: Duration) -> Result<Lease, StoreError> {
+        self.inner.grant_lease(ttl).await
+    }
+    async fn keep_alive(&self, lease: LeaseId) -> Result<Duration, StoreError> {
+        self.inner.keep_alive(lease).await
+    }
+    async fn revoke_lease(&self, lease: LeaseId) -> Result<(), StoreError> {
+        self.inner.revoke_lease(lease).await
+    }
 }

@@ -132,6 +132,24 @@ async fn held_by(server: &NodeServer, node: &str, replica: &crate::Replica) {
     panic!("the record did not name {replica:?} within 20 s");
 }
 
+/// Waits until `server` (serving as `replica`) has acted on every session record written so
+/// far: a session of node `marker` opened there is taken over by `other`, and `server` ends it
+/// on seeing that record. It follows the records with one watch, in order, and ends a session
+/// at once (a cancellation its `next` sees without waiting), so whatever an earlier record
+/// would have done to another of its sessions is done by then. The bound is the watch's
+/// delivery, milliseconds on a quiet machine.
+async fn followed_until_now(server: &NodeServer, replica: &crate::Replica, other: &NodeServer, marker: &str) {
+    let mut taken = server.open(&node(marker)).expect("the marker's session");
+    held_by(other, marker, replica).await;
+    let taker = other.open(&node(marker)).expect("the marker's session, taken over");
+    let ended = tokio::time::timeout(Duration::from_secs(5), taken.next()).await;
+    assert!(
+        ended.expect("the marker's session ends within 5 s (milliseconds on a quiet machine)").is_none(),
+        "the marker's session ends"
+    );
+    drop((taken, taker));
+}
+
 #[tokio::test]
 async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_first() {
     let [(a, replica_a), (b, replica_b)] = replicas().await;
@@ -141,8 +159,12 @@ async fn a_node_that_opens_a_session_on_another_replica_ends_its_session_on_the_
     held_by(&a, "n1", &replica_b).await;
     let ended = tokio::time::timeout(Duration::from_secs(5), on_a.next()).await;
     assert!(ended.expect("the first replica's session ends within the watch's delay").is_none());
+    drop(on_a);
+    // Had any record written so far ended the new holder's session (one naming the first replica
+    // again, say), the second replica would have acted on it before the marker's takeover.
+    followed_until_now(&b, &replica_b, &a, "marker").await;
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), on_b.next()).await.is_err(),
+        tokio::time::timeout(Duration::ZERO, on_b.next()).await.is_err(),
         "the new holder's session goes on"
     );
     assert_eq!(b.holder("n1").await.expect("readable"), Some(replica_b), "nothing wrote the first back");
@@ -172,8 +194,12 @@ async fn a_node_whose_session_flaps_between_replicas_is_pushed_to_by_one_at_a_ti
         held_by(server, "n1", replica).await;
         current = next;
     }
+    // The last holder (the 20th flap's, the first replica) has acted on every flap's record by
+    // the time it ends the marker's session.
+    let ((last, last_replica), (other, _)) = (&replicas[0], &replicas[1]);
+    followed_until_now(last, last_replica, other, "marker").await;
     assert!(
-        tokio::time::timeout(Duration::from_millis(300), current.next()).await.is_err(),
+        tokio::time::timeout(Duration::ZERO, current.next()).await.is_err(),
         "the last holder's session goes on"
     );
     assert_eq!(replicas[0].0.sessions() + replicas[1].0.sessions(), 1, "one session in all");

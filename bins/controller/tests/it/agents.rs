@@ -316,15 +316,15 @@ fn a_fleet_runs_applications(controller: &mut Controller) {
     );
 
     // SIGKILL of the agent leaves the workload running; the restarted agent reports the same
-    // process, not restarted.
+    // process, not restarted. Whatever the agent's death did to its workload is done once the
+    // restarted agent, which comes up only after that death, has its session open again.
     a.kill();
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(alive(pid), "killing the agent killed its workload");
     a.run();
     wait_for("the agent to be back", Duration::from_secs(30), || {
         let log = a.log();
         (log.matches("the node session is open").count() >= 2).then_some(())
     });
+    assert!(alive(pid), "killing the agent killed its workload");
     assert_eq!(the_process(&marker), (pid, uid), "the same process, not a new one");
     let status = app_status(controller, "ticker");
     assert_eq!(
@@ -333,14 +333,24 @@ fn a_fleet_runs_applications(controller: &mut Controller) {
         "{status}"
     );
 
-    // A restart of the controller changes nothing on the nodes.
+    // A restart of the controller changes nothing on the nodes. The reconnected agent applies
+    // the desired state the restarted controller sends before any later one; so once an
+    // Application created after the reconnection runs on the same node, whatever that first
+    // state did to the workload is done.
     controller.restart();
     wait_for("the agent to reconnect", Duration::from_secs(30), || {
         (a.log().matches("the node session is open").count() >= 3).then_some(())
     });
-    std::thread::sleep(Duration::from_secs(2));
+    let later = unique("later");
+    apply(
+        controller,
+        &application("later", &a.name, json!({"command": ["/bin/sh", "-c", format!("sleep 600 # {later}")]})),
+    );
+    the_process(&later);
     assert_eq!(the_process(&marker), (pid, uid), "the controller's restart disturbed the workload");
     assert_eq!(app_status(controller, "ticker")["restarts"], 0);
+    kubectl_ok(controller, &["delete", "app", "later", "--wait=false"]);
+    kill_all_with(&later);
 
     // Deleting stops the process with SIGTERM, which the shell dies of, without waiting out
     // its 30 s grace; and the object goes. kubectl's delete and the stop take about a quarter

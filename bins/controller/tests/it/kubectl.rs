@@ -199,17 +199,28 @@ fn acceptance(c: &Controller) {
     assert_eq!(rows_of_a(&watched), 2, "item 18:\n{}", std::fs::read_to_string(&watched).unwrap());
 
     // 19: a single-object watch gets its synthetic ADDED. kubectl prints the object from a GET,
-    // then watches from revision 0; the margin lets that watch start before the change.
+    // then watches from revision 0 and drops that watch's first event, the synthetic ADDED, so
+    // a change is seen only once the watch is registered: the server answers a watch once it
+    // is, and kubectl logs the answer at -v=6. A second change shows that nothing came between
+    // the two (a second ADDED, the first change twice).
     let watched = c.scratch().join("w1.out");
-    let mut watch = c.kubectl_background(&["get", "app", "a", "-w", "-o", "name"], &watched);
+    let mut watch = c.kubectl_background(&["-v=6", "get", "app", "a", "-w", "-o", "name"], &watched);
     let lines = |path: &std::path::Path| std::fs::read_to_string(path).unwrap_or_default().lines().count();
     wait_for("item 19: the object", || lines(&watched) >= 1);
-    std::thread::sleep(Duration::from_millis(1500));
+    let log = Controller::background_log(&watched);
+    wait_for("item 19: the watch answered", || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains("watch=true") && l.contains(" 200 OK "))
+    });
     ok(c, "19", &["annotate", "app", "a", "n=1"]);
     wait_for("item 19: the change", || lines(&watched) >= 2);
+    ok(c, "19", &["annotate", "app", "a", "m=1"]);
+    wait_for("item 19: the second change", || lines(&watched) >= 3);
     let _ = watch.kill();
     let _ = watch.wait();
-    assert_eq!(lines(&watched), 2, "item 19");
+    assert_eq!(lines(&watched), 3, "item 19: {}", std::fs::read_to_string(&watched).unwrap_or_default());
 
     // 20: describe.
     let described = ok(c, "20", &["describe", "app", "a"]);

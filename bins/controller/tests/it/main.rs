@@ -247,7 +247,15 @@ impl Controller {
             .expect("kubectl runs")
     }
 
-    /// Starts kubectl in the background (for watches), output to a file.
+    /// Where [`Controller::kubectl_background`] writing to `out` writes kubectl's own log.
+    pub fn background_log(out: &Path) -> PathBuf {
+        let mut log = out.as_os_str().to_owned();
+        log.push(".log");
+        PathBuf::from(log)
+    }
+
+    /// Starts kubectl in the background (for watches), output to a file, its log (stderr) to
+    /// [`Controller::background_log`] of that file.
     pub fn kubectl_background(&self, args: &[&str], out: &Path) -> Child {
         let cache = tempfile::tempdir().unwrap().keep();
         Command::new("kubectl")
@@ -257,7 +265,7 @@ impl Controller {
             .arg(cache)
             .args(args)
             .stdout(std::fs::File::create(out).unwrap())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(Controller::background_log(out)).unwrap())
             .spawn()
             .expect("kubectl runs")
     }

@@ -9,14 +9,16 @@ async fn one_candidate_leads_at_a_time_and_the_next_takes_over() {
     let store: Arc<dyn Store> = Arc::new(MvccStore::in_memory(Options::default()).unwrap());
     let ttl = Duration::from_secs(2);
     let first = Election::new(store.clone(), "/elections/loop", "a", ttl);
-    let second = Election::new(store.clone(), "/elections/loop", "b", ttl);
+    let campaigning = crate::testing::Conflicts::new(store.clone());
+    let second = Election::new(campaigning.clone(), "/elections/loop", "b", ttl);
     let leadership = first.campaign().await.unwrap();
     let holder = |store: Arc<dyn Store>| async move {
         String::from_utf8(store.get("/elections/loop").await.unwrap().unwrap().value).unwrap()
     };
     assert_eq!(holder(store.clone()).await, "a");
     let waiting = tokio::spawn(async move { second.campaign().await.map(|_leadership| ()) });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // b finds the key held, waits a lease's life for it to fall vacant, and finds it held again.
+    campaigning.until(2).await;
     assert!(!waiting.is_finished(), "b waits while a leads");
     drop(leadership);
     tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("b takes over").unwrap().unwrap();

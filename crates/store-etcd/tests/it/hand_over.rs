@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use kayra_loop::testing::{check_hand_over, replica};
+use kayra_loop::testing::{Conflicts, check_hand_over, replica};
 use kayra_store::conformance::Harness;
 use kayra_store::{
     KeyValue, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult, Watcher,
@@ -84,8 +84,11 @@ async fn a_crashed_leader_is_replaced_once_etcd_expires_its_lease() {
     let ttl = Duration::from_secs(1);
     let (first, _stop_first, first_record) = replica(crashing.clone(), "crash", "first", ttl);
     first_record.until(|runs| runs.len() >= 3).await;
-    let (second, stop_second, second_record) = replica(store.clone(), "crash", "second", ttl);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let campaigning = Conflicts::new(store.clone());
+    let (second, stop_second, second_record) = replica(campaigning.clone(), "crash", "second", ttl);
+    // The second's candidate has found the key held, waited a lease's life, and found it held
+    // again: it must have reconciled nothing all that while.
+    campaigning.until(2).await;
     assert!(second_record.runs().is_empty(), "the second replica waits while the first leads");
     // The crash: the first replica's process is gone, so nothing renews its lease and nothing
     // revokes it (its leadership's drop tries, and finds the store gone).
