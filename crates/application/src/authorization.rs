@@ -128,6 +128,17 @@ impl Request {
     pub fn path(path: &str) -> Request {
         Request { verb: Verb::Get, target: Target::Path(path.to_owned()) }
     }
+
+    /// The request as it is decided: a stream to a running process (a subresource of
+    /// [`kayra_api::scheme::STREAMS`]) is a `create`, whatever verb its method read as.
+    pub(crate) fn as_decided(mut self) -> Request {
+        if let Target::Kind(target) = &self.target
+            && target.subresource.as_deref().is_some_and(|sub| kayra_api::scheme::STREAMS.contains(&sub))
+        {
+            self.verb = Verb::Create;
+        }
+        self
+    }
 }
 
 /// What an authorized request may see of what it addresses.

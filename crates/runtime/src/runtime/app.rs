@@ -100,6 +100,7 @@ pub(super) fn spawn(shared: &Arc<Shared>, record: Record, reopened: bool) {
             commands,
             status: record.status.clone(),
             run: record.run,
+            ports: record.application.tcp_ports(),
             task: None,
         },
     );
@@ -373,6 +374,7 @@ impl Task {
                 Some((host, seen)) if host != seen => Some(host),
                 _ => None,
             },
+            stdin: self.record.application.spec.stdin,
         };
         supervisor::write_atomically(&run_dir.join(supervisor::SPEC_FILE), &spec)
             .map_err(|error| format!("writing the run spec: {error}"))?;
