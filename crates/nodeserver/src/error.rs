@@ -179,6 +179,9 @@ impl NodeServerError {
 /// The refusal of a port-forward to a port the Application does not declare, naming those it
 /// does.
 fn port_not_declared(name: &str, port: u16, declared: &[u16]) -> String {
+    if port == 0 {
+        return format!("application \"{name}\" declares no TCP port in spec.ports, and only declared ports may be forwarded");
+    }
     let declared = match declared {
         [] => "it declares no TCP port in spec.ports".to_owned(),
         ports => {

@@ -314,6 +314,12 @@ impl NodeServer {
         streams::open(&self.inner, namespace, name, kind, caller).await
     }
 
+    /// The TCP ports Application `namespace/name` declares, when it can take port-forwards from
+    /// this server: it declares one, is placed, and its node holds its session here.
+    pub async fn forwardable(&self, namespace: &str, name: &str) -> Result<Vec<u16>, NodeServerError> {
+        streams::forwardable(&self.inner, namespace, name).await
+    }
+
     /// Streams the own log of `node`'s agent (behind the `NodeLogs` gate). `previous` and
     /// `timestamps` do not apply: the agent keeps one log, whose lines carry their times.
     pub async fn agent_log(&self, node: &str, request: LogOptions) -> Result<LogStream, NodeServerError> {

@@ -264,14 +264,8 @@ impl StreamOutputHalf {
     }
 }
 
-/// Opens a stream of `kind` to Application `namespace/name` for `caller`.
-pub(crate) async fn open(
-    inner: &Arc<Inner>,
-    namespace: &str,
-    name: &str,
-    kind: StreamKind,
-    caller: &str,
-) -> Result<NodeStream, NodeServerError> {
+/// Application `namespace/name`, decoded.
+async fn application(inner: &Inner, namespace: &str, name: &str) -> Result<(Application, String), NodeServerError> {
     let object = match inner.reader.get(&inner.applications, Some(namespace), name).await {
         Ok(object) => object,
         Err(RegistryError::NotFound { .. }) => {
@@ -287,10 +281,39 @@ pub(crate) async fn open(
             });
         }
     };
-    let application: Application = serde_json::from_value(serde_json::Value::Object(object.clone()))
-        .map_err(|error| NodeServerError::StreamEnded {
-            reason: format!("application {namespace}/{name} does not decode: {error}"),
-        })?;
+    let uid = meta_str(&object, "uid").to_owned();
+    let application = serde_json::from_value(serde_json::Value::Object(object)).map_err(|error| {
+        NodeServerError::StreamEnded { reason: format!("application {namespace}/{name} does not decode: {error}") }
+    })?;
+    Ok((application, uid))
+}
+
+/// Whether Application `namespace/name` can take port-forwards at all: it declares a TCP port,
+/// is placed, and its node holds its session here.
+pub(crate) async fn forwardable(inner: &Inner, namespace: &str, name: &str) -> Result<Vec<u16>, NodeServerError> {
+    let (application, _) = application(inner, namespace, name).await?;
+    let declared = application.tcp_ports();
+    if declared.is_empty() {
+        return Err(NodeServerError::PortNotDeclared { name: name.to_owned(), port: 0, declared });
+    }
+    let Some(node) = application.bound_node().map(str::to_owned) else {
+        return Err(NodeServerError::NotPlaced { namespace: namespace.to_owned(), name: name.to_owned() });
+    };
+    if !inner.sessions().contains_key(&node) {
+        return Err(NodeServerError::NodeUnavailable { node, name: name.to_owned() });
+    }
+    Ok(declared)
+}
+
+/// Opens a stream of `kind` to Application `namespace/name` for `caller`.
+pub(crate) async fn open(
+    inner: &Arc<Inner>,
+    namespace: &str,
+    name: &str,
+    kind: StreamKind,
+    caller: &str,
+) -> Result<NodeStream, NodeServerError> {
+    let (application, uid) = application(inner, namespace, name).await?;
     if let StreamKind::PortForward(port) = kind {
         let declared = application.tcp_ports();
         if !declared.contains(&port) {
@@ -320,7 +343,7 @@ pub(crate) async fn open(
         id,
         namespace: namespace.to_owned(),
         name: name.to_owned(),
-        uid: meta_str(&object, "uid").to_owned(),
+        uid,
         window,
         kind,
     };

@@ -234,7 +234,7 @@ pub(crate) async fn serve_forwarded(
 }
 
 /// What a log the node server could not open answers.
-fn refusal(error: NodeServerError) -> ApiError {
+pub(crate) fn refusal(error: NodeServerError) -> ApiError {
     match error {
         NodeServerError::ApplicationNotFound { .. } | NodeServerError::NodeNotFound { .. } => {
             ApiError::NotFound(error.to_string())
