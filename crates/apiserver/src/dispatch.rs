@@ -102,6 +102,9 @@ pub(crate) async fn serve(
         Target::Check => check::serve(&state, &permitted, &body).await,
         Target::NodeLog { .. } => handlers::logs::serve_agent(&state, &permitted, &query).await,
         Target::SessionLog { .. } => handlers::logs::serve_forwarded(&state, &permitted, &query).await,
+        Target::SessionStream { .. } => {
+            handlers::streams::serve_forwarded(&state, &permitted, &mut parts).await
+        }
         Target::SessionUsage { .. } => handlers::usage::serve_held(&permitted).await,
     }
 }

@@ -142,7 +142,9 @@ pub(crate) fn node_message_to_wire(message: NodeMessage) -> wire::NodeMessage {
         }),
         NodeMessage::StreamCredit { id, bytes } => Up::StreamCredit(wire::StreamCredit { id, bytes }),
         NodeMessage::StreamEnd(end) => Up::StreamEnd(match end.outcome {
-            StreamOutcome::Exited(code) => wire::StreamEnd { id: end.id, exit_code: Some(code), error: String::new() },
+            StreamOutcome::Exited(code) => {
+                wire::StreamEnd { id: end.id, exit_code: Some(code), error: String::new() }
+            }
             StreamOutcome::Failed(error) => wire::StreamEnd { id: end.id, exit_code: None, error },
         }),
     };
@@ -222,7 +224,10 @@ pub(crate) fn node_message_from_wire(message: wire::NodeMessage) -> Result<NodeM
                 Ok(wire::StreamChannel::Stderr) => OutputChannel::Stderr,
                 Ok(wire::StreamChannel::Data) => OutputChannel::Data,
                 Ok(wire::StreamChannel::Stdin) | Err(_) => {
-                    return Err(format!("stream output on channel {}, which is not an output", output.channel));
+                    return Err(format!(
+                        "stream output on channel {}, which is not an output",
+                        output.channel
+                    ));
                 }
             },
             data: output.data,

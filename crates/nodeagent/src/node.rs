@@ -273,15 +273,20 @@ impl Workloads for Node {
                     input: execution.stdin.take(),
                     output: outputs(output),
                     resize: terminal.map(|terminal| {
-                        Box::new(move |size: kayra_api::session::TerminalSize| terminal.resize(size.width, size.height))
+                        Box::new(move |size: kayra_api::session::TerminalSize| {
+                            terminal.resize(size.width, size.height)
+                        })
                             as Box<dyn Fn(kayra_api::session::TerminalSize) + Send + Sync>
                     }),
                     process: Some(Box::new(execution)),
                 })
             }
             StreamKind::Attach(channels) => {
-                let attachment =
-                    self.runtime.attach(&open.uid, channels.stdin).await.map_err(|error| error.to_string())?;
+                let attachment = self
+                    .runtime
+                    .attach(&open.uid, channels.stdin)
+                    .await
+                    .map_err(|error| error.to_string())?;
                 let (stdout, stderr) = (channels.stdout, channels.stderr);
                 let output = outputs(attachment.output).filter(move |chunk| {
                     let wanted = match chunk {
@@ -309,7 +314,12 @@ impl Workloads for Node {
                         Err(error) => Some((Err(error.to_string()), read)),
                     }
                 });
-                Ok(Connected { input: Some(Box::pin(write)), output: output.boxed(), resize: None, process: None })
+                Ok(Connected {
+                    input: Some(Box::pin(write)),
+                    output: output.boxed(),
+                    resize: None,
+                    process: None,
+                })
             }
         }
     }

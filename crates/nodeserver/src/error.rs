@@ -180,7 +180,9 @@ impl NodeServerError {
 /// does.
 fn port_not_declared(name: &str, port: u16, declared: &[u16]) -> String {
     if port == 0 {
-        return format!("application \"{name}\" declares no TCP port in spec.ports, and only declared ports may be forwarded");
+        return format!(
+            "application \"{name}\" declares no TCP port in spec.ports, and only declared ports may be forwarded"
+        );
     }
     let declared = match declared {
         [] => "it declares no TCP port in spec.ports".to_owned(),
@@ -189,5 +191,7 @@ fn port_not_declared(name: &str, port: u16, declared: &[u16]) -> String {
             format!("it declares {} in spec.ports", list.join(", "))
         }
     };
-    format!("port {port} is not forwarded to application \"{name}\": {declared}, and only declared ports may be forwarded")
+    format!(
+        "port {port} is not forwarded to application \"{name}\": {declared}, and only declared ports may be forwarded"
+    )
 }

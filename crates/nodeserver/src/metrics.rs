@@ -10,8 +10,8 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family as Series;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -89,7 +89,11 @@ impl NodeServer {
             "Exec, attach and port-forward streams opened to nodes, by kind",
             metrics.streams_opened.clone(),
         );
-        streams.register("open", "Exec, attach and port-forward streams open now, by kind", metrics.streams_open.clone());
+        streams.register(
+            "open",
+            "Exec, attach and port-forward streams open now, by kind",
+            metrics.streams_open.clone(),
+        );
         streams.register(
             "bytes",
             "Bytes relayed by exec, attach and port-forward streams, by kind and direction (in: to the process)",

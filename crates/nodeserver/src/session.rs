@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::lease::Renewed;
 use crate::logs::Sink;
-use crate::streams::Sink as StreamSink;
 use crate::status::Written;
+use crate::streams::Sink as StreamSink;
 use crate::{Inner, NodeServerError};
 
 /// Where log traffic for the node waits. Messages wait boxed: a channel allocates its slots 32

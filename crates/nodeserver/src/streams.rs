@@ -197,9 +197,11 @@ impl StreamInputHalf {
                 self.shared._place.inner.metrics.stream_bytes(self.kind, "in", data.len());
             }
             let message = ControllerMessage::StreamInput(StreamInput { id: self.shared.id, input: piece });
-            self.shared.live.control.send(message).map_err(|()| NodeServerError::NodeDisconnected {
-                node: self.shared.live.node.clone(),
-            })?;
+            self.shared
+                .live
+                .control
+                .send(message)
+                .map_err(|()| NodeServerError::NodeDisconnected { node: self.shared.live.node.clone() })?;
         }
         Ok(())
     }
@@ -265,7 +267,11 @@ impl StreamOutputHalf {
 }
 
 /// Application `namespace/name`, decoded.
-async fn application(inner: &Inner, namespace: &str, name: &str) -> Result<(Application, String), NodeServerError> {
+async fn application(
+    inner: &Inner,
+    namespace: &str,
+    name: &str,
+) -> Result<(Application, String), NodeServerError> {
     let object = match inner.reader.get(&inner.applications, Some(namespace), name).await {
         Ok(object) => object,
         Err(RegistryError::NotFound { .. }) => {
@@ -283,14 +289,20 @@ async fn application(inner: &Inner, namespace: &str, name: &str) -> Result<(Appl
     };
     let uid = meta_str(&object, "uid").to_owned();
     let application = serde_json::from_value(serde_json::Value::Object(object)).map_err(|error| {
-        NodeServerError::StreamEnded { reason: format!("application {namespace}/{name} does not decode: {error}") }
+        NodeServerError::StreamEnded {
+            reason: format!("application {namespace}/{name} does not decode: {error}"),
+        }
     })?;
     Ok((application, uid))
 }
 
 /// Whether Application `namespace/name` can take port-forwards at all: it declares a TCP port,
 /// is placed, and its node holds its session here.
-pub(crate) async fn forwardable(inner: &Inner, namespace: &str, name: &str) -> Result<Vec<u16>, NodeServerError> {
+pub(crate) async fn forwardable(
+    inner: &Inner,
+    namespace: &str,
+    name: &str,
+) -> Result<Vec<u16>, NodeServerError> {
     let (application, _) = application(inner, namespace, name).await?;
     let declared = application.tcp_ports();
     if declared.is_empty() {
@@ -332,21 +344,15 @@ pub(crate) async fn open(
     let id = live.next_stream.fetch_add(1, Ordering::Relaxed);
     let (events, receiver) = mpsc::unbounded_channel();
     let credit = Arc::new(Semaphore::new(usize::try_from(window).unwrap_or(usize::MAX)));
-    live.streams()
-        .insert(id, Sink { events, outstanding: 0, window, credit: credit.clone(), kind: word });
-    let shared = Arc::new(Shared { id, live: live.clone(), active: AtomicU64::new(inner.now_ms()), _place: place });
+    live.streams().insert(id, Sink { events, outstanding: 0, window, credit: credit.clone(), kind: word });
+    let shared =
+        Arc::new(Shared { id, live: live.clone(), active: AtomicU64::new(inner.now_ms()), _place: place });
     let stream = NodeStream {
         input: StreamInputHalf { shared: shared.clone(), credit, kind: word },
         output: StreamOutputHalf { shared, events: receiver, finished: false, kind: word },
     };
-    let request = StreamOpen {
-        id,
-        namespace: namespace.to_owned(),
-        name: name.to_owned(),
-        uid,
-        window,
-        kind,
-    };
+    let request =
+        StreamOpen { id, namespace: namespace.to_owned(), name: name.to_owned(), uid, window, kind };
     if live.control.send(ControllerMessage::StreamOpen(request)).is_err() {
         return Err(NodeServerError::NodeDisconnected { node: live.node.clone() });
     }
@@ -379,7 +385,9 @@ pub(crate) fn deliver(live: &Live, output: StreamOutput) {
 /// more than a window ahead).
 pub(crate) fn credit(live: &Live, id: u64, bytes: u64) {
     if let Some(sink) = live.streams().get(&id) {
-        let room = usize::try_from(sink.window).unwrap_or(usize::MAX).saturating_sub(sink.credit.available_permits());
+        let room = usize::try_from(sink.window)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(sink.credit.available_permits());
         sink.credit.add_permits(usize::try_from(bytes).unwrap_or(usize::MAX).min(room));
     }
 }

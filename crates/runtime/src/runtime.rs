@@ -265,7 +265,9 @@ pub enum RuntimeError {
         uid: String,
     },
     /// A port-forward asked for a port the Application does not declare.
-    #[error("port {port} is not declared in spec.ports (declared: {declared:?}); only declared ports may be forwarded")]
+    #[error(
+        "port {port} is not declared in spec.ports (declared: {declared:?}); only declared ports may be forwarded"
+    )]
     PortNotDeclared {
         /// The port asked for.
         port: u16,

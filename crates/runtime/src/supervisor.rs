@@ -194,9 +194,13 @@ pub(crate) fn main(args: &[String]) -> i32 {
             }
         },
         [verb, dir] if verb == "exec" => exec_shim(Path::new(dir)),
-        [verb, dir, terminal, argv @ ..] if verb == "enter" => crate::enter::main(Path::new(dir), terminal, argv),
+        [verb, dir, terminal, argv @ ..] if verb == "enter" => {
+            crate::enter::main(Path::new(dir), terminal, argv)
+        }
         _ => {
-            eprintln!("usage: supervise run|exec <run directory> | enter <run directory> tty|pipes <argv...>");
+            eprintln!(
+                "usage: supervise run|exec <run directory> | enter <run directory> tty|pipes <argv...>"
+            );
             64
         }
     }

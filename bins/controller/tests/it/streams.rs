@@ -11,14 +11,22 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::agents::{Agent, apply, application, app_status, is_root, join_line, processes_with, unique, wait_for};
+use crate::agents::{
+    Agent, app_status, application, apply, is_root, join_line, processes_with, unique, wait_for,
+};
 use crate::{Controller, free_port, have_kubectl};
 
 /// One agent joined and Ready; answers it.
 fn one_node(controller: &Controller) -> Agent {
     let agent = Agent::join(&join_line(controller), &unique("streams"));
     wait_for("the node to be Ready", Duration::from_secs(30), || {
-        let output = controller.kubectl(&["get", "node", &agent.name, "-o", "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"]);
+        let output = controller.kubectl(&[
+            "get",
+            "node",
+            &agent.name,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ]);
         (String::from_utf8_lossy(&output.stdout) == "True").then_some(())
     });
     agent
@@ -85,7 +93,9 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
     let agent = one_node(&controller);
     let marker = unique("web");
     let port = free_port();
-    let server = format!("import http.server, sys; http.server.test(HandlerClass=http.server.SimpleHTTPRequestHandler, port={port}, bind='127.0.0.1')  # {marker}");
+    let server = format!(
+        "import http.server, sys; http.server.test(HandlerClass=http.server.SimpleHTTPRequestHandler, port={port}, bind='127.0.0.1')  # {marker}"
+    );
     apply(
         &controller,
         &application(
@@ -113,26 +123,66 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
     for (protocol, env) in [("WebSocket", websocket), ("SPDY", spdy)] {
         // The Application's own user.
         let id = kubectl_in(&controller, env, b"", &["exec", "web", "--", "id", "-u"]);
-        let expected = if is_root() { "65532".to_owned() } else { text(&Command::new("id").arg("-u").output().unwrap().stdout).trim().to_owned() };
-        assert_eq!((text(&id.stdout).trim(), id.status.code()), (expected.as_str(), Some(0)), "{protocol}: {}", text(&id.stderr));
+        let expected = if is_root() {
+            "65532".to_owned()
+        } else {
+            text(&Command::new("id").arg("-u").output().unwrap().stdout).trim().to_owned()
+        };
+        assert_eq!(
+            (text(&id.stdout).trim(), id.status.code()),
+            (expected.as_str(), Some(0)),
+            "{protocol}: {}",
+            text(&id.stderr)
+        );
         // Its exit code is kubectl's.
-        let three = kubectl_in(&controller, env, b"", &["exec", "web", "--", "sh", "-c", "echo out; echo err >&2; exit 3"]);
+        let three = kubectl_in(
+            &controller,
+            env,
+            b"",
+            &["exec", "web", "--", "sh", "-c", "echo out; echo err >&2; exit 3"],
+        );
         assert_eq!(three.status.code(), Some(3), "{protocol}: {}", text(&three.stderr));
         assert_eq!(text(&three.stdout), "out\n", "{protocol}");
-        assert!(text(&three.stderr).contains("err\ncommand terminated with exit code 3"), "{protocol}: {}", text(&three.stderr));
+        assert!(
+            text(&three.stderr).contains("err\ncommand terminated with exit code 3"),
+            "{protocol}: {}",
+            text(&three.stderr)
+        );
         // stdin to its end.
         let cat = kubectl_in(&controller, env, b"first\nsecond\n", &["exec", "-i", "web", "--", "cat"]);
-        assert_eq!((text(&cat.stdout).as_str(), cat.status.code()), ("first\nsecond\n", Some(0)), "{protocol}: {}", text(&cat.stderr));
+        assert_eq!(
+            (text(&cat.stdout).as_str(), cat.status.code()),
+            ("first\nsecond\n", Some(0)),
+            "{protocol}: {}",
+            text(&cat.stderr)
+        );
         // kubectl cp is tar through exec, both ways.
         let copied = controller.scratch().join(format!("hostname-{protocol}"));
         let cp = kubectl_in(&controller, env, b"", &["cp", "web:/etc/hostname", copied.to_str().unwrap()]);
         assert!(cp.status.success(), "{protocol}: {}", text(&cp.stderr));
-        assert_eq!(std::fs::read_to_string(&copied).unwrap(), std::fs::read_to_string("/etc/hostname").unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&copied).unwrap(),
+            std::fs::read_to_string("/etc/hostname").unwrap()
+        );
         let local = controller.scratch().join("upload.txt");
         std::fs::write(&local, format!("uploaded over {protocol}\n")).unwrap();
-        let up = kubectl_in(&controller, env, b"", &["cp", local.to_str().unwrap(), "web:/tmp/upload-{protocol}.txt".replace("{protocol}", protocol).as_str()]);
+        let up = kubectl_in(
+            &controller,
+            env,
+            b"",
+            &[
+                "cp",
+                local.to_str().unwrap(),
+                "web:/tmp/upload-{protocol}.txt".replace("{protocol}", protocol).as_str(),
+            ],
+        );
         assert!(up.status.success(), "{protocol}: {}", text(&up.stderr));
-        let back = kubectl_in(&controller, env, b"", &["exec", "web", "--", "cat", &format!("/tmp/upload-{protocol}.txt")]);
+        let back = kubectl_in(
+            &controller,
+            env,
+            b"",
+            &["exec", "web", "--", "cat", &format!("/tmp/upload-{protocol}.txt")],
+        );
         assert_eq!(text(&back.stdout), format!("uploaded over {protocol}\n"));
         // Port-forward to the declared port reaches the workload's server.
         let local_port = free_port();
@@ -141,13 +191,17 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
         let (code, body) = wait_for("the forwarded server", Duration::from_secs(30), || curl(local_port));
         assert_eq!(code, "200", "{protocol}");
         assert!(body.contains("Directory listing for /"), "{protocol}: {body}");
-        assert!(curl(local_port).is_some_and(|(code, _)| code == "200"), "a second connection on the same session");
+        assert!(
+            curl(local_port).is_some_and(|(code, _)| code == "200"),
+            "a second connection on the same session"
+        );
         let _ = forward.kill();
         let _ = forward.wait();
         // A port the Application does not declare is refused, naming the ones it does.
         let other_port = free_port();
         let log = controller.scratch().join(format!("refused-{protocol}.log"));
-        let mut refused = port_forward(&controller, env, &format!("{other_port}:{}", port.wrapping_add(1)), &log);
+        let mut refused =
+            port_forward(&controller, env, &format!("{other_port}:{}", port.wrapping_add(1)), &log);
         wait_for("kubectl to listen", Duration::from_secs(30), || {
             std::fs::read_to_string(&log).unwrap_or_default().contains("Forwarding from").then_some(())
         });
@@ -209,7 +263,9 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
         tempfile::tempdir().unwrap().keep().display()
     );
     let tmux = |args: &[&str]| Command::new("tmux").args(args).output().expect("tmux runs");
-    assert!(tmux(&["new-session", "-d", "-s", &session, "-x", "100", "-y", "30", &kubectl_line]).status.success());
+    assert!(
+        tmux(&["new-session", "-d", "-s", &session, "-x", "100", "-y", "30", &kubectl_line]).status.success()
+    );
     let screen = || text(&tmux(&["capture-pane", "-t", &session, "-p"]).stdout);
     let deadline = Instant::now() + Duration::from_secs(30);
     while !screen().trim_start().starts_with('$') {
@@ -264,12 +320,16 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
         .output()
         .expect("kubectl runs");
     let said = text(&refused.stderr);
-    assert!(!refused.status.success() && said.contains("is forbidden") && said.contains("pods/portforward"), "{said}");
+    assert!(
+        !refused.status.success() && said.contains("is forbidden") && said.contains("pods/portforward"),
+        "{said}"
+    );
 
     // Every exec is audited with its command line.
     let audit = std::fs::read_to_string(controller.scratch().join("data/audit.log")).unwrap();
     assert!(
-        audit.lines().any(|line| line.contains("/pods/web/exec") && line.contains(r#""command":["sh","-c","echo out; echo err >&2; exit 3"]"#)),
+        audit.lines().any(|line| line.contains("/pods/web/exec")
+            && line.contains(r#""command":["sh","-c","echo out; echo err >&2; exit 3"]"#)),
         "{audit}"
     );
 }
@@ -300,8 +360,13 @@ fn a_stalled_exec_client_blocks_the_workload_and_a_killed_one_ends_it() {
     let controller = Controller::start(&["--store", "sled"]);
     let agent = one_node(&controller);
     let marker = unique("stall");
-    apply(&controller, &application("host", &agent.name, json!({"command": ["/bin/sh", "-c", "sleep 100000", &marker]})));
-    wait_for("host to run", Duration::from_secs(30), || (app_status(&controller, "host")["phase"] == "Running").then_some(()));
+    apply(
+        &controller,
+        &application("host", &agent.name, json!({"command": ["/bin/sh", "-c", "sleep 100000", &marker]})),
+    );
+    wait_for("host to run", Duration::from_secs(30), || {
+        (app_status(&controller, "host")["phase"] == "Running").then_some(())
+    });
     let before = resident(controller.pid());
     // 1 GiB of output into a kubectl whose stdout nobody reads.
     let writer = unique("writer");
@@ -327,7 +392,8 @@ fn a_stalled_exec_client_blocks_the_workload_and_a_killed_one_ends_it() {
         .expect("kubectl runs");
     let head = wait_for("the writer", Duration::from_secs(30), || {
         processes_with(&writer).into_iter().map(|(pid, _)| pid).find(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|comm| comm.trim().starts_with("python"))
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim().starts_with("python"))
         })
     });
     // Wait until the writer stops getting anywhere: every buffer on the way is full.
@@ -350,7 +416,10 @@ fn a_stalled_exec_client_blocks_the_workload_and_a_killed_one_ends_it() {
         after / 1024
     );
     assert_eq!(written(head), Some(blocked_at), "the writer stays blocked");
-    assert!(blocked_at < 64 << 20, "flow control held the writer to the buffers on its way: {blocked_at} bytes");
+    assert!(
+        blocked_at < 64 << 20,
+        "flow control held the writer to the buffers on its way: {blocked_at} bytes"
+    );
     assert!(grew < 16 << 20, "the controller's memory grew by {grew} bytes");
     // Killing the stalled client ends the command, which SIGHUP does not reach: SIGKILL after a
     // grace.
@@ -372,7 +441,9 @@ fn a_stalled_exec_client_blocks_the_workload_and_a_killed_one_ends_it() {
         .stderr(Stdio::null())
         .spawn()
         .expect("kubectl runs");
-    let pid = wait_for("the exec'd sleep", Duration::from_secs(30), || processes_with(&sleeper).first().map(|(pid, _)| *pid));
+    let pid = wait_for("the exec'd sleep", Duration::from_secs(30), || {
+        processes_with(&sleeper).first().map(|(pid, _)| *pid)
+    });
     let _ = client.kill();
     let _ = client.wait();
     wait_for("the exec'd sleep to end with its client", Duration::from_secs(30), || {

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Condition, ConditionType, Kind};
-use crate::scheme::{ATTACH, BINDING, EXEC, KindInfo, LOG, METRICS, NameRule, PORTFORWARD, STATUS, TOKEN, typed};
+use crate::scheme::{
+    ATTACH, BINDING, EXEC, KindInfo, LOG, METRICS, NameRule, PORTFORWARD, STATUS, TOKEN, typed,
+};
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
 

@@ -31,7 +31,7 @@ use futures_util::{SinkExt, StreamExt};
 use hyper_util::rt::TokioIo;
 use kayra_api::session::{Channels, ExecRequest, StreamKind};
 use kayra_application::permitted::Permitted;
-use kayra_nodeserver::{NodeServer, NodeServerError, NodeStream};
+use kayra_nodeserver::NodeServerError;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::error::ApiError;
@@ -64,7 +64,9 @@ pub(crate) fn command_options(query: Option<&str>, exec: bool) -> Result<Command
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(query.unwrap_or_default().as_bytes()).into_owned().collect();
     let flag = |name: &str| {
-        pairs.iter().any(|(key, value)| key == name && !matches!(value.to_ascii_lowercase().as_str(), "0" | "false"))
+        pairs
+            .iter()
+            .any(|(key, value)| key == name && !matches!(value.to_ascii_lowercase().as_str(), "0" | "false"))
     };
     if let Some((_, container)) = pairs.iter().find(|(key, value)| key == "container" && !value.is_empty())
         && container != CONTAINER
@@ -86,28 +88,110 @@ pub(crate) fn command_options(query: Option<&str>, exec: bool) -> Result<Command
         return Err(ApiError::BadRequest("you must specify at least 1 of stdin, stdout, stderr".into()));
     }
     if options.tty && stderr {
-        return Err(ApiError::BadRequest("stderr cannot be asked for with a tty: the terminal carries both".into()));
+        return Err(ApiError::BadRequest(
+            "stderr cannot be asked for with a tty: the terminal carries both".into(),
+        ));
     }
     Ok(options)
 }
 
 /// Serves one stream request (authorized for `create` on its subresource), upgrading the
-/// connection once everything that can be refused has been checked.
+/// connection once everything that can be refused has been checked. A stream whose node holds
+/// its session with another replica goes there, as this very upgrade.
 pub(crate) async fn serve(
     state: &Arc<ApiState>,
     permitted: &Permitted,
     parts: &mut Parts,
 ) -> Result<Response, ApiError> {
     let (namespace, name, subresource) = permitted.stream_source()?;
-    let (namespace, name) = (namespace.to_owned(), name.to_owned());
-    let nodes = state
-        .nodes
-        .clone()
-        .ok_or_else(|| ApiError::Unavailable("this server holds no node sessions, so it runs no streams".into()))?;
+    let asked = Asked {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        subresource: subresource.to_owned(),
+        caller: permitted.identity().user.clone(),
+    };
+    match run(state, parts, &asked).await {
+        Err(Unserved::Elsewhere(node)) => forward(state, parts, &node, &asked).await,
+        Err(Unserved::Refused(error)) => Err(error),
+        Ok(response) => Ok(response),
+    }
+}
+
+/// Serves a stream another replica forwarded, from this replica's session of the node alone.
+pub(crate) async fn serve_forwarded(
+    state: &Arc<ApiState>,
+    permitted: &Permitted,
+    parts: &mut Parts,
+) -> Result<Response, ApiError> {
+    let node = permitted.session_stream_source()?.to_owned();
+    let pairs: Vec<(String, String)> =
+        form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+    let field = |name: &str| {
+        pairs
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+            .ok_or_else(|| ApiError::BadRequest(format!("a forwarded stream names its {name}")))
+    };
+    let asked = Asked {
+        namespace: field("namespace")?,
+        name: field("name")?,
+        subresource: field("stream")?,
+        caller: field("caller")?,
+    };
+    if !kayra_api::scheme::STREAMS.contains(&asked.subresource.as_str()) {
+        return Err(ApiError::BadRequest(format!("{:?} is no stream", asked.subresource)));
+    }
+    match run(state, parts, &asked).await {
+        Err(Unserved::Elsewhere(_)) => {
+            Err(ApiError::Unavailable(format!("this replica holds no session of node \"{node}\"")))
+        }
+        Err(Unserved::Refused(error)) => Err(error),
+        Ok(response) => Ok(response),
+    }
+}
+
+/// What a stream request asks for, and for whom.
+struct Asked {
+    namespace: String,
+    name: String,
+    /// `exec`, `attach` or `portforward`.
+    subresource: String,
+    /// The user whose streams it counts among.
+    caller: String,
+}
+
+/// Why a stream was not served here.
+enum Unserved {
+    /// Its node holds its session with another replica.
+    Elsewhere(String),
+    /// Refused, for this reason.
+    Refused(ApiError),
+}
+
+impl From<ApiError> for Unserved {
+    fn from(error: ApiError) -> Unserved {
+        Unserved::Refused(error)
+    }
+}
+
+/// Refused for `error`, or held elsewhere.
+fn unserved(error: NodeServerError) -> Unserved {
+    match error {
+        NodeServerError::NodeUnavailable { node, .. } => Unserved::Elsewhere(node),
+        other => Unserved::Refused(refusal(other)),
+    }
+}
+
+/// Checks what can be refused, opens what the node streams, and upgrades.
+async fn run(state: &Arc<ApiState>, parts: &mut Parts, asked: &Asked) -> Result<Response, Unserved> {
+    let nodes = state.nodes.clone().ok_or_else(|| {
+        ApiError::Unavailable("this server holds no node sessions, so it runs no streams".into())
+    })?;
     let upgrade = upgrade_of(parts)?;
-    let caller = permitted.identity().user.clone();
-    if subresource == "portforward" {
-        nodes.forwardable(&namespace, &name).await.map_err(refusal)?;
+    let (namespace, name, caller) = (asked.namespace.clone(), asked.name.clone(), asked.caller.clone());
+    if asked.subresource == "portforward" {
+        nodes.forwardable(&namespace, &name).await.map_err(unserved)?;
         let forwarding = Arc::new(portforward::Forwarding { nodes, namespace, name, caller });
         return match upgrade {
             Upgrade::WebSocket => {
@@ -120,17 +204,17 @@ pub(crate) async fn serve(
             }
             Upgrade::Spdy => {
                 if !offers(parts, portforward::PROTOCOL) {
-                    return Err(unsupported_protocol(&[portforward::PROTOCOL]));
+                    return Err(unsupported_protocol(&[portforward::PROTOCOL]).into());
                 }
-                spdy_upgrade(parts, portforward::PROTOCOL, move |io| async move {
+                Ok(spdy_upgrade(parts, portforward::PROTOCOL, move |io| async move {
                     let (read, write) = tokio::io::split(io);
                     portforward::serve(read, write, forwarding).await;
-                })
+                })?)
             }
         };
     }
-    let options = command_options(parts.uri.query(), subresource == "exec")?;
-    let kind = match subresource {
+    let options = command_options(parts.uri.query(), asked.subresource == "exec")?;
+    let kind = match asked.subresource.as_str() {
         "exec" => StreamKind::Exec(ExecRequest {
             command: options.command.clone(),
             channels: options.channels,
@@ -138,32 +222,113 @@ pub(crate) async fn serve(
         }),
         _ => StreamKind::Attach(options.channels),
     };
-    match upgrade {
-        Upgrade::WebSocket => {
+    let spdy_protocol = spdy_command::PROTOCOLS.iter().find(|protocol| offers(parts, protocol)).copied();
+    if upgrade == Upgrade::Spdy && spdy_protocol.is_none() {
+        return Err(unsupported_protocol(&spdy_command::PROTOCOLS).into());
+    }
+    let stream = nodes.stream(&namespace, &name, kind, &caller).await.map_err(unserved)?;
+    match (upgrade, spdy_protocol) {
+        (Upgrade::Spdy, Some(protocol)) => {
+            Ok(spdy_upgrade(parts, protocol, move |io| spdy_command::serve(io, options, stream))?)
+        }
+        _ => {
             let socket = websocket(parts, remotecommand::PROTOCOLS)?;
             let protocol = socket.selected_protocol().and_then(|p| p.to_str().ok()).map(str::to_owned);
-            let stream = open(&nodes, &namespace, &name, kind, &caller).await?;
             Ok(socket.on_upgrade(move |socket| remotecommand::serve(socket, protocol, stream)))
-        }
-        Upgrade::Spdy => {
-            let Some(protocol) = spdy_command::PROTOCOLS.iter().find(|protocol| offers(parts, protocol)) else {
-                return Err(unsupported_protocol(&spdy_command::PROTOCOLS));
-            };
-            let stream = open(&nodes, &namespace, &name, kind, &caller).await?;
-            spdy_upgrade(parts, protocol, move |io| spdy_command::serve(io, options, stream))
         }
     }
 }
 
-/// Opens the node stream, or answers why not.
-async fn open(
-    nodes: &NodeServer,
-    namespace: &str,
-    name: &str,
-    kind: StreamKind,
-    caller: &str,
-) -> Result<NodeStream, ApiError> {
-    nodes.stream(namespace, name, kind, caller).await.map_err(refusal)
+/// The headers of a client's upgrade that the replica holding the session needs to answer it.
+const UPGRADE_HEADERS: [&str; 7] = [
+    "upgrade",
+    "connection",
+    "sec-websocket-key",
+    "sec-websocket-version",
+    "sec-websocket-protocol",
+    "sec-websocket-extensions",
+    "x-stream-protocol-version",
+];
+
+/// Opens the stream through the replica the store names as holding `node`'s session, as the
+/// client's own upgrade, and relays the connection's bytes both ways; 503 when none does.
+async fn forward(
+    state: &Arc<ApiState>,
+    parts: &mut Parts,
+    node: &str,
+    asked: &Asked,
+) -> Result<Response, ApiError> {
+    let unavailable = || ApiError::Unavailable(format!("node \"{node}\" holds no session with any replica"));
+    let (Some((peers, me)), Some(nodes)) = (state.peers.as_ref(), state.nodes.as_ref()) else {
+        return Err(unavailable());
+    };
+    let holder = nodes.holder(node).await.map_err(|error| ApiError::Unavailable(error.to_string()))?;
+    let Some(holder) = holder.filter(|holder| holder.id != *me) else { return Err(unavailable()) };
+    let encode = super::logs::encode;
+    let mut query = parts.uri.query().map(str::to_owned).unwrap_or_default();
+    for (key, value) in [
+        ("namespace", &asked.namespace),
+        ("name", &asked.name),
+        ("stream", &asked.subresource),
+        ("caller", &asked.caller),
+    ] {
+        if !query.is_empty() {
+            query.push('&');
+        }
+        query.push_str(&format!("{key}={}", encode(value)));
+    }
+    let url = format!(
+        "{}/apis/fleet.{}/v1/nodes/{}/sessionstream?{query}",
+        holder.url.trim_end_matches('/'),
+        state.scheme().domain(),
+        encode(node)
+    );
+    let headers: Vec<(String, String)> = UPGRADE_HEADERS
+        .iter()
+        .flat_map(|name| {
+            parts
+                .headers
+                .get_all(*name)
+                .iter()
+                .filter_map(|value| Some(((*name).to_owned(), value.to_str().ok()?.to_owned())))
+        })
+        .collect();
+    let client = parts.extensions.remove::<hyper::upgrade::OnUpgrade>();
+    let answer = peers.upgrade(parts.method.to_string(), url, headers).await.map_err(|reason| {
+        ApiError::Unavailable(format!(
+            "the replica holding node \"{node}\"'s session did not answer: {reason}"
+        ))
+    })?;
+    match answer {
+        crate::peers::PeerUpgrade::Refused(answer) => {
+            let mut response = Response::new(axum::body::Body::from_stream(answer.body));
+            *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+            if let Ok(content_type) = HeaderValue::from_str(&answer.content_type) {
+                response.headers_mut().insert(header::CONTENT_TYPE, content_type);
+            }
+            Ok(response)
+        }
+        crate::peers::PeerUpgrade::Switched { headers, connection } => {
+            let Some(client) = client else {
+                return Err(ApiError::BadRequest("this connection cannot be upgraded".into()));
+            };
+            tokio::spawn(async move {
+                let Ok(upgraded) = client.await else { return };
+                let mut client = TokioIo::new(upgraded);
+                let mut connection = connection;
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut connection).await;
+            });
+            let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) =
+                    (header::HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(&value))
+                {
+                    response.headers_mut().append(name, value);
+                }
+            }
+            Ok(response)
+        }
+    }
 }
 
 /// What a stream the node server could not open answers.
@@ -197,7 +362,9 @@ fn websocket<P: Into<std::borrow::Cow<'static, str>>>(
     let protocols: Vec<std::borrow::Cow<'static, str>> = protocols.into_iter().map(Into::into).collect();
     let upgrade = futures_util::FutureExt::now_or_never(WebSocketUpgrade::from_request_parts(parts, &()))
         .expect("the WebSocket extractor does not wait")
-        .map_err(|rejection| ApiError::BadRequest(format!("the WebSocket upgrade is malformed: {}", rejection.body_text())))?;
+        .map_err(|rejection| {
+            ApiError::BadRequest(format!("the WebSocket upgrade is malformed: {}", rejection.body_text()))
+        })?;
     let upgrade = upgrade.protocols(protocols.clone()).max_message_size(MAX_MESSAGE);
     if upgrade.selected_protocol().is_none() {
         let names: Vec<&str> = protocols.iter().map(|p| p.as_ref()).collect();
@@ -262,7 +429,11 @@ impl WsReader {
 }
 
 impl AsyncRead for WsReader {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         loop {
             if !self.buffer.is_empty() {
                 let count = self.buffer.len().min(buf.remaining());
@@ -274,7 +445,10 @@ impl AsyncRead for WsReader {
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
                 Some(Ok(Message::Close(_))) | None => return Poll::Ready(Ok(())),
                 Some(Ok(Message::Text(_))) => {
-                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "a text message in a tunnel")));
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        "a text message in a tunnel",
+                    )));
                 }
                 Some(Err(error)) => return Poll::Ready(Err(io::Error::other(error))),
             }
@@ -298,7 +472,9 @@ impl WsWriter {
 impl AsyncWrite for WsWriter {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
         ready!(self.sink.poll_ready_unpin(cx)).map_err(io::Error::other)?;
-        self.sink.start_send_unpin(Message::Binary(Bytes::copy_from_slice(data))).map_err(io::Error::other)?;
+        self.sink
+            .start_send_unpin(Message::Binary(Bytes::copy_from_slice(data)))
+            .map_err(io::Error::other)?;
         Poll::Ready(Ok(data.len()))
     }
 
@@ -330,7 +506,8 @@ mod tests {
         .expect("valid");
         assert_eq!(asked.command, ["sh", "-c", "exit 3"]);
         assert_eq!(asked.channels, Channels { stdin: false, stdout: true, stderr: true });
-        let terminal = command_options(Some("command=sh&stdin=true&stdout=true&tty=true"), true).expect("valid");
+        let terminal =
+            command_options(Some("command=sh&stdin=true&stdout=true&tty=true"), true).expect("valid");
         assert!(terminal.tty && terminal.channels.stdin);
         assert!(command_options(Some("stdout=true&stdin=1"), false).expect("an attach").channels.stdin);
         for bad in [

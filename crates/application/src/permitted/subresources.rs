@@ -136,6 +136,14 @@ impl Permitted {
         }
     }
 
+    /// The node whose session a replica was authorized to open a forwarded stream through.
+    pub fn session_stream_source(&self) -> Result<&str, RegistryError> {
+        match &self.request().target {
+            Target::SessionStream(node) => Ok(node),
+            _ => Err(self.misused(Verb::Create, Some("nodes/sessionstream"))),
+        }
+    }
+
     /// The node whose agent's own log was authorized.
     pub fn node_log_source(&self) -> Result<&str, RegistryError> {
         match &self.request().target {

@@ -28,7 +28,8 @@ fn yaml_keys_are_read_and_unknown_ones_refused() {
         "kubelet's streamingConnectionIdleTimeout of 4 h"
     );
     let streams =
-        Config::from_yaml("streamIdleTimeoutSeconds: 60\nmaxStreamsPerNode: 8\nmaxStreamsPerUser: 2\n").unwrap();
+        Config::from_yaml("streamIdleTimeoutSeconds: 60\nmaxStreamsPerNode: 8\nmaxStreamsPerUser: 2\n")
+            .unwrap();
     assert_eq!(
         (streams.stream_idle_timeout_seconds, streams.max_streams_per_node, streams.max_streams_per_user),
         (60, 8, 2)

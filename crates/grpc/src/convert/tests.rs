@@ -69,7 +69,12 @@ fn every_message_survives_the_wire() {
             data: b"oops".to_vec(),
             eof: true,
         }),
-        NodeMessage::StreamOutput(StreamOutput { id: 5, channel: OutputChannel::Data, data: vec![0], eof: false }),
+        NodeMessage::StreamOutput(StreamOutput {
+            id: 5,
+            channel: OutputChannel::Data,
+            data: vec![0],
+            eof: false,
+        }),
         NodeMessage::StreamCredit { id: 4, bytes: 32 },
         NodeMessage::StreamEnd(StreamEnd { id: 4, outcome: StreamOutcome::Exited(3) }),
         NodeMessage::StreamEnd(StreamEnd { id: 5, outcome: StreamOutcome::Failed("refused".into()) }),

@@ -72,7 +72,10 @@ pub struct Execution {
 
 impl std::fmt::Debug for Execution {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Execution").field("group", &self.group).field("tty", &self.tty).finish_non_exhaustive()
+        f.debug_struct("Execution")
+            .field("group", &self.group)
+            .field("tty", &self.tty)
+            .finish_non_exhaustive()
     }
 }
 
@@ -184,12 +187,9 @@ impl Runtime {
     /// its user and group, cgroup, rlimits, mount namespace, environment and working directory.
     pub async fn exec(&self, command: ExecCommand) -> Result<Execution, RuntimeError> {
         let run_dir = self.running(&command.uid)?;
-        let (program, prefix) = self
-            .shared
-            .config
-            .supervisor
-            .split_first()
-            .ok_or_else(|| RuntimeError::io("starting the enter shim")(io::Error::other("no supervisor program")))?;
+        let (program, prefix) = self.shared.config.supervisor.split_first().ok_or_else(|| {
+            RuntimeError::io("starting the enter shim")(io::Error::other("no supervisor program"))
+        })?;
         let mut process = tokio::process::Command::new(program);
         process
             .args(prefix)
@@ -277,10 +277,9 @@ impl Runtime {
     pub async fn forward(&self, uid: &str, port: u16) -> Result<tokio::net::TcpStream, RuntimeError> {
         let declared = {
             let apps = self.shared.apps.lock().expect("the app table is never poisoned");
-            apps.get(uid).map(|entry| entry.ports.clone()).ok_or_else(|| RuntimeError::NotFound {
-                namespace: String::new(),
-                name: uid.to_owned(),
-            })?
+            apps.get(uid)
+                .map(|entry| entry.ports.clone())
+                .ok_or_else(|| RuntimeError::NotFound { namespace: String::new(), name: uid.to_owned() })?
         };
         if !declared.contains(&port) {
             return Err(RuntimeError::PortNotDeclared { port, declared });

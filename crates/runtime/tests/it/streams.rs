@@ -45,7 +45,12 @@ fn exec(uid: &str, command: &[&str]) -> ExecCommand {
     }
 }
 
-async fn running(node: &Node, runtime: &Runtime, name: &str, edit: impl FnOnce(&mut kayra_api::kinds::application::Application)) -> String {
+async fn running(
+    node: &Node,
+    runtime: &Runtime,
+    name: &str,
+    edit: impl FnOnce(&mut kayra_api::kinds::application::Application),
+) -> String {
     let mut app = application(name, node.shell("sleep 1000"));
     edit(&mut app);
     let uid = app.metadata.uid.clone().expect("a uid");
@@ -59,7 +64,8 @@ async fn a_command_runs_beside_the_workload_as_it_runs() {
     let node = Node::new("exec");
     let runtime = node.open().await;
     let uid = running(&node, &runtime, "host", |app| {
-        app.spec.env = vec![EnvVar { name: "GREETING".into(), value: Some("hello".into()), ..EnvVar::default() }];
+        app.spec.env =
+            vec![EnvVar { name: "GREETING".into(), value: Some("hello".into()), ..EnvVar::default() }];
         app.spec.working_dir = Some("/tmp".into());
     })
     .await;
@@ -67,7 +73,8 @@ async fn a_command_runs_beside_the_workload_as_it_runs() {
     let mut execution = runtime.exec(exec(&uid, &["sh", "-c", script])).await.expect("the command starts");
     let (out, err) = read_output(&mut execution.output, None).await;
     assert_eq!(execution.wait().await.expect("it ends"), 3, "{out} {err}");
-    let expected_id = if rustix::process::geteuid().is_root() { 65532 } else { rustix::process::getuid().as_raw() };
+    let expected_id =
+        if rustix::process::geteuid().is_root() { 65532 } else { rustix::process::getuid().as_raw() };
     assert!(out.contains(&format!("uid={expected_id} gid=")), "{out}");
     assert!(out.contains("greeting=hello pwd=/tmp"), "{out}");
     assert_eq!(err, "oops\n");
@@ -88,7 +95,8 @@ async fn stdin_reaches_the_command_to_its_end_and_a_terminal_takes_a_size() {
     let node = Node::new("exec-io");
     let runtime = node.open().await;
     let uid = running(&node, &runtime, "io", |_| {}).await;
-    let mut cat = runtime.exec(ExecCommand { stdin: true, ..exec(&uid, &["cat"]) }).await.expect("cat starts");
+    let mut cat =
+        runtime.exec(ExecCommand { stdin: true, ..exec(&uid, &["cat"]) }).await.expect("cat starts");
     let mut stdin = cat.stdin.take().expect("a stdin");
     stdin.write_all(b"one\ntwo\n").await.expect("written");
     drop(stdin);
@@ -113,18 +121,30 @@ async fn a_hang_up_ends_what_its_client_left() {
     let uid = running(&node, &runtime, "hup", |_| {}).await;
     for tty in [false, true] {
         // Ignores SIGHUP and never reads its stdin: only the kill after the grace ends it.
-        let command = ExecCommand { stdin: true, tty, stderr: !tty, ..exec(&uid, &["sh", "-c", "trap '' HUP; sleep 1000"]) };
+        let command = ExecCommand {
+            stdin: true,
+            tty,
+            stderr: !tty,
+            ..exec(&uid, &["sh", "-c", "trap '' HUP; sleep 1000"])
+        };
         let mut execution = runtime.exec(command).await.expect("it starts");
         tokio::time::sleep(Duration::from_millis(300)).await;
         execution.hang_up(Duration::from_millis(500));
-        let code = tokio::time::timeout(PATIENCE, execution.wait()).await.expect("ended by the kill").expect("waited");
+        let code = tokio::time::timeout(PATIENCE, execution.wait())
+            .await
+            .expect("ended by the kill")
+            .expect("waited");
         assert_eq!(code, 137, "tty {tty}");
         // A command that heeds the hang-up ends with it, at once.
-        let command = ExecCommand { stdin: true, tty, stderr: !tty, ..exec(&uid, &["sh", "-c", "read line"]) };
+        let command =
+            ExecCommand { stdin: true, tty, stderr: !tty, ..exec(&uid, &["sh", "-c", "read line"]) };
         let mut execution = runtime.exec(command).await.expect("it starts");
         tokio::time::sleep(Duration::from_millis(300)).await;
         execution.hang_up(Duration::from_secs(600));
-        let code = tokio::time::timeout(PATIENCE, execution.wait()).await.expect("ended by the hang-up").expect("waited");
+        let code = tokio::time::timeout(PATIENCE, execution.wait())
+            .await
+            .expect("ended by the hang-up")
+            .expect("waited");
         assert_ne!(code, 137, "tty {tty}: the hang-up, not the kill, ended it");
     }
     runtime.close().await;
@@ -134,7 +154,10 @@ async fn a_hang_up_ends_what_its_client_left() {
 async fn an_attach_writes_to_the_workloads_own_stdin_and_reads_what_it_says_from_then_on() {
     let node = Node::new("attach");
     let runtime = node.open().await;
-    let mut app = application("reader", node.shell("echo before; while read line; do echo got-$line; echo err-$line >&2; done"));
+    let mut app = application(
+        "reader",
+        node.shell("echo before; while read line; do echo got-$line; echo err-$line >&2; done"),
+    );
     app.spec.stdin = true;
     let uid = app.metadata.uid.clone().expect("a uid");
     runtime.apply(Desired { applications: vec![app], ..Desired::default() });

@@ -224,7 +224,8 @@ async fn forward(
                             }
                             StreamEvent::End(StreamOutcome::Exited(_)) => break,
                             StreamEvent::End(StreamOutcome::Failed(reason)) => {
-                                failure = Some(format!("error forwarding port {number} to pod {pod}: {reason}"));
+                                failure =
+                                    Some(format!("error forwarding port {number} to pod {pod}: {reason}"));
                                 break;
                             }
                         }

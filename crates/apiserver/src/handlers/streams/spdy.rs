@@ -113,7 +113,11 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
         let mut payload = vec![0; length];
         self.io.read_exact(&mut payload).await?;
         if first & 0x8000_0000 == 0 {
-            return Ok(Some(Frame::Data { stream: first & 0x7fff_ffff, data: payload, fin: flags & FLAG_FIN != 0 }));
+            return Ok(Some(Frame::Data {
+                stream: first & 0x7fff_ffff,
+                data: payload,
+                fin: flags & FLAG_FIN != 0,
+            }));
         }
         let version = (first >> 16) & 0x7fff;
         if version != 3 {
@@ -153,7 +157,9 @@ impl<R: AsyncRead + Unpin> FrameReader<R> {
                 Err(error) if error.needs_dictionary().is_some() => {
                     self.inflate.set_dictionary(DICTIONARY).map_err(|e| malformed(e.to_string()))?;
                 }
-                Err(error) => return Err(malformed(format!("a SPDY header block does not inflate: {error}"))),
+                Err(error) => {
+                    return Err(malformed(format!("a SPDY header block does not inflate: {error}")));
+                }
             }
             let used = usize::try_from(self.inflate.total_in() - before).unwrap_or(input.len());
             input = &input[used..];
@@ -296,9 +302,21 @@ mod tests {
     async fn frames_read_back_as_written_across_one_compression_stream_per_direction() {
         let mut client = FrameWriter::new();
         let mut wire = Vec::new();
-        wire.extend(client_syn_stream(&mut client, 1, &[("streamtype", "error"), ("port", "8000"), ("requestid", "0")]));
-        wire.extend(client_syn_stream(&mut client, 3, &[("streamtype", "data"), ("port", "8000"), ("requestid", "0")]));
-        wire.extend(client.encode(&Frame::Data { stream: 3, data: b"GET / HTTP/1.0\r\n\r\n".to_vec(), fin: true }));
+        wire.extend(client_syn_stream(
+            &mut client,
+            1,
+            &[("streamtype", "error"), ("port", "8000"), ("requestid", "0")],
+        ));
+        wire.extend(client_syn_stream(
+            &mut client,
+            3,
+            &[("streamtype", "data"), ("port", "8000"), ("requestid", "0")],
+        ));
+        wire.extend(client.encode(&Frame::Data {
+            stream: 3,
+            data: b"GET / HTTP/1.0\r\n\r\n".to_vec(),
+            fin: true,
+        }));
         wire.extend(client.encode(&Frame::Ping(7)));
         wire.extend(client.encode(&Frame::RstStream { stream: 3, status: 5 }));
         wire.extend(control(9, 0, &[0, 0, 0, 3, 0, 0, 1, 0]));

@@ -38,7 +38,12 @@ pub(crate) async fn serve(
     let mut streams: HashMap<String, u32> = HashMap::new();
     let channels = options.channels;
     let mut expected = vec!["error"];
-    for (wanted, name) in [(channels.stdin, "stdin"), (channels.stdout, "stdout"), (channels.stderr, "stderr"), (options.tty, "resize")] {
+    for (wanted, name) in [
+        (channels.stdin, "stdin"),
+        (channels.stdout, "stdout"),
+        (channels.stderr, "stderr"),
+        (options.tty, "resize"),
+    ] {
         if wanted {
             expected.push(name);
         }
