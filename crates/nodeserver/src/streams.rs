@@ -167,6 +167,8 @@ impl NodeStream {
 pub struct StreamInputHalf {
     shared: Arc<Shared>,
     credit: Arc<Semaphore>,
+    /// The most input bytes in flight: no piece is larger.
+    window: usize,
     kind: &'static str,
 }
 
@@ -181,9 +183,10 @@ impl StreamInputHalf {
     /// (waiting while it has not); an error when the stream or its session is gone.
     pub async fn send(&self, input: Input) -> Result<(), NodeServerError> {
         let gone = || NodeServerError::StreamEnded { reason: "the stream has ended".into() };
+        let piece_size = INPUT_PIECE.min(self.window).max(16);
         let pieces: Vec<Input> = match input {
-            Input::Data(data) if data.len() > INPUT_PIECE => {
-                data.chunks(INPUT_PIECE).map(|piece| Input::Data(piece.to_vec())).collect()
+            Input::Data(data) if data.len() > piece_size => {
+                data.chunks(piece_size).map(|piece| Input::Data(piece.to_vec())).collect()
             }
             Input::Data(data) if data.is_empty() => return Ok(()),
             other => vec![other],
@@ -348,7 +351,12 @@ pub(crate) async fn open(
     let shared =
         Arc::new(Shared { id, live: live.clone(), active: AtomicU64::new(inner.now_ms()), _place: place });
     let stream = NodeStream {
-        input: StreamInputHalf { shared: shared.clone(), credit, kind: word },
+        input: StreamInputHalf {
+            shared: shared.clone(),
+            credit,
+            window: usize::try_from(window).unwrap_or(usize::MAX),
+            kind: word,
+        },
         output: StreamOutputHalf { shared, events: receiver, finished: false, kind: word },
     };
     let request =
@@ -407,3 +415,6 @@ pub(crate) fn fail_all(live: &Live, reason: &str) {
         sink.credit.close();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -251,10 +251,10 @@ pub enum RuntimeError {
         work_root_mode: u32,
     },
     /// An exec or attach found no running process of the Application.
-    #[error("application {uid} has no running process here: {why}")]
+    #[error("application {application} has no running process: {why}")]
     NotRunning {
-        /// The Application's uid.
-        uid: String,
+        /// The Application: `namespace/name`, or its uid when this node does not know it.
+        application: String,
         /// Why not.
         why: String,
     },

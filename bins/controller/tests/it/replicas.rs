@@ -228,7 +228,13 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
         };
         let output = exec("echo through-$((40+2))");
         let said = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert_eq!(said, "through-42\n", "through {}: {}", through.url(), String::from_utf8_lossy(&output.stderr));
+        assert_eq!(
+            said,
+            "through-42\n",
+            "through {}: {}",
+            through.url(),
+            String::from_utf8_lossy(&output.stderr)
+        );
         assert_eq!(exec("exit 3").status.code(), Some(3), "the exit code through {}", through.url());
     }
     // `kubectl top` through each replica answers for the node and its workload, wherever the

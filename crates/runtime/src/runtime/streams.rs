@@ -291,19 +291,22 @@ impl Runtime {
 
     /// The run directory of Application `uid`'s running process, or why there is none.
     fn running(&self, uid: &str) -> Result<std::path::PathBuf, RuntimeError> {
-        let not_running = |why: &str| RuntimeError::NotRunning { uid: uid.to_owned(), why: why.to_owned() };
-        {
+        let not_running =
+            |application: String, why: &str| RuntimeError::NotRunning { application, why: why.to_owned() };
+        let application = {
             let apps = self.shared.apps.lock().expect("the app table is never poisoned");
-            let entry = apps.get(uid).ok_or_else(|| not_running("it is not on this node"))?;
+            let entry = apps.get(uid).ok_or_else(|| not_running(uid.to_owned(), "it is not on this node"))?;
+            let application = format!("{}/{}", entry.namespace, entry.name);
             let phase = entry.status.phase.as_deref().unwrap_or("Pending");
             if !matches!(phase, "Running" | "Terminating") {
-                return Err(not_running(&format!("it is {phase}")));
+                return Err(not_running(application, &format!("it is {phase}")));
             }
-        }
+            application
+        };
         let run_dir = self.shared.app_dir(uid).join("run");
         match read_state(&run_dir) {
             Some(state) if state.exit.is_none() && state.workload.is_alive() => Ok(run_dir),
-            _ => Err(not_running("its process has ended")),
+            _ => Err(not_running(application, "its process has ended")),
         }
     }
 }
