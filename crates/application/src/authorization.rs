@@ -140,7 +140,7 @@ impl Request {
 
     /// The request as it is decided: a stream to a running process (a subresource of
     /// [`kayra_api::scheme::STREAMS`]) is a `create`, whatever verb its method read as.
-    pub(crate) fn as_decided(mut self) -> Request {
+    pub(crate) fn decided(mut self) -> Request {
         if let Target::Kind(target) = &self.target
             && target.subresource.as_deref().is_some_and(|sub| kayra_api::scheme::STREAMS.contains(&sub))
         {

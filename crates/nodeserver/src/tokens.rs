@@ -24,8 +24,11 @@ const REFRESH_AT: f64 = 0.8;
 /// The tokens last pushed to each node.
 #[derive(Debug, Default)]
 pub(crate) struct Tokens {
-    held: Mutex<HashMap<String, HashMap<(String, String), Held>>>,
+    held: Mutex<HashMap<String, NodeTokens>>,
 }
+
+/// The tokens held for one node, by Application uid and file.
+type NodeTokens = HashMap<(String, String), Held>;
 
 #[derive(Debug, Clone)]
 struct Held {

@@ -327,6 +327,27 @@ struct AppEntry {
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
+impl AppEntry {
+    /// The entry of an Application whose task takes `commands`, as it stands.
+    fn new(
+        names: &app::Names,
+        commands: mpsc::UnboundedSender<app::Command>,
+        status: &ApplicationStatus,
+        run: u64,
+        application: &Application,
+    ) -> AppEntry {
+        AppEntry {
+            namespace: names.namespace.clone(),
+            name: names.name.clone(),
+            commands,
+            status: status.clone(),
+            run,
+            ports: application.tcp_ports(),
+            task: None,
+        }
+    }
+}
+
 impl Shared {
     fn app_dir(&self, uid: &str) -> PathBuf {
         self.config.data_dir.join("apps").join(uid)

@@ -83,7 +83,7 @@ async fn each_request_is_the_rbac_question_kube_apiserver_asks() {
         (Request::path("/apis"), Action::NonResource { verb: "get".into(), path: "/apis".into() }),
     ];
     for (request, expected) in cases {
-        assert_eq!(layer.action(&request.as_decided()), expected, "{request:?}");
+        assert_eq!(layer.action(&request.clone().decided()), expected, "{request:?}");
     }
 }
 
@@ -97,7 +97,7 @@ async fn a_stream_to_a_process_is_a_create_whatever_the_method() {
             // kubectl's WebSocket GET, then its SPDY POST.
             for verb in [Verb::Get, Verb::Create] {
                 let request = Request::kind(verb, kind.clone(), Some("demo"), Some("web")).subresource(sub);
-                let decided = request.as_decided();
+                let decided = request.decided();
                 assert_eq!(decided.verb, Verb::Create, "{sub}");
                 assert_eq!(
                     layer.action(&decided),
@@ -114,7 +114,7 @@ async fn a_stream_to_a_process_is_a_create_whatever_the_method() {
     }
     // Any other subresource keeps the verb its method reads as.
     let log = Request::kind(Verb::Get, pods, Some("demo"), Some("web")).subresource("log");
-    assert_eq!(log.as_decided().verb, Verb::Get);
+    assert_eq!(log.decided().verb, Verb::Get);
 }
 
 #[tokio::test]

@@ -92,18 +92,8 @@ pub(super) fn spawn(shared: &Arc<Shared>, record: Record, reopened: bool) {
     let names = Names::of(&record.application);
     let (commands, receiver) = mpsc::unbounded_channel();
     let mut apps = shared.apps.lock().expect("the app table is never poisoned");
-    apps.insert(
-        names.uid.clone(),
-        AppEntry {
-            namespace: names.namespace.clone(),
-            name: names.name.clone(),
-            commands,
-            status: record.status.clone(),
-            run: record.run,
-            ports: record.application.tcp_ports(),
-            task: None,
-        },
-    );
+    let entry = AppEntry::new(&names, commands, &record.status, record.run, &record.application);
+    apps.insert(names.uid.clone(), entry);
     let task = Task {
         shared: shared.clone(),
         dir: shared.app_dir(&names.uid),

@@ -51,20 +51,18 @@ pub(crate) async fn serve(
     let deadline = tokio::time::Instant::now() + STREAMS_WITHIN;
     let mut relaying: Option<tokio::task::JoinHandle<()>> = None;
     loop {
-        let frame = if relaying.is_none() {
-            match tokio::time::timeout_at(deadline, reader.read()).await {
+        let frame = match relaying.as_mut() {
+            None => match tokio::time::timeout_at(deadline, reader.read()).await {
                 Ok(frame) => frame,
                 Err(_) => {
                     tracing::debug!("a SPDY exec did not open its streams in time");
                     break;
                 }
-            }
-        } else {
-            let relay = relaying.as_mut().expect("relaying");
-            tokio::select! {
+            },
+            Some(relay) => tokio::select! {
                 frame = reader.read() => frame,
                 _ = relay => break,
-            }
+            },
         };
         let frame = match frame {
             Ok(Some(frame)) => frame,
