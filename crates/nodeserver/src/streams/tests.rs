@@ -23,6 +23,10 @@ use crate::{Config, NodeServer, NodeServerError, Session, StreamEvent};
 const WINDOW: u64 = 64;
 
 async fn server() -> NodeServer {
+    server_with(Config { stream_window: WINDOW, max_streams_per_caller: 1, ..Config::default() }).await
+}
+
+async fn server_with(config: Config) -> NodeServer {
     let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
     let control = Arc::new(ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry));
@@ -37,7 +41,6 @@ async fn server() -> NodeServer {
     let web = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application", "metadata": {"name": "web"},
                      "spec": {"command": ["sleep"], "ports": [{"port": 8000}], "placement": {"nodeName": "n1"}}});
     admin.create(&applications, Some("default"), web).await.expect("the application");
-    let config = Config { stream_window: WINDOW, max_streams_per_caller: 1, ..Config::default() };
     NodeServer::new(control, config).expect("a node server")
 }
 
@@ -149,4 +152,38 @@ async fn a_stream_relays_both_ways_within_its_window_and_a_dropped_one_is_cancel
     drop(session);
     let (_input, mut output) = stream.split();
     assert!(matches!(output.next().await, Some(StreamEvent::End(StreamOutcome::Failed(_)))));
+}
+
+/// kubelet's `streamingConnectionIdleTimeout`: a stream quiet both ways for it ends, and
+/// traffic either way keeps it open. Paused, tokio's clock moves only as the test sleeps.
+#[tokio::test(start_paused = true)]
+async fn a_stream_quiet_for_the_idle_timeout_ends_and_traffic_keeps_it_open() {
+    let idle = Duration::from_secs(60);
+    let server = server_with(Config { stream_idle_timeout: idle, ..Config::default() }).await;
+    let mut session = server.open(&node("n1")).expect("a session");
+    let stream = server.stream("default", "web", exec(), "alice").await.expect("opened");
+    let ControllerMessage::StreamOpen(open) = sent(&mut session).await else { panic!("an open") };
+    let (input, mut output) = stream.split();
+    // Input at 40 s keeps it open past 60 s.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    input.send(Input::Data(b"still here".to_vec())).await.expect("sent");
+    let waited = tokio::time::Instant::now();
+    match output.next().await {
+        Some(StreamEvent::End(StreamOutcome::Failed(reason))) => {
+            assert!(reason.contains("idle timeout"), "{reason}");
+        }
+        other => panic!("a quiet stream ends: {other:?}"),
+    }
+    assert_eq!(waited.elapsed(), idle, "ended a whole timeout after the last traffic");
+    drop((input, output));
+    loop {
+        match sent(&mut session).await {
+            ControllerMessage::StreamCancel(id) => {
+                assert_eq!(id, open.id, "and cancelled on the node");
+                break;
+            }
+            ControllerMessage::StreamInput(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
 }
