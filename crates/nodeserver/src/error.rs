@@ -181,7 +181,7 @@ impl NodeServerError {
 fn port_not_declared(name: &str, port: u16, declared: &[u16]) -> String {
     if port == 0 {
         return format!(
-            "application \"{name}\" declares no TCP port in spec.ports, and only declared ports may be forwarded"
+            "forwarding to application \"{name}\" is forbidden: it declares no TCP port in spec.ports, and only declared ports may be forwarded"
         );
     }
     let declared = match declared {
@@ -192,6 +192,6 @@ fn port_not_declared(name: &str, port: u16, declared: &[u16]) -> String {
         }
     };
     format!(
-        "port {port} is not forwarded to application \"{name}\": {declared}, and only declared ports may be forwarded"
+        "forwarding to port {port} of application \"{name}\" is forbidden: {declared}, and only declared ports may be forwarded"
     )
 }

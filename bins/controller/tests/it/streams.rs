@@ -214,6 +214,10 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
         let _ = refused.kill();
         let _ = refused.wait();
     }
+    // An Application that declares no port takes no port-forward at all: 403 before any upgrade.
+    let refused = controller.kubectl(&["port-forward", "pod/reader", &format!("{}:80", free_port())]);
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("is forbidden: it declares no TCP port"), "{said}");
     // attach: what the workload says from now on, and what is typed reaches its stdin.
     let mut attach = Command::new("kubectl")
         .arg("--kubeconfig")
