@@ -72,6 +72,27 @@ pub const SCALE: Subresource = Subresource {
 /// last usage sample its node reported (an `ApplicationMetrics`).
 pub const METRICS: Subresource = Subresource { name: "metrics", verbs: &[Verb::Get], response: None };
 
+/// The `exec` subresource of an Application, and of the Pod that views it: a command run
+/// beside the process, as its user, in its cgroup, with its environment (`kubectl exec`, `cp`).
+/// Like the other streams it is a connection upgraded to a stream protocol, authorized as
+/// `create` whatever the method (see [`STREAMS`]).
+pub const EXEC: Subresource = Subresource { name: "exec", verbs: &[Verb::Create, Verb::Get], response: None };
+
+/// The `attach` subresource: the process's own output, and its stdin when its spec asks for
+/// one (`kubectl attach`).
+pub const ATTACH: Subresource =
+    Subresource { name: "attach", verbs: &[Verb::Create, Verb::Get], response: None };
+
+/// The `portforward` subresource: connections to the ports the Application declares, on its
+/// node's loopback address (`kubectl port-forward`).
+pub const PORTFORWARD: Subresource =
+    Subresource { name: "portforward", verbs: &[Verb::Create, Verb::Get], response: None };
+
+/// The subresources that are streams to a running process rather than reads or writes of an
+/// object: whatever the HTTP method (kubectl upgrades a `GET` to WebSocket and falls back to a
+/// `POST` for SPDY), each is the `create` of a session, as kube-apiserver 1.35 decides it.
+pub const STREAMS: [&str; 3] = [EXEC.name, ATTACH.name, PORTFORWARD.name];
+
 /// A certificate request's approval subresource: read, replaced and patched.
 pub const APPROVAL: Subresource =
     Subresource { name: "approval", verbs: &[Verb::Get, Verb::Patch, Verb::Update], response: None };

@@ -26,6 +26,17 @@ pub enum NodeMessage {
     Usage(UsageSample),
     /// Something that happened to an Application.
     Event(NodeEvent),
+    /// Bytes a stream produced.
+    StreamOutput(StreamOutput),
+    /// The process of stream `id` took `bytes` more of its input.
+    StreamCredit {
+        /// The stream.
+        id: u64,
+        /// How many more bytes of input may be sent.
+        bytes: u64,
+    },
+    /// How a stream ended.
+    StreamEnd(StreamEnd),
 }
 
 /// What the controller sends a node.
@@ -44,6 +55,19 @@ pub enum ControllerMessage {
         /// How many more bytes may be sent.
         bytes: u64,
     },
+    /// Open an exec, attach or port-forward stream.
+    StreamOpen(StreamOpen),
+    /// What the client sends into a stream.
+    StreamInput(StreamInput),
+    /// The client of stream `id` took `bytes` more of its output.
+    StreamCredit {
+        /// The stream.
+        id: u64,
+        /// How many more bytes of output may be sent.
+        bytes: u64,
+    },
+    /// The client of stream `id` went away: end it.
+    StreamCancel(u64),
 }
 
 /// The node's own view of itself: core v1 `Node.status` less the heartbeat.
@@ -336,6 +360,150 @@ pub struct LogRequest {
     pub window: u64,
     /// The agent's own log instead of an Application's (which is then unnamed).
     pub agent: bool,
+}
+
+/// Opens a stream to a running Application (`proto/node.proto`'s `StreamOpen` documents the
+/// contract: credit in both directions, exactly one [`StreamEnd`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamOpen {
+    /// Numbers the stream within the session.
+    pub id: u64,
+    /// The Application's namespace.
+    pub namespace: String,
+    /// The Application's name.
+    pub name: String,
+    /// The Application's uid.
+    pub uid: String,
+    /// Bytes either side may send ahead of the other's credit.
+    pub window: u64,
+    /// What the stream is.
+    pub kind: StreamKind,
+}
+
+/// What a stream connects to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamKind {
+    /// A command run beside the process, as its user, in its cgroup, with its environment.
+    Exec(ExecRequest),
+    /// The process's own output from now on, and its stdin when it keeps one.
+    Attach(Channels),
+    /// One TCP connection to this port on the node's loopback address.
+    PortForward(u16),
+}
+
+impl StreamKind {
+    /// `exec`, `attach` or `portforward`: the subresource that opens it.
+    pub fn word(&self) -> &'static str {
+        match self {
+            StreamKind::Exec(_) => "exec",
+            StreamKind::Attach(_) => "attach",
+            StreamKind::PortForward(_) => "portforward",
+        }
+    }
+}
+
+/// The standard streams a client asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Channels {
+    /// It writes to the process's stdin.
+    pub stdin: bool,
+    /// It reads the process's stdout.
+    pub stdout: bool,
+    /// It reads the process's stderr (never with a terminal).
+    pub stderr: bool,
+}
+
+/// A command to run beside an Application's process.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExecRequest {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Which standard streams the client uses.
+    pub channels: Channels,
+    /// Run it on a pseudo-terminal.
+    pub tty: bool,
+}
+
+/// What the client sends into a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamInput {
+    /// The stream.
+    pub id: u64,
+    /// What it is.
+    pub input: Input,
+}
+
+/// One piece of a stream's input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// Bytes for the process's stdin, or for the forwarded connection.
+    Data(Vec<u8>),
+    /// The client's stdin, or its side of the connection, ended.
+    Close,
+    /// The client's terminal has a new size.
+    Resize(TerminalSize),
+}
+
+impl Input {
+    /// What the input costs of the receiver's credit: its bytes, or 16 for a control.
+    pub fn cost(&self) -> u64 {
+        match self {
+            Input::Data(data) => data.len() as u64,
+            Input::Close | Input::Resize(_) => 16,
+        }
+    }
+}
+
+/// A terminal's size in characters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TerminalSize {
+    /// Columns.
+    pub width: u16,
+    /// Rows.
+    pub height: u16,
+}
+
+/// Which part of a stream output belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputChannel {
+    /// The process's stdout, or a terminal's output.
+    Stdout,
+    /// The process's stderr.
+    Stderr,
+    /// A forwarded connection's bytes.
+    Data,
+}
+
+/// Bytes a stream produced, within the controller's credit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamOutput {
+    /// The stream.
+    pub id: u64,
+    /// Which output.
+    pub channel: OutputChannel,
+    /// The bytes.
+    pub data: Vec<u8>,
+    /// That output ended.
+    pub eof: bool,
+}
+
+/// How a stream ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamEnd {
+    /// The stream.
+    pub id: u64,
+    /// What ended it.
+    pub outcome: StreamOutcome,
+}
+
+/// What ended a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamOutcome {
+    /// The exec'd command exited with this code (128 + the signal that killed it); an attach or
+    /// a forwarded connection that ended cleanly ends with 0.
+    Exited(i32),
+    /// The stream could not be opened, or went on no longer, for this reason.
+    Failed(String),
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::kinds::ConditionType;
 use crate::kinds::application::{BACK_OFF, NODE_NAME_POINTER, bound_node};
-use crate::scheme::{BINDING, EVICTION, KindInfo, LOG, NameRule, TOKEN, typed};
+use crate::scheme::{ATTACH, BINDING, EVICTION, EXEC, KindInfo, LOG, NameRule, PORTFORWARD, TOKEN, typed};
 use crate::table::{Column, field_of_typed_entry, text_or_none};
 use crate::verb::Verb;
 
@@ -52,6 +52,23 @@ pub fn pod_from_application(application: &Value) -> Value {
     let mut container = json!({"name": "app", "command": command});
     if let Some(resources) = application.pointer("/spec/resources") {
         container["resources"] = resources.clone();
+    }
+    // What `kubectl port-forward` resolves a named port by, and what `kubectl attach -i` reads.
+    if let Some(ports) = application.pointer("/spec/ports").and_then(Value::as_array) {
+        let ports: Vec<Value> = ports
+            .iter()
+            .map(|port| {
+                let mut declared = json!({"containerPort": port["port"], "protocol": port.get("protocol").cloned().unwrap_or_else(|| json!("TCP"))});
+                if let Some(name) = port.get("name") {
+                    declared["name"] = name.clone();
+                }
+                declared
+            })
+            .collect();
+        container["ports"] = Value::Array(ports);
+    }
+    if application.pointer("/spec/stdin") == Some(&Value::Bool(true)) {
+        container["stdin"] = Value::Bool(true);
     }
     let mut spec = json!({"containers": [container]});
     if let Some(node) = application.pointer(NODE_NAME_POINTER) {
@@ -146,12 +163,12 @@ pub fn placement_uid(application_uid: &str, node: &str) -> String {
 }
 
 /// Pods as served: read-only, each the view of an Application, with the subresources kubectl
-/// uses on pods (`logs`, `drain`'s eviction, a scheduler's binding).
+/// uses on pods (`logs`, `drain`'s eviction, a scheduler's binding, `exec`, `attach`, `port-forward`).
 pub(crate) fn pod() -> KindInfo {
     KindInfo {
         short_names: &["po"],
         categories: &["all"],
-        subresources: &[LOG, EVICTION, BINDING, TOKEN],
+        subresources: &[LOG, EVICTION, BINDING, TOKEN, EXEC, ATTACH, PORTFORWARD],
         field_labels: &["spec.nodeName", "status.phase", "status.podIP"],
         columns: &[
             Column {

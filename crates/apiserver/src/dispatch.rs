@@ -82,6 +82,10 @@ pub(crate) async fn serve(
             let target = permitted.kind_target().ok_or_else(|| {
                 ApiError::Internal("a resource request was authorized as something else".to_owned())
             })?;
+            // A stream to a process upgrades the connection: its handler takes the request's parts.
+            if target.subresource.as_deref().is_some_and(|sub| kayra_api::scheme::STREAMS.contains(&sub)) {
+                return handlers::streams::serve(&state, &permitted, &mut parts).await;
+            }
             let disconnect = parts.extensions.get::<Disconnect>().cloned();
             let call = Call {
                 state: &state,
@@ -98,6 +102,9 @@ pub(crate) async fn serve(
         Target::Check => check::serve(&state, &permitted, &body).await,
         Target::NodeLog { .. } => handlers::logs::serve_agent(&state, &permitted, &query).await,
         Target::SessionLog { .. } => handlers::logs::serve_forwarded(&state, &permitted, &query).await,
+        Target::SessionStream { .. } => {
+            handlers::streams::serve_forwarded(&state, &permitted, &mut parts).await
+        }
         Target::SessionUsage { .. } => handlers::usage::serve_held(&permitted).await,
     }
 }

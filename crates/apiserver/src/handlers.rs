@@ -3,7 +3,9 @@
 //! allows, and encodes the answer (JSON, a Table, a stream). No rule lives here.
 //!
 //! By concern: [`read`] (get and list), [`watch`], [`write`] (create, update, patch, delete,
-//! delete-collection), [`reviews`], [`subresources`] (binding, eviction, scale, token), [`logs`] and [`usage`];
+//! delete-collection), [`reviews`], [`subresources`] (binding, eviction, scale, token), [`logs`],
+//! [`usage`] and [`streams`] (exec, attach, port-forward, served from the dispatcher, which hands
+//! them the connection to upgrade);
 //! [`options`] and [`body`] read what the request asks, [`respond`] writes the answer.
 
 pub(crate) mod body;
@@ -12,6 +14,7 @@ pub(crate) mod options;
 pub(crate) mod read;
 pub(crate) mod respond;
 pub(crate) mod reviews;
+pub(crate) mod streams;
 pub(crate) mod subresources;
 pub(crate) mod usage;
 pub(crate) mod watch;

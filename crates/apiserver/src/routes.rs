@@ -88,6 +88,15 @@ pub(crate) enum Target {
         /// The node.
         node: String,
     },
+    /// `/apis/fleet.<domain>/v1/nodes/<name>/sessionstream`: an exec, attach or port-forward
+    /// another replica forwards, as the client's own upgrade, to the one holding the node's
+    /// session (the replicas' group only).
+    SessionStream {
+        /// `fleet.<domain>`.
+        group: String,
+        /// The node.
+        node: String,
+    },
     /// `GET /apis/fleet.<domain>/v1/sessionusage`: the usage samples of the sessions this
     /// replica holds, as another replica asks for them (the replicas' group only).
     SessionUsage {
@@ -194,6 +203,11 @@ pub(crate) fn parse(scheme: &Scheme, gates: Gates, path: &str) -> Result<Target,
             if *group == format!("fleet.{}", scheme.domain()) =>
         {
             Ok(Target::SessionLog { group: (*group).to_owned(), node: (*node).to_owned() })
+        }
+        ["apis", group, "v1", "nodes", node, "sessionstream"]
+            if *group == format!("fleet.{}", scheme.domain()) =>
+        {
+            Ok(Target::SessionStream { group: (*group).to_owned(), node: (*node).to_owned() })
         }
         ["apis", group, "v1", "sessionusage"] if *group == format!("fleet.{}", scheme.domain()) => {
             Ok(Target::SessionUsage { group: (*group).to_owned() })

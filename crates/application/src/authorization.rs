@@ -49,6 +49,10 @@ pub enum Target {
     /// (`GET /apis/fleet.<domain>/v1/nodes/<name>/sessionlog`): only the replicas may ask,
     /// whatever RBAC says, since the replica that forwards has authorized its caller already.
     SessionLog(String),
+    /// An exec, attach or port-forward stream another replica forwards to the one holding the
+    /// node's session (`/apis/fleet.<domain>/v1/nodes/<name>/sessionstream`): only the replicas
+    /// may ask, as for `SessionLog`, the forwarding replica having authorized its caller.
+    SessionStream(String),
     /// The usage samples another replica asks of the one holding nodes' sessions
     /// (`GET /apis/fleet.<domain>/v1/sessionusage`): only the replicas may ask, as for
     /// `SessionLog`.
@@ -119,6 +123,11 @@ impl Request {
         Request { verb: Verb::Get, target: Target::SessionLog(name.to_owned()) }
     }
 
+    /// A replica's forwarded stream to a process on node `name`.
+    pub fn session_stream(name: &str) -> Request {
+        Request { verb: Verb::Create, target: Target::SessionStream(name.to_owned()) }
+    }
+
     /// A replica's read of the usage samples of the sessions another one holds.
     pub fn session_usage() -> Request {
         Request { verb: Verb::Get, target: Target::SessionUsage }
@@ -127,6 +136,17 @@ impl Request {
     /// A read of a path that names no resource.
     pub fn path(path: &str) -> Request {
         Request { verb: Verb::Get, target: Target::Path(path.to_owned()) }
+    }
+
+    /// The request as it is decided: a stream to a running process (a subresource of
+    /// [`kayra_api::scheme::STREAMS`]) is a `create`, whatever verb its method read as.
+    pub(crate) fn decided(mut self) -> Request {
+        if let Target::Kind(target) = &self.target
+            && target.subresource.as_deref().is_some_and(|sub| kayra_api::scheme::STREAMS.contains(&sub))
+        {
+            self.verb = Verb::Create;
+        }
+        self
     }
 }
 
@@ -164,6 +184,9 @@ impl ApplicationLayer {
     pub(crate) fn authorize(&self, identity: &Identity, request: &Request) -> Result<Scope, RegistryError> {
         let between_replicas = match &request.target {
             Target::SessionLog(node) => Some(format!("resource \"nodes/sessionlog\" of node \"{node}\"")),
+            Target::SessionStream(node) => {
+                Some(format!("resource \"nodes/sessionstream\" of node \"{node}\""))
+            }
             Target::SessionUsage => {
                 Some("resource \"sessionusage\" (the usage samples of the sessions held here)".to_owned())
             }
@@ -220,16 +243,19 @@ impl ApplicationLayer {
                 namespace: None,
                 name: None,
             },
-            Target::NodeLog(node) | Target::SessionLog(node) => Action::Resource {
-                verb: Verb::Get.as_str().to_owned(),
-                api: format!("fleet.{}", self.scheme().domain()),
-                resource: match &request.target {
-                    Target::SessionLog(_) => "nodes/sessionlog".to_owned(),
-                    _ => "nodes/log".to_owned(),
-                },
-                namespace: None,
-                name: Some(node.clone()),
-            },
+            Target::NodeLog(node) | Target::SessionLog(node) | Target::SessionStream(node) => {
+                Action::Resource {
+                    verb: request.verb.as_str().to_owned(),
+                    api: format!("fleet.{}", self.scheme().domain()),
+                    resource: match &request.target {
+                        Target::SessionLog(_) => "nodes/sessionlog".to_owned(),
+                        Target::SessionStream(_) => "nodes/sessionstream".to_owned(),
+                        _ => "nodes/log".to_owned(),
+                    },
+                    namespace: None,
+                    name: Some(node.clone()),
+                }
+            }
             Target::SessionUsage => Action::Resource {
                 verb: Verb::Get.as_str().to_owned(),
                 api: format!("fleet.{}", self.scheme().domain()),

@@ -53,6 +53,7 @@ impl Client {
     /// Decides `request` for this client's identity: what it may then do, or `Forbidden`
     /// naming what was refused.
     pub fn authorize(&self, request: Request) -> Result<Permitted, RegistryError> {
+        let request = request.decided();
         let scope = self.layer.authorize(&self.identity, &request)?;
         Ok(Permitted::new(self.clone(), request, scope))
     }

@@ -130,6 +130,7 @@ fn describe(target: &Target) -> String {
         Target::Check => "check".to_owned(),
         Target::NodeLog(node) => format!("nodes/log {node:?}"),
         Target::SessionLog(node) => format!("nodes/sessionlog {node:?}"),
+        Target::SessionStream(node) => format!("nodes/sessionstream {node:?}"),
         Target::SessionUsage => "sessionusage".to_owned(),
         Target::Path(path) => format!("path {path:?}"),
     }

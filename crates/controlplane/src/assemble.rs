@@ -139,6 +139,9 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
         ready_timeout,
         heartbeat_write: ready_timeout / 4,
         lost_timeout: Duration::from_secs(config.node_lost_timeout_seconds),
+        stream_idle_timeout: Duration::from_secs(config.stream_idle_timeout_seconds),
+        max_streams_per_node: config.max_streams_per_node,
+        max_streams_per_caller: config.max_streams_per_user,
         ..kayra_nodeserver::Config::default()
     };
     let nodes = kayra_nodeserver::NodeServer::new(application.clone(), node_config)?;

@@ -74,6 +74,15 @@ pub struct Config {
     /// from a revision, and the most one watch may have queued before it is cut off (default
     /// 64 MiB).
     pub watch_window_bytes: usize,
+    /// How long an exec, attach or port-forward stream may carry nothing either way before it
+    /// is closed (kubelet's `streamingConnectionIdleTimeout`; seconds, default 14400, 4 h).
+    pub stream_idle_timeout_seconds: u64,
+    /// The most exec, attach and port-forward streams one node carries at once (default 128);
+    /// past it a stream is refused with 429.
+    pub max_streams_per_node: usize,
+    /// The most such streams one user has open at once, across nodes (default 64); each
+    /// connection a port-forward carries counts.
+    pub max_streams_per_user: usize,
     /// The scheduler: `policy` is `spread` (the default: the emptiest node wins) or `binpack`
     /// (the fullest node that fits wins).
     pub scheduler: SchedulerConfig,
@@ -171,6 +180,9 @@ impl Default for Config {
             max_connections: 4096,
             watch_stall_timeout_seconds: 10,
             watch_window_bytes: kayra_registry::DEFAULT_WINDOW_BYTES,
+            stream_idle_timeout_seconds: 4 * 60 * 60,
+            max_streams_per_node: 128,
+            max_streams_per_user: 64,
             scheduler: SchedulerConfig::default(),
             feature_gates: BTreeMap::new(),
         }
@@ -224,6 +236,15 @@ impl Config {
         }
         if self.watch_stall_timeout_seconds == 0 {
             return Err("watchStallTimeoutSeconds must be at least 1".to_owned());
+        }
+        for (value, name) in [
+            (self.stream_idle_timeout_seconds, "streamIdleTimeoutSeconds"),
+            (self.max_streams_per_node as u64, "maxStreamsPerNode"),
+            (self.max_streams_per_user as u64, "maxStreamsPerUser"),
+        ] {
+            if value == 0 {
+                return Err(format!("{name} must be at least 1"));
+            }
         }
         if self.watch_window_bytes < 1 << 20 {
             return Err("watchWindowBytes must be at least 1048576 (1 MiB)".to_owned());

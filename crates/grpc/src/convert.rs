@@ -7,8 +7,10 @@ use std::sync::Arc;
 use kayra_api::kinds::Condition;
 use kayra_api::kinds::application::ApplicationStatus;
 use kayra_api::session::{
-    ApplicationReport, ControllerMessage, DesiredState, Document, LogChunk, LogRequest, NodeEvent, NodeInfo,
-    NodeMessage, NodeReport, NodeTaint, ProjectedToken, Registration, UsageSample,
+    ApplicationReport, Channels, ControllerMessage, DesiredState, Document, ExecRequest, Input, LogChunk,
+    LogRequest, NodeEvent, NodeInfo, NodeMessage, NodeReport, NodeTaint, OutputChannel, ProjectedToken,
+    Registration, StreamEnd, StreamInput, StreamKind, StreamOpen, StreamOutcome, StreamOutput, TerminalSize,
+    UsageSample,
 };
 use serde_json::Value;
 
@@ -128,6 +130,23 @@ pub(crate) fn node_message_to_wire(message: NodeMessage) -> wire::NodeMessage {
             message: event.message,
             r#type: event.type_,
         }),
+        NodeMessage::StreamOutput(output) => Up::StreamOutput(wire::StreamOutput {
+            id: output.id,
+            channel: match output.channel {
+                OutputChannel::Stdout => wire::StreamChannel::Stdout,
+                OutputChannel::Stderr => wire::StreamChannel::Stderr,
+                OutputChannel::Data => wire::StreamChannel::Data,
+            } as i32,
+            data: output.data,
+            eof: output.eof,
+        }),
+        NodeMessage::StreamCredit { id, bytes } => Up::StreamCredit(wire::StreamCredit { id, bytes }),
+        NodeMessage::StreamEnd(end) => Up::StreamEnd(match end.outcome {
+            StreamOutcome::Exited(code) => {
+                wire::StreamEnd { id: end.id, exit_code: Some(code), error: String::new() }
+            }
+            StreamOutcome::Failed(error) => wire::StreamEnd { id: end.id, exit_code: None, error },
+        }),
     };
     wire::NodeMessage { body: Some(body) }
 }
@@ -198,6 +217,30 @@ pub(crate) fn node_message_from_wire(message: wire::NodeMessage) -> Result<NodeM
             message: event.message,
             type_: event.r#type,
         }),
+        Up::StreamOutput(output) => NodeMessage::StreamOutput(StreamOutput {
+            id: output.id,
+            channel: match wire::StreamChannel::try_from(output.channel) {
+                Ok(wire::StreamChannel::Stdout) => OutputChannel::Stdout,
+                Ok(wire::StreamChannel::Stderr) => OutputChannel::Stderr,
+                Ok(wire::StreamChannel::Data) => OutputChannel::Data,
+                Ok(wire::StreamChannel::Stdin) | Err(_) => {
+                    return Err(format!(
+                        "stream output on channel {}, which is not an output",
+                        output.channel
+                    ));
+                }
+            },
+            data: output.data,
+            eof: output.eof,
+        }),
+        Up::StreamCredit(credit) => NodeMessage::StreamCredit { id: credit.id, bytes: credit.bytes },
+        Up::StreamEnd(end) => NodeMessage::StreamEnd(StreamEnd {
+            id: end.id,
+            outcome: match end.exit_code {
+                Some(code) => StreamOutcome::Exited(code),
+                None => StreamOutcome::Failed(end.error),
+            },
+        }),
     })
 }
 
@@ -253,6 +296,43 @@ pub(crate) fn controller_message_to_wire(message: ControllerMessage) -> wire::Co
         }),
         ControllerMessage::LogCancel(id) => Down::LogCancel(wire::LogCancel { id }),
         ControllerMessage::LogCredit { id, bytes } => Down::LogCredit(wire::LogCredit { id, bytes }),
+        ControllerMessage::StreamOpen(open) => Down::StreamOpen(wire::StreamOpen {
+            id: open.id,
+            namespace: open.namespace,
+            name: open.name,
+            uid: open.uid,
+            window: open.window,
+            kind: Some(match open.kind {
+                StreamKind::Exec(exec) => wire::stream_open::Kind::Exec(wire::ExecStream {
+                    command: exec.command,
+                    stdin: exec.channels.stdin,
+                    stdout: exec.channels.stdout,
+                    stderr: exec.channels.stderr,
+                    tty: exec.tty,
+                }),
+                StreamKind::Attach(channels) => wire::stream_open::Kind::Attach(wire::AttachStream {
+                    stdin: channels.stdin,
+                    stdout: channels.stdout,
+                    stderr: channels.stderr,
+                }),
+                StreamKind::PortForward(port) => {
+                    wire::stream_open::Kind::PortForward(wire::PortForwardStream { port: u32::from(port) })
+                }
+            }),
+        }),
+        ControllerMessage::StreamInput(input) => Down::StreamInput(wire::StreamInput {
+            id: input.id,
+            input: Some(match input.input {
+                Input::Data(data) => wire::stream_input::Input::Data(data),
+                Input::Close => wire::stream_input::Input::Close(true),
+                Input::Resize(size) => wire::stream_input::Input::Resize(wire::TerminalSize {
+                    width: u32::from(size.width),
+                    height: u32::from(size.height),
+                }),
+            }),
+        }),
+        ControllerMessage::StreamCredit { id, bytes } => Down::StreamCredit(wire::StreamCredit { id, bytes }),
+        ControllerMessage::StreamCancel(id) => Down::StreamCancel(wire::StreamCancel { id }),
     };
     wire::ControllerMessage { body: Some(body) }
 }
@@ -293,6 +373,42 @@ pub(crate) fn controller_message_from_wire(
         }),
         Down::LogCancel(cancel) => ControllerMessage::LogCancel(cancel.id),
         Down::LogCredit(credit) => ControllerMessage::LogCredit { id: credit.id, bytes: credit.bytes },
+        Down::StreamOpen(open) => ControllerMessage::StreamOpen(StreamOpen {
+            id: open.id,
+            namespace: open.namespace,
+            name: open.name,
+            uid: open.uid,
+            window: open.window,
+            kind: match open.kind.ok_or("a stream opened with no kind")? {
+                wire::stream_open::Kind::Exec(exec) => StreamKind::Exec(ExecRequest {
+                    command: exec.command,
+                    channels: Channels { stdin: exec.stdin, stdout: exec.stdout, stderr: exec.stderr },
+                    tty: exec.tty,
+                }),
+                wire::stream_open::Kind::Attach(attach) => StreamKind::Attach(Channels {
+                    stdin: attach.stdin,
+                    stdout: attach.stdout,
+                    stderr: attach.stderr,
+                }),
+                wire::stream_open::Kind::PortForward(forward) => StreamKind::PortForward(
+                    u16::try_from(forward.port)
+                        .map_err(|_| format!("port {} is not a TCP port", forward.port))?,
+                ),
+            },
+        }),
+        Down::StreamInput(input) => ControllerMessage::StreamInput(StreamInput {
+            id: input.id,
+            input: match input.input.ok_or("a stream input with nothing in it")? {
+                wire::stream_input::Input::Data(data) => Input::Data(data),
+                wire::stream_input::Input::Close(_) => Input::Close,
+                wire::stream_input::Input::Resize(size) => Input::Resize(TerminalSize {
+                    width: u16::try_from(size.width).unwrap_or(u16::MAX),
+                    height: u16::try_from(size.height).unwrap_or(u16::MAX),
+                }),
+            },
+        }),
+        Down::StreamCredit(credit) => ControllerMessage::StreamCredit { id: credit.id, bytes: credit.bytes },
+        Down::StreamCancel(cancel) => ControllerMessage::StreamCancel(cancel.id),
     })
 }
 

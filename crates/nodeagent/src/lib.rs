@@ -16,6 +16,7 @@ pub mod own_log;
 mod renewal;
 mod servers;
 pub mod session;
+pub mod streams;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -10,8 +10,8 @@ use futures_util::stream::BoxStream;
 use kayra_api::kinds::application::Application;
 use kayra_api::kinds::secret::Secret;
 use kayra_api::session::{
-    ApplicationReport, DesiredState, Document, LogRequest, NodeEvent, NodeInfo, NodeReport, Registration,
-    UsageSample,
+    ApplicationReport, DesiredState, Document, LogRequest, NodeEvent, NodeInfo, NodeReport, OutputChannel,
+    Registration, StreamKind, StreamOpen, UsageSample,
 };
 use kayra_runtime::facts::NodeFacts;
 use kayra_runtime::runtime::{self, AppReport, Desired, EventType, Runtime};
@@ -20,6 +20,7 @@ use tokio::sync::broadcast;
 
 use crate::own_log;
 use crate::session::Workloads;
+use crate::streams::{Connected, Process};
 
 /// How many status changes and events wait for a slow session before it must resynchronise.
 const BACKLOG: usize = 1024;
@@ -246,6 +247,105 @@ impl Workloads for Node {
         };
         let stream = self.runtime.logs(asked).await.map_err(|error| error.to_string())?;
         Ok(stream.map(|chunk| chunk.map(|bytes| bytes.to_vec()).map_err(|error| error.to_string())).boxed())
+    }
+
+    async fn open_stream(&self, open: &StreamOpen) -> Result<Connected, String> {
+        let known = self.runtime.subscribe().0.into_iter().any(|report| {
+            report.uid == open.uid && report.namespace == open.namespace && report.name == open.name
+        });
+        if !known {
+            return Err(format!("application {}/{} does not run on this node", open.namespace, open.name));
+        }
+        match &open.kind {
+            StreamKind::Exec(exec) => {
+                let command = runtime::ExecCommand {
+                    uid: open.uid.clone(),
+                    command: exec.command.clone(),
+                    stdin: exec.channels.stdin,
+                    stdout: exec.channels.stdout,
+                    stderr: exec.channels.stderr && !exec.tty,
+                    tty: exec.tty,
+                };
+                let mut execution = self.runtime.exec(command).await.map_err(|error| error.to_string())?;
+                let output = std::mem::replace(&mut execution.output, futures_util::stream::empty().boxed());
+                let terminal = execution.terminal.take();
+                Ok(Connected {
+                    input: execution.stdin.take(),
+                    output: outputs(output),
+                    resize: terminal.map(|terminal| {
+                        Box::new(move |size: kayra_api::session::TerminalSize| {
+                            terminal.resize(size.width, size.height)
+                        })
+                            as Box<dyn Fn(kayra_api::session::TerminalSize) + Send + Sync>
+                    }),
+                    process: Some(Box::new(execution)),
+                })
+            }
+            StreamKind::Attach(channels) => {
+                let attachment = self
+                    .runtime
+                    .attach(&open.uid, channels.stdin)
+                    .await
+                    .map_err(|error| error.to_string())?;
+                let (stdout, stderr) = (channels.stdout, channels.stderr);
+                let output = outputs(attachment.output).filter(move |chunk| {
+                    let wanted = match chunk {
+                        Ok((OutputChannel::Stdout, _)) => stdout,
+                        Ok((OutputChannel::Stderr, _)) => stderr,
+                        _ => true,
+                    };
+                    std::future::ready(wanted)
+                });
+                Ok(Connected { input: attachment.stdin, output: output.boxed(), resize: None, process: None })
+            }
+            StreamKind::PortForward(port) => {
+                let connection =
+                    self.runtime.forward(&open.uid, *port).await.map_err(|error| error.to_string())?;
+                let (read, write) = connection.into_split();
+                let output = futures_util::stream::unfold(read, |mut read| async move {
+                    use tokio::io::AsyncReadExt;
+                    let mut buffer = vec![0; 32 * 1024];
+                    match read.read(&mut buffer).await {
+                        Ok(0) => None,
+                        Ok(count) => {
+                            buffer.truncate(count);
+                            Some((Ok((OutputChannel::Data, buffer)), read))
+                        }
+                        Err(error) => Some((Err(error.to_string()), read)),
+                    }
+                });
+                Ok(Connected {
+                    input: Some(Box::pin(write)),
+                    output: output.boxed(),
+                    resize: None,
+                    process: None,
+                })
+            }
+        }
+    }
+}
+
+/// A process's output as the session relays it.
+fn outputs(
+    output: runtime::OutputStream,
+) -> futures_util::stream::BoxStream<'static, Result<(OutputChannel, Vec<u8>), String>> {
+    output
+        .map(|chunk| match chunk {
+            Ok((runtime::Output::Stdout, bytes)) => Ok((OutputChannel::Stdout, bytes.to_vec())),
+            Ok((runtime::Output::Stderr, bytes)) => Ok((OutputChannel::Stderr, bytes.to_vec())),
+            Err(error) => Err(error.to_string()),
+        })
+        .boxed()
+}
+
+#[async_trait::async_trait]
+impl Process for runtime::Execution {
+    async fn wait(&mut self) -> Result<i32, String> {
+        runtime::Execution::wait(self).await.map_err(|error| error.to_string())
+    }
+
+    fn hang_up(&mut self, grace: std::time::Duration) {
+        runtime::Execution::hang_up(self, grace);
     }
 }
 

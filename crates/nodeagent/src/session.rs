@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use kayra_api::session::{
     ApplicationReport, ControllerMessage, DesiredState, LogChunk, LogRequest, NodeEvent, NodeMessage,
-    NodeReport, UsageSample,
+    NodeReport, StreamOpen, UsageSample,
 };
 use kayra_grpc::client::{Connection, Credentials};
 use tokio::sync::{Semaphore, broadcast, mpsc};
@@ -33,6 +33,9 @@ pub trait Workloads: Send + Sync + 'static {
     /// One Application's log, as the request asks. Dropping the stream stops reading.
     async fn logs(&self, request: &LogRequest)
     -> Result<BoxStream<'static, Result<Vec<u8>, String>>, String>;
+    /// What a stream connects to: a command run beside an Application's process, the process
+    /// itself, or a connection to a port it declares; why not, in words for the client.
+    async fn open_stream(&self, open: &StreamOpen) -> Result<crate::streams::Connected, String>;
 }
 
 /// Where the session's credentials come from: read anew at each connection, so a renewed
@@ -157,8 +160,10 @@ async fn hold(
     let mut heartbeat = tokio::time::interval(config.heartbeat);
     heartbeat.tick().await;
     let mut logs: HashMap<u64, Serving> = HashMap::new();
+    let mut streams: HashMap<u64, crate::streams::Serving> = HashMap::new();
     let session_over = CancellationToken::new();
     let (done_logs, mut finished_logs) = mpsc::unbounded_channel::<u64>();
+    let (done_streams, mut finished_streams) = mpsc::unbounded_channel::<u64>();
     let reason = loop {
         tokio::select! {
             () = stop.cancelled() => break "the agent is stopping".to_owned(),
@@ -190,6 +195,38 @@ async fn hold(
                 Ok(Some(ControllerMessage::LogCredit { id, bytes })) => {
                     if let Some(serving) = logs.get(&id) {
                         serving.credit.add_permits(window(bytes));
+                    }
+                }
+                Ok(Some(ControllerMessage::StreamOpen(open))) => {
+                    let (serving, inputs) =
+                        crate::streams::Serving::new(open.window, session_over.child_token());
+                    let connected = workloads.open_stream(&open).await;
+                    let id = open.id;
+                    let serve = crate::streams::serve(
+                        open,
+                        connected,
+                        sender.clone(),
+                        inputs,
+                        serving.credit.clone(),
+                        serving.cancel.clone(),
+                        done_streams.clone(),
+                    );
+                    streams.insert(id, serving);
+                    tokio::spawn(serve);
+                }
+                Ok(Some(ControllerMessage::StreamInput(input))) => {
+                    if let Some(serving) = streams.get(&input.id) {
+                        let _ = serving.input.send(input.input);
+                    }
+                }
+                Ok(Some(ControllerMessage::StreamCredit { id, bytes })) => {
+                    if let Some(serving) = streams.get(&id) {
+                        serving.credit.add_permits(crate::streams::permits(bytes));
+                    }
+                }
+                Ok(Some(ControllerMessage::StreamCancel(id))) => {
+                    if let Some(serving) = streams.remove(&id) {
+                        serving.cancel.cancel();
                     }
                 }
                 Ok(None) => break "the controller closed the session".to_owned(),
@@ -236,9 +273,13 @@ async fn hold(
             Some(id) = finished_logs.recv() => {
                 logs.remove(&id);
             }
+            Some(id) = finished_streams.recv() => {
+                streams.remove(&id);
+            }
         }
     };
-    // The old session's log streams end with it; the controller failed them already.
+    // The old session's log streams and exec, attach and port-forward streams end with it (their
+    // processes hung up); the controller failed them already.
     session_over.cancel();
     reason
 }

@@ -79,6 +79,28 @@ pub enum NodeServerError {
         /// Why, as the node or the server says it.
         reason: String,
     },
+    /// Too many exec, attach or port-forward streams are open.
+    #[error("too many streams: {what}; close one and try again")]
+    TooManyStreams {
+        /// Which limit was reached.
+        what: String,
+    },
+    /// A port-forward asked for a port the Application does not declare.
+    #[error("{}", port_not_declared(name, *port, declared))]
+    PortNotDeclared {
+        /// The Application.
+        name: String,
+        /// The port asked for.
+        port: u16,
+        /// The TCP ports it declares.
+        declared: Vec<u16>,
+    },
+    /// An exec, attach or port-forward stream ended early.
+    #[error("{reason}")]
+    StreamEnded {
+        /// Why.
+        reason: String,
+    },
     /// A node asks its Node to start with something no Node may hold (a taint that is not
     /// one), so it is not registered.
     #[error("node {node} asks to be registered with {problems}; its agent must join again with valid flags")]
@@ -132,12 +154,15 @@ impl NodeServerError {
             | NodeServerError::NoSession { .. }
             | NodeServerError::NodeDisconnected { .. }
             | NodeServerError::TooManyLogStreams
+            | NodeServerError::TooManyStreams { .. }
+            | NodeServerError::StreamEnded { .. }
             | NodeServerError::LogEnded { .. } => true,
             NodeServerError::Registry { source, .. } => source.is_retryable(),
             NodeServerError::NotANode { .. }
             | NodeServerError::BadNodeName { .. }
             | NodeServerError::ApplicationNotFound { .. }
             | NodeServerError::NodeNotFound { .. }
+            | NodeServerError::PortNotDeclared { .. }
             | NodeServerError::BadRegistration { .. }
             | NodeServerError::NotBoundHere { .. }
             | NodeServerError::EventNotBoundHere { .. } => false,
@@ -149,4 +174,24 @@ impl NodeServerError {
         let what = what.into();
         move |source| NodeServerError::Registry { what, source }
     }
+}
+
+/// The refusal of a port-forward to a port the Application does not declare, naming those it
+/// does.
+fn port_not_declared(name: &str, port: u16, declared: &[u16]) -> String {
+    if port == 0 {
+        return format!(
+            "forwarding to application \"{name}\" is forbidden: it declares no TCP port in spec.ports, and only declared ports may be forwarded"
+        );
+    }
+    let declared = match declared {
+        [] => "it declares no TCP port in spec.ports".to_owned(),
+        ports => {
+            let list: Vec<String> = ports.iter().map(u16::to_string).collect();
+            format!("it declares {} in spec.ports", list.join(", "))
+        }
+    };
+    format!(
+        "forwarding to port {port} of application \"{name}\" is forbidden: {declared}, and only declared ports may be forwarded"
+    )
 }

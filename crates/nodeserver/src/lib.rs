@@ -6,7 +6,8 @@
 //! changes and on a periodic resync, writes what the node reports through the application layer
 //! under the node's own identity, registers the Node of a node that has none (under its own
 //! identity: as the node asks on its first registration, cordoned on any later one; see
-//! `registration.rs`), and relays log streams. Three loops run beside the sessions:
+//! `registration.rs`), and relays log streams and the exec, attach and port-forward streams
+//! (`streams.rs`). Three loops run beside the sessions:
 //! [`NodeServer::push_loop`] (every replica, for the sessions it holds) and
 //! [`NodeServer::liveness_loop`] (elected: marks silent nodes `Ready=Unknown`), and
 //! [`NodeServer::loss_loop`] (elected: moves what the scheduler placed off nodes lost for
@@ -27,6 +28,7 @@ mod push;
 mod registration;
 mod session;
 mod status;
+mod streams;
 mod tokens;
 mod usage;
 
@@ -45,6 +47,7 @@ pub use error::NodeServerError;
 pub use holder::Replica;
 pub use logs::LogStream;
 pub use session::Session;
+pub use streams::{NodeStream, StreamEvent, StreamInputHalf, StreamOutputHalf};
 
 use crate::cache::Cache;
 use crate::push::Trigger;
@@ -71,6 +74,16 @@ pub struct Config {
     pub log_window: u64,
     /// The most log streams in flight across the server (default 256).
     pub max_log_streams: usize,
+    /// How many bytes of an exec, attach or port-forward stream either side may send ahead of
+    /// the other (default 256 KiB).
+    pub stream_window: u64,
+    /// The most exec, attach and port-forward streams one node carries at once (default 128).
+    pub max_streams_per_node: usize,
+    /// The most such streams one caller has open at once, across nodes (default 64).
+    pub max_streams_per_caller: usize,
+    /// How long such a stream may carry nothing either way before it is closed (kubelet's
+    /// `streamingConnectionIdleTimeout`; default 4 h).
+    pub stream_idle_timeout: Duration,
 }
 
 impl Default for Config {
@@ -84,6 +97,10 @@ impl Default for Config {
             status_report: Duration::from_secs(300),
             log_window: 256 * 1024,
             max_log_streams: 256,
+            stream_window: 256 * 1024,
+            max_streams_per_node: 128,
+            max_streams_per_caller: 64,
+            stream_idle_timeout: Duration::from_secs(4 * 60 * 60),
         }
     }
 }
@@ -131,6 +148,8 @@ pub(crate) struct Inner {
     applications: Resource,
     secrets: Resource,
     log_streams: Arc<tokio::sync::Semaphore>,
+    /// The exec, attach and port-forward streams in flight, per node and per caller.
+    streams: streams::Counts,
     closing: std::sync::atomic::AtomicBool,
     /// On tokio's clock, which is the wall clock's pace unless a test pauses it.
     started: tokio::time::Instant,
@@ -167,6 +186,7 @@ impl NodeServer {
         Ok(NodeServer {
             inner: Arc::new(Inner {
                 log_streams: Arc::new(tokio::sync::Semaphore::new(config.max_log_streams)),
+                streams: streams::Counts::default(),
                 control,
                 config,
                 cache: Arc::new(Cache::default()),
@@ -279,6 +299,25 @@ impl NodeServer {
         request: LogOptions,
     ) -> Result<LogStream, NodeServerError> {
         logs::open(&self.inner, namespace, name, request).await
+    }
+
+    /// Opens a stream of `kind` (exec, attach, port-forward) to the running Application
+    /// `namespace/name` on the node it is bound to, for `caller` (whose streams are counted
+    /// against its limit). A port-forward reaches only a TCP port the Application declares.
+    pub async fn stream(
+        &self,
+        namespace: &str,
+        name: &str,
+        kind: kayra_api::session::StreamKind,
+        caller: &str,
+    ) -> Result<NodeStream, NodeServerError> {
+        streams::open(&self.inner, namespace, name, kind, caller).await
+    }
+
+    /// The TCP ports Application `namespace/name` declares, when it can take port-forwards from
+    /// this server: it declares one, is placed, and its node holds its session here.
+    pub async fn forwardable(&self, namespace: &str, name: &str) -> Result<Vec<u16>, NodeServerError> {
+        streams::forwardable(&self.inner, namespace, name).await
     }
 
     /// Streams the own log of `node`'s agent (behind the `NodeLogs` gate). `previous` and

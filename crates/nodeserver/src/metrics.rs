@@ -9,7 +9,9 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family as Series;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -21,6 +23,38 @@ pub(crate) struct FleetMetrics {
     pub(crate) heartbeats: Counter,
     pub(crate) pushes: Counter,
     pub(crate) push_duration: Histogram,
+    streams_opened: Series<StreamLabels, Counter>,
+    streams_open: Series<StreamLabels, Gauge>,
+    stream_bytes: Series<StreamBytesLabels, Counter>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StreamLabels {
+    kind: &'static str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct StreamBytesLabels {
+    kind: &'static str,
+    direction: &'static str,
+}
+
+impl FleetMetrics {
+    /// A stream of `kind` (`exec`, `attach`, `portforward`) opened.
+    pub(crate) fn streams_opened(&self, kind: &'static str) {
+        self.streams_opened.get_or_create(&StreamLabels { kind }).inc();
+        self.streams_open.get_or_create(&StreamLabels { kind }).inc();
+    }
+
+    /// A stream of `kind` closed.
+    pub(crate) fn streams_closed(&self, kind: &'static str) {
+        self.streams_open.get_or_create(&StreamLabels { kind }).dec();
+    }
+
+    /// `bytes` went through a stream of `kind`, `in` (to the process) or `out` (to the client).
+    pub(crate) fn stream_bytes(&self, kind: &'static str, direction: &'static str, bytes: usize) {
+        self.stream_bytes.get_or_create(&StreamBytesLabels { kind, direction }).inc_by(bytes as u64);
+    }
 }
 
 impl Default for FleetMetrics {
@@ -30,6 +64,9 @@ impl Default for FleetMetrics {
             pushes: Counter::default(),
             // 10 µs to about 5 s.
             push_duration: Histogram::new(exponential_buckets(0.00001, 2.0, 20)),
+            streams_opened: Series::default(),
+            streams_open: Series::default(),
+            stream_bytes: Series::default(),
         }
     }
 }
@@ -45,6 +82,22 @@ impl NodeServer {
             "push_duration_seconds",
             "How long a node's desired state takes to compute and hand to its session",
             metrics.push_duration.clone(),
+        );
+        let streams = registry.sub_registry_with_prefix("kayra_stream");
+        streams.register(
+            "opened",
+            "Exec, attach and port-forward streams opened to nodes, by kind",
+            metrics.streams_opened.clone(),
+        );
+        streams.register(
+            "open",
+            "Exec, attach and port-forward streams open now, by kind",
+            metrics.streams_open.clone(),
+        );
+        streams.register(
+            "bytes",
+            "Bytes relayed by exec, attach and port-forward streams, by kind and direction (in: to the process)",
+            metrics.stream_bytes.clone(),
         );
         registry.register_collector(Box::new(Usage { inner: Arc::downgrade(&self.inner) }));
     }

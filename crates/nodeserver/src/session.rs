@@ -1,4 +1,4 @@
-//! One node's session: what it is sent (the latest desired state, log requests) and what it
+//! One node's session: what it is sent (the latest desired state, log and stream requests) and what it
 //! reports, confined to the node its identity names.
 
 use std::collections::HashMap;
@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::lease::Renewed;
 use crate::logs::Sink;
 use crate::status::Written;
+use crate::streams::Sink as StreamSink;
 use crate::{Inner, NodeServerError};
 
 /// Where log traffic for the node waits. Messages wait boxed: a channel allocates its slots 32
@@ -42,6 +43,9 @@ pub(crate) struct Live {
     reported: AtomicBool,
     pub(crate) logs: Mutex<HashMap<u64, Sink>>,
     pub(crate) next_log: AtomicU64,
+    /// The exec, attach and port-forward streams in flight ([`crate::streams`]).
+    pub(crate) streams: Mutex<HashMap<u64, StreamSink>>,
+    pub(crate) next_stream: AtomicU64,
     pub(crate) written: Mutex<Option<Written>>,
     /// The node's Lease as this session last renewed it ([`crate::lease`]).
     pub(crate) lease: Mutex<Option<Renewed>>,
@@ -87,6 +91,10 @@ impl Live {
         self.logs.lock().expect("the log table's lock is never held across a panic")
     }
 
+    pub(crate) fn streams(&self) -> MutexGuard<'_, HashMap<u64, StreamSink>> {
+        self.streams.lock().expect("the stream table's lock is never held across a panic")
+    }
+
     /// The last two usage samples of each Application (and of the node, under empty names).
     pub(crate) fn usage(&self) -> MutexGuard<'_, HashMap<(String, String), Samples>> {
         self.usage.lock().expect("the usage table's lock is never held across a panic")
@@ -130,6 +138,8 @@ pub(crate) fn open(
         reported: AtomicBool::new(false),
         logs: Mutex::default(),
         next_log: AtomicU64::new(1),
+        streams: Mutex::default(),
+        next_stream: AtomicU64::new(1),
         written: Mutex::new(None),
         lease: Mutex::new(None),
         recorded: AtomicBool::new(false),
@@ -191,6 +201,18 @@ impl Session {
                 Ok(())
             }
             NodeMessage::Event(event) => self.record(event).await,
+            NodeMessage::StreamOutput(output) => {
+                crate::streams::deliver(&self.live, output);
+                Ok(())
+            }
+            NodeMessage::StreamCredit { id, bytes } => {
+                crate::streams::credit(&self.live, id, bytes);
+                Ok(())
+            }
+            NodeMessage::StreamEnd(end) => {
+                crate::streams::end(&self.live, end);
+                Ok(())
+            }
         }
     }
 
@@ -268,5 +290,6 @@ impl Drop for Session {
         }
         drop(sessions);
         crate::logs::fail_all(&self.live, "node disconnected");
+        crate::streams::fail_all(&self.live, "the node's session with the controller ended");
     }
 }

@@ -17,6 +17,7 @@
 
 pub mod backoff;
 pub mod cgroup;
+mod enter;
 pub mod facts;
 mod identity;
 mod launch;
@@ -30,7 +31,7 @@ mod supervisor;
 mod workdirs;
 
 /// The supervisor program's entry point: `args` are the arguments after the supervisor argv
-/// prefix (`run <dir>` or `exec <dir>`). Returns the exit code for `std::process::exit`.
+/// prefix (`run <dir>`, `exec <dir>`, or `enter <dir> tty|pipes <argv...>`). Returns the exit code for `std::process::exit`.
 pub fn supervise_main(args: Vec<String>) -> i32 {
     supervisor::main(&args)
 }

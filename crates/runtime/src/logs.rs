@@ -33,6 +33,14 @@ impl Stream {
             Stream::Stderr => "stderr",
         }
     }
+
+    fn of_word(word: &[u8]) -> Option<Stream> {
+        match word {
+            b"stdout" => Some(Stream::Stdout),
+            b"stderr" => Some(Stream::Stderr),
+            _ => None,
+        }
+    }
 }
 
 /// The file one run's log is written to: `<dir>/<run>.log`.
@@ -128,6 +136,8 @@ fn open_append(path: &Path) -> io::Result<File> {
 pub(crate) struct Entry<'a> {
     /// When the supervisor read it.
     pub(crate) at: Timestamp,
+    /// Which output it came from.
+    pub(crate) stream: Stream,
     /// Whether the line goes on in the next entry.
     pub(crate) partial: bool,
     /// The text, without the line break.
@@ -138,13 +148,13 @@ pub(crate) struct Entry<'a> {
 pub(crate) fn parse_entry(line: &[u8]) -> Option<Entry<'_>> {
     let mut fields = line.splitn(4, |b| *b == b' ');
     let at = std::str::from_utf8(fields.next()?).ok()?.parse::<Timestamp>().ok()?;
-    let _stream = fields.next()?;
+    let stream = Stream::of_word(fields.next()?)?;
     let partial = match fields.next()? {
         b"P" => true,
         b"F" => false,
         _ => return None,
     };
-    Some(Entry { at, partial, content: fields.next().unwrap_or_default() })
+    Some(Entry { at, stream, partial, content: fields.next().unwrap_or_default() })
 }
 
 /// Appends `entry` as `kubectl logs` prints it: the text, a line break unless the line goes

@@ -19,6 +19,9 @@
 
 mod app;
 mod follow;
+mod streams;
+
+pub use streams::{Attachment, ExecCommand, Execution, Output, OutputStream, Terminal};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -247,6 +250,30 @@ pub enum RuntimeError {
         /// Its permission bits.
         work_root_mode: u32,
     },
+    /// An exec or attach found no running process of the Application.
+    #[error("application {application} has no running process: {why}")]
+    NotRunning {
+        /// The Application: `namespace/name`, or its uid when this node does not know it.
+        application: String,
+        /// Why not.
+        why: String,
+    },
+    /// An attach asked to write to a process that keeps no stdin.
+    #[error("the process of application {uid} keeps no stdin to attach to: set spec.stdin to true")]
+    NoStdin {
+        /// The Application's uid.
+        uid: String,
+    },
+    /// A port-forward asked for a port the Application does not declare.
+    #[error(
+        "port {port} is not declared in spec.ports (declared: {declared:?}); only declared ports may be forwarded"
+    )]
+    PortNotDeclared {
+        /// The port asked for.
+        port: u16,
+        /// The TCP ports declared.
+        declared: Vec<u16>,
+    },
     /// `previous` was asked for an Application that has not restarted.
     #[error("previous terminated process of application \"{name}\" in namespace \"{namespace}\" not found")]
     NoPreviousRun {
@@ -295,7 +322,30 @@ struct AppEntry {
     commands: mpsc::UnboundedSender<app::Command>,
     status: ApplicationStatus,
     run: u64,
+    /// The TCP ports its latest desired state declares: the only ones forwarded to.
+    ports: Vec<u16>,
     task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl AppEntry {
+    /// The entry of an Application whose task takes `commands`, as it stands.
+    fn new(
+        names: &app::Names,
+        commands: mpsc::UnboundedSender<app::Command>,
+        status: &ApplicationStatus,
+        run: u64,
+        application: &Application,
+    ) -> AppEntry {
+        AppEntry {
+            namespace: names.namespace.clone(),
+            name: names.name.clone(),
+            commands,
+            status: status.clone(),
+            run,
+            ports: application.tcp_ports(),
+            task: None,
+        }
+    }
 }
 
 impl Shared {
@@ -445,15 +495,16 @@ impl Runtime {
         }
         let mut fresh = Vec::new();
         {
-            let apps = self.shared.apps.lock().expect("the app table is never poisoned");
+            let mut apps = self.shared.apps.lock().expect("the app table is never poisoned");
             for (uid, entry) in apps.iter() {
                 if !wanted.contains_key(uid) {
                     let _ = entry.commands.send(app::Command::Forget);
                 }
             }
             for (uid, application) in wanted {
-                match apps.get(&uid) {
+                match apps.get_mut(&uid) {
                     Some(entry) => {
+                        entry.ports = application.tcp_ports();
                         let _ = entry.commands.send(app::Command::Apply(Box::new(application)));
                     }
                     None => fresh.push(application),

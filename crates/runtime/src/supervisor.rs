@@ -80,7 +80,15 @@ pub(crate) struct RunSpec {
     /// the workload's own (only when the agent is root).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) identity_mount: Option<PathBuf>,
+    /// Whether the workload keeps a stdin ([`STDIN_FIFO`]) that attaches write to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) stdin: bool,
 }
+
+/// The named pipe in the run directory that is the workload's stdin when its spec asks for one:
+/// the supervisor holds it open for writing as long as the run lasts, so the workload never
+/// reads an end of it, and `kubectl attach -i` writes into it.
+pub(crate) const STDIN_FIFO: &str = "stdin";
 
 /// What the supervisor records about its run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -186,14 +194,19 @@ pub(crate) fn main(args: &[String]) -> i32 {
             }
         },
         [verb, dir] if verb == "exec" => exec_shim(Path::new(dir)),
+        [verb, dir, terminal, argv @ ..] if verb == "enter" => {
+            crate::enter::main(Path::new(dir), terminal, argv)
+        }
         _ => {
-            eprintln!("usage: supervise run|exec <run directory>");
+            eprintln!(
+                "usage: supervise run|exec <run directory> | enter <run directory> tty|pipes <argv...>"
+            );
             64
         }
     }
 }
 
-fn read_spec(dir: &Path) -> io::Result<RunSpec> {
+pub(crate) fn read_spec(dir: &Path) -> io::Result<RunSpec> {
     serde_json::from_slice(&std::fs::read(dir.join(SPEC_FILE))?).map_err(io::Error::other)
 }
 
@@ -216,6 +229,8 @@ fn supervise(dir: &Path) -> io::Result<()> {
     let oom_before = spec.oom_counter.as_ref().map_or(0, OomCounter::read);
     let _ = std::fs::remove_file(dir.join(CONTROL_SOCKET));
     let listener = UnixListener::bind(dir.join(CONTROL_SOCKET))?;
+    // Held, read and write, until this process ends: the workload's stdin never ends.
+    let _stdin = if spec.stdin { Some(open_stdin_fifo(dir)?) } else { None };
 
     let (shim, shim_args) =
         spec.supervisor.split_first().ok_or_else(|| io::Error::other("empty supervisor argv"))?;
@@ -427,6 +442,15 @@ fn exec_workload(dir: &Path, report: &mut Option<std::fs::File>) -> (i32, String
     {
         return (126, format!("mounting the identity directory {}: {}", source.display(), describe(&error)));
     }
+    // Opened before the drop to the workload's user: the pipe is in the run directory, which
+    // only the agent's user enters.
+    let stdin = match spec.stdin {
+        true => match std::fs::File::open(dir.join(STDIN_FIFO)) {
+            Ok(fifo) => Stdio::from(fifo),
+            Err(error) => return (126, format!("opening the stdin pipe: {}", describe(&error))),
+        },
+        false => Stdio::null(),
+    };
     if let Some((uid, gid)) = spec.user
         && let Err(error) = become_user(uid, gid)
     {
@@ -438,7 +462,7 @@ fn exec_workload(dir: &Path, report: &mut Option<std::fs::File>) -> (i32, String
         return (126, format!("chdir {}: {}", spec.working_dir.display(), describe(&error)));
     }
     let mut command = Command::new(&spec.program);
-    command.arg0(arg0).args(args).env_clear().envs(spec.env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null());
+    command.arg0(arg0).args(args).env_clear().envs(spec.env.iter().map(|(k, v)| (k, v))).stdin(stdin);
     if let Some(report) = report.as_mut() {
         let _ = report.write_all(b"exec\n");
     }
@@ -447,10 +471,25 @@ fn exec_workload(dir: &Path, report: &mut Option<std::fs::File>) -> (i32, String
     (code, format!("exec {}: {error}", spec.program.display()))
 }
 
+/// Makes the run's stdin pipe afresh and opens it for reading and writing (so opening it never
+/// waits for a reader, and the workload never reads its end).
+fn open_stdin_fifo(dir: &Path) -> io::Result<std::fs::File> {
+    let path = dir.join(STDIN_FIFO);
+    let _ = std::fs::remove_file(&path);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )?;
+    std::fs::OpenOptions::new().read(true).write(true).open(&path)
+}
+
 /// Drops to `uid` and `gid` with no supplementary groups, as the one thread of the shim (the
 /// kernel's credentials are per thread; the exec that follows gives the workload this thread's,
 /// and with every id nonzero no capability is left).
-fn become_user(uid: u32, gid: u32) -> io::Result<()> {
+pub(crate) fn become_user(uid: u32, gid: u32) -> io::Result<()> {
     let (uid, gid) = (rustix::process::Uid::from_raw(uid), rustix::process::Gid::from_raw(gid));
     rustix::thread::set_thread_groups(&[])?;
     rustix::thread::set_thread_res_gid(gid, gid, gid)?;

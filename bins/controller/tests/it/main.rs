@@ -17,6 +17,7 @@ mod replicas;
 mod scheduling;
 mod scopes;
 mod services;
+mod streams;
 mod tokens;
 mod tour;
 
@@ -165,6 +166,11 @@ impl Controller {
         let _ = self.child.wait();
         self.child = Controller::spawn(self.dir.path(), self.https, self.http, &self.args);
         self.wait_listening();
+    }
+
+    /// The controller's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What the controller logged.

@@ -220,6 +220,23 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
         let consecutive = ticks.windows(2).all(|pair| pair[1] == pair[0] + 1);
         assert!(ticks.len() == 5 && consecutive, "kubectl logs -f through {}: {ticks:?}", through.url());
     }
+    // `kubectl exec` through each replica runs beside the workload, wherever the node holds its
+    // session: the others open it at the holder as the client's own upgrade, one more hop.
+    for through in [&first, &second, &third] {
+        let exec = |script: &str| {
+            through.kubectl_with_token(&through.token(), &["exec", "talker", "--", "sh", "-c", script])
+        };
+        let output = exec("echo through-$((40+2))");
+        let said = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert_eq!(
+            said,
+            "through-42\n",
+            "through {}: {}",
+            through.url(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(exec("exit 3").status.code(), Some(3), "the exit code through {}", through.url());
+    }
     // `kubectl top` through each replica answers for the node and its workload, wherever the
     // node holds its session: the others ask the holder for the samples it holds.
     for through in [&first, &second, &third] {

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Condition, ConditionType, Kind};
-use crate::scheme::{BINDING, KindInfo, LOG, METRICS, NameRule, STATUS, TOKEN, typed};
+use crate::scheme::{
+    ATTACH, BINDING, EXEC, KindInfo, LOG, METRICS, NameRule, PORTFORWARD, STATUS, TOKEN, typed,
+};
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
 
@@ -119,6 +121,11 @@ pub struct ApplicationSpec {
     /// The service-account tokens the process is given (one for the API by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<WorkloadIdentity>,
+    /// Whether the process keeps a stdin that `kubectl attach -i` writes to, as a Pod's
+    /// container's `stdin`; it stays open across attaches. Without it the process's stdin is
+    /// empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin: bool,
 }
 
 /// The identity the process runs as. When the node agent runs as root, the process runs as
@@ -389,6 +396,12 @@ impl Application {
     pub fn bound_node(&self) -> Option<&str> {
         self.spec.placement.as_ref()?.node_name.as_deref().filter(|node| !node.is_empty())
     }
+
+    /// The TCP ports the Application declares: the only ones port-forward reaches.
+    pub fn tcp_ports(&self) -> Vec<u16> {
+        let tcp = self.spec.ports.iter().filter(|port| port.protocol.eq_ignore_ascii_case("TCP"));
+        tcp.filter_map(|port| u16::try_from(port.port).ok()).collect()
+    }
 }
 
 impl Kind for Application {
@@ -447,7 +460,7 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
         short_names: &["app", "apps"],
         categories: &["all"],
-        subresources: &[STATUS, LOG, BINDING, METRICS, TOKEN],
+        subresources: &[STATUS, LOG, BINDING, METRICS, TOKEN, EXEC, ATTACH, PORTFORWARD],
         field_labels: &[NODE_NAME_FIELD, "spec.serviceName", "status.phase"],
         columns: &[
             Column {

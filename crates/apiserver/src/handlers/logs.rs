@@ -192,7 +192,7 @@ async fn forward(
 }
 
 /// `text` percent-encoded for a URL's path segment or query.
-fn encode(text: &str) -> String {
+pub(crate) fn encode(text: &str) -> String {
     text.bytes()
         .map(|byte| match byte {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
@@ -234,7 +234,7 @@ pub(crate) async fn serve_forwarded(
 }
 
 /// What a log the node server could not open answers.
-fn refusal(error: NodeServerError) -> ApiError {
+pub(crate) fn refusal(error: NodeServerError) -> ApiError {
     match error {
         NodeServerError::ApplicationNotFound { .. } | NodeServerError::NodeNotFound { .. } => {
             ApiError::NotFound(error.to_string())

@@ -29,6 +29,14 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
         return next.run(request).await;
     };
     let audit_id = request.extensions().get::<AuditId>().map(|id| id.0.clone()).unwrap_or_default();
+    // An exec is recorded with the command line it runs.
+    let command: Vec<String> = match path.ends_with("/exec") {
+        true => form_urlencoded::parse(request.uri().query().unwrap_or_default().as_bytes())
+            .filter(|(key, _)| key == "command")
+            .map(|(_, word)| word.into_owned())
+            .collect(),
+        false => Vec::new(),
+    };
     let remote =
         request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.to_string());
     let subject = Subject::default();
@@ -44,6 +52,7 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
         impersonator: impersonator.as_ref(),
         remote,
         code,
+        command: &command,
     });
     match answered {
         Ok(response) => response,
@@ -89,6 +98,8 @@ pub(crate) struct Entry<'a> {
     pub(crate) impersonator: Option<&'a kayra_authn::Identity>,
     pub(crate) remote: Option<String>,
     pub(crate) code: u16,
+    /// An exec's command line, one word each.
+    pub(crate) command: &'a [String],
 }
 
 impl AuditLog {
@@ -110,6 +121,8 @@ impl AuditLog {
         !matches!(method, "GET" | "HEAD" | "OPTIONS")
             || path.ends_with("/log")
             || path.ends_with("/exec")
+            || path.ends_with("/attach")
+            || path.ends_with("/portforward")
             || path.ends_with("/proxy")
     }
 
@@ -126,7 +139,7 @@ impl AuditLog {
         let impersonator = entry
             .impersonator
             .map_or(Value::Null, |identity| json!({"user": identity.user, "groups": identity.groups}));
-        let line = json!({
+        let mut line = json!({
             "time": jiff::Timestamp::now().to_string(),
             "auditID": entry.audit_id,
             "verb": entry.method,
@@ -138,6 +151,9 @@ impl AuditLog {
             "decision": decision,
             "code": entry.code,
         });
+        if !entry.command.is_empty() {
+            line["command"] = json!(entry.command);
+        }
         // One rendering, shared by tracing and the file; one write per line (formatting into
         // the file directly would issue a system call for every token of the JSON).
         let mut text = line.to_string();

@@ -134,6 +134,10 @@ fn asked(
         Target::NodeLog { node, .. } => Ok(Request::node_log(node)),
         Target::SessionLog { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
         Target::SessionLog { node, .. } => Ok(Request::session_log(node)),
+        Target::SessionStream { .. } if method != Method::GET && method != Method::POST => {
+            Err(ApiError::MethodNotAllowed)
+        }
+        Target::SessionStream { node, .. } => Ok(Request::session_stream(node)),
         Target::SessionUsage { .. } if method != Method::GET => Err(ApiError::MethodNotAllowed),
         Target::SessionUsage { .. } => Ok(Request::session_usage()),
         Target::Health | Target::Issuer(_) => Err(not_found()),

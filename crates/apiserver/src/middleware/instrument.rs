@@ -137,6 +137,9 @@ fn labels(request: &Request) -> (RequestLabels, bool) {
         Target::SessionLog { group, .. } => {
             (group.clone(), "nodes".to_owned(), false, true, Some("sessionlog".to_owned()))
         }
+        Target::SessionStream { group, .. } => {
+            (group.clone(), "nodes".to_owned(), false, true, Some("sessionstream".to_owned()))
+        }
         Target::SessionUsage { group } => (group.clone(), "sessionusage".to_owned(), false, false, None),
         _ => return (plain(method_name(method)), false),
     };

@@ -83,8 +83,38 @@ async fn each_request_is_the_rbac_question_kube_apiserver_asks() {
         (Request::path("/apis"), Action::NonResource { verb: "get".into(), path: "/apis".into() }),
     ];
     for (request, expected) in cases {
-        assert_eq!(layer.action(&request), expected, "{request:?}");
+        assert_eq!(layer.action(&request.clone().decided()), expected, "{request:?}");
     }
+}
+
+#[tokio::test]
+async fn a_stream_to_a_process_is_a_create_whatever_the_method() {
+    let layer = layer();
+    let pods = layer.scheme().find("", "v1", "pods").expect("served").clone();
+    let apps = layer.scheme().find("fleet.example.com", "v1", "applications").expect("served").clone();
+    for (kind, api) in [(&pods, ""), (&apps, "fleet.example.com")] {
+        for sub in kayra_api::scheme::STREAMS {
+            // kubectl's WebSocket GET, then its SPDY POST.
+            for verb in [Verb::Get, Verb::Create] {
+                let request = Request::kind(verb, kind.clone(), Some("demo"), Some("web")).subresource(sub);
+                let decided = request.decided();
+                assert_eq!(decided.verb, Verb::Create, "{sub}");
+                assert_eq!(
+                    layer.action(&decided),
+                    Action::Resource {
+                        verb: "create".into(),
+                        api: api.into(),
+                        resource: format!("{}/{sub}", kind.plural),
+                        namespace: Some("demo".into()),
+                        name: Some("web".into()),
+                    }
+                );
+            }
+        }
+    }
+    // Any other subresource keeps the verb its method reads as.
+    let log = Request::kind(Verb::Get, pods, Some("demo"), Some("web")).subresource("log");
+    assert_eq!(log.decided().verb, Verb::Get);
 }
 
 #[tokio::test]

@@ -39,6 +39,10 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     // workload presents; as Kubernetes' admin and edit may create `serviceaccounts/token`.
     let tokens =
         json!({"apis": [fleet, ""], "resources": ["applications/token", "pods/token"], "verbs": ["create"]});
+    // A command beside a running process, its own stdin and output, its declared ports (`kubectl
+    // exec`, `cp`, `attach`, `port-forward`): each a `create` of a stream, as Kubernetes' admin
+    // and edit may, and view may not.
+    let streams = json!({"apis": [fleet, ""], "resources": ["applications/exec", "applications/attach", "applications/portforward", "pods/exec", "pods/attach", "pods/portforward"], "verbs": ["create"]});
     let roles = vec![
         role(
             "cluster-admin",
@@ -76,6 +80,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 pod_metrics.clone(),
                 eviction.clone(),
                 tokens.clone(),
+                streams.clone(),
             ]),
         ),
         role(
@@ -90,6 +95,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 pod_metrics.clone(),
                 eviction,
                 tokens,
+                streams,
             ]),
         ),
         role(

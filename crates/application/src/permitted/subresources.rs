@@ -117,11 +117,30 @@ impl Permitted {
         Ok((target.namespace.as_deref().unwrap_or_default(), named(target)?))
     }
 
+    /// The namespace and name of the Application a stream to its process (`exec`, `attach`,
+    /// `portforward`, of it or its Pod) was authorized for, and which stream.
+    pub fn stream_source(&self) -> Result<(&str, &str, &str), RegistryError> {
+        let subresource = self.kind_target().and_then(|target| target.subresource.as_deref());
+        let Some(stream) = subresource.filter(|sub| kayra_api::scheme::STREAMS.contains(sub)) else {
+            return Err(self.misused(Verb::Create, Some("exec")));
+        };
+        let target = self.target(Verb::Create, Some(stream))?;
+        Ok((target.namespace.as_deref().unwrap_or_default(), named(target)?, stream))
+    }
+
     /// The node whose session's log a replica was authorized to read.
     pub fn session_log_source(&self) -> Result<&str, RegistryError> {
         match &self.request().target {
             Target::SessionLog(node) => Ok(node),
             _ => Err(self.misused(Verb::Get, Some("nodes/sessionlog"))),
+        }
+    }
+
+    /// The node whose session a replica was authorized to open a forwarded stream through.
+    pub fn session_stream_source(&self) -> Result<&str, RegistryError> {
+        match &self.request().target {
+            Target::SessionStream(node) => Ok(node),
+            _ => Err(self.misused(Verb::Create, Some("nodes/sessionstream"))),
         }
     }
 

@@ -21,6 +21,20 @@ fn yaml_keys_are_read_and_unknown_ones_refused() {
     let watch = Config::from_yaml("watchStallTimeoutSeconds: 3\nwatchWindowBytes: 8388608\n").unwrap();
     assert_eq!((watch.watch_stall_timeout_seconds, watch.watch_window_bytes), (3, 8 << 20));
     assert!(Config { watch_stall_timeout_seconds: 0, ..Config::default() }.validate().is_err());
+    let streams = Config::default();
+    assert_eq!(
+        (streams.stream_idle_timeout_seconds, streams.max_streams_per_node, streams.max_streams_per_user),
+        (14400, 128, 64),
+        "kubelet's streamingConnectionIdleTimeout of 4 h"
+    );
+    let streams =
+        Config::from_yaml("streamIdleTimeoutSeconds: 60\nmaxStreamsPerNode: 8\nmaxStreamsPerUser: 2\n")
+            .unwrap();
+    assert_eq!(
+        (streams.stream_idle_timeout_seconds, streams.max_streams_per_node, streams.max_streams_per_user),
+        (60, 8, 2)
+    );
+    assert!(Config { max_streams_per_user: 0, ..Config::default() }.validate().is_err());
     assert!(Config { watch_window_bytes: 1000, ..Config::default() }.validate().is_err());
     assert!(Config { domain: "Not A Domain".into(), ..Config::default() }.validate().is_err());
     assert_eq!(Config::from_yaml("").unwrap().scheduler.policy, SchedulerPolicy::Spread);

@@ -63,6 +63,21 @@ fn every_message_survives_the_wire() {
             type_: "Normal".into(),
             ..NodeEvent::default()
         }),
+        NodeMessage::StreamOutput(StreamOutput {
+            id: 4,
+            channel: OutputChannel::Stderr,
+            data: b"oops".to_vec(),
+            eof: true,
+        }),
+        NodeMessage::StreamOutput(StreamOutput {
+            id: 5,
+            channel: OutputChannel::Data,
+            data: vec![0],
+            eof: false,
+        }),
+        NodeMessage::StreamCredit { id: 4, bytes: 32 },
+        NodeMessage::StreamEnd(StreamEnd { id: 4, outcome: StreamOutcome::Exited(3) }),
+        NodeMessage::StreamEnd(StreamEnd { id: 5, outcome: StreamOutcome::Failed("refused".into()) }),
     ];
     for message in up {
         assert_eq!(node_message_from_wire(node_message_to_wire(message.clone())), Ok(message));
@@ -88,6 +103,42 @@ fn every_message_survives_the_wire() {
         }),
         ControllerMessage::LogCancel(3),
         ControllerMessage::LogCredit { id: 3, bytes: 100 },
+        ControllerMessage::StreamOpen(StreamOpen {
+            id: 4,
+            namespace: "demo".into(),
+            name: "web".into(),
+            uid: "u1".into(),
+            window: 65536,
+            kind: StreamKind::Exec(ExecRequest {
+                command: vec!["sh".into(), "-c".into(), "exit 3".into()],
+                channels: Channels { stdin: true, stdout: true, stderr: false },
+                tty: true,
+            }),
+        }),
+        ControllerMessage::StreamOpen(StreamOpen {
+            id: 5,
+            namespace: "demo".into(),
+            name: "web".into(),
+            uid: "u1".into(),
+            window: 1,
+            kind: StreamKind::Attach(Channels { stdin: false, stdout: true, stderr: true }),
+        }),
+        ControllerMessage::StreamOpen(StreamOpen {
+            id: 6,
+            namespace: "demo".into(),
+            name: "web".into(),
+            uid: "u1".into(),
+            window: 1,
+            kind: StreamKind::PortForward(8000),
+        }),
+        ControllerMessage::StreamInput(StreamInput { id: 4, input: Input::Data(b"ls\n".to_vec()) }),
+        ControllerMessage::StreamInput(StreamInput { id: 4, input: Input::Close }),
+        ControllerMessage::StreamInput(StreamInput {
+            id: 4,
+            input: Input::Resize(TerminalSize { width: 120, height: 40 }),
+        }),
+        ControllerMessage::StreamCredit { id: 4, bytes: 7 },
+        ControllerMessage::StreamCancel(4),
     ];
     for message in down {
         assert_eq!(controller_message_from_wire(controller_message_to_wire(message.clone())), Ok(message));
@@ -107,4 +158,15 @@ fn malformed_messages_are_named() {
         controller_message_from_wire(desired),
         Err("a desired application is not a JSON object".into())
     );
+    let far = wire::ControllerMessage {
+        body: Some(Down::StreamOpen(wire::StreamOpen {
+            kind: Some(wire::stream_open::Kind::PortForward(wire::PortForwardStream { port: 70000 })),
+            ..Default::default()
+        })),
+    };
+    assert_eq!(controller_message_from_wire(far), Err("port 70000 is not a TCP port".into()));
+    let stdin_out = wire::NodeMessage {
+        body: Some(Up::StreamOutput(wire::StreamOutput { channel: 0, ..Default::default() })),
+    };
+    assert!(node_message_from_wire(stdin_out).is_err(), "stdin is no output");
 }

@@ -65,6 +65,13 @@ impl Workloads for Simulated {
             log_bytes().chunks(64 * 1024).map(|c| Ok(c.to_vec())).collect();
         Ok(Box::pin(futures_util::stream::iter(chunks)))
     }
+
+    async fn open_stream(
+        &self,
+        _open: &kayra_api::session::StreamOpen,
+    ) -> Result<kayra_nodeagent::streams::Connected, String> {
+        Err("the simulated node runs no processes to stream".into())
+    }
 }
 
 /// Credentials whose server address the test changes when the controller moves.

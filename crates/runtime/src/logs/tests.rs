@@ -19,7 +19,11 @@ fn entries_round_trip_through_the_file_format() {
     let text = std::fs::read(&path).unwrap();
     let entries: Vec<Entry<'_>> = text.split(|b| *b == b'\n').filter_map(parse_entry).collect();
     assert_eq!(entries.len(), 3);
-    assert_eq!(entries[0], Entry { at: at(0), partial: false, content: b"hello world" });
+    assert_eq!(
+        entries[0],
+        Entry { at: at(0), stream: Stream::Stdout, partial: false, content: b"hello world" }
+    );
+    assert_eq!(entries[1].stream, Stream::Stderr, "each entry keeps the output it came from");
     let mut out = Vec::new();
     let mut line_start = true;
     for entry in &entries {
@@ -53,7 +57,12 @@ fn a_full_file_rotates_and_the_oldest_piece_is_dropped() {
 
 #[test]
 fn selection_takes_since_then_the_last_lines() {
-    let entry = |second, partial, content: &'static [u8]| Entry { at: at(second), partial, content };
+    let entry = |second, partial, content: &'static [u8]| Entry {
+        at: at(second),
+        stream: Stream::Stdout,
+        partial,
+        content,
+    };
     let all = vec![
         entry(0, false, b"a"),
         entry(10, false, b"b"),

@@ -95,17 +95,8 @@ pub(super) fn spawn(shared: &Arc<Shared>, record: Record, reopened: bool) {
     let names = Names::of(&record.application);
     let (commands, receiver) = mpsc::unbounded_channel();
     let mut apps = shared.apps.lock().expect("the app table is never poisoned");
-    apps.insert(
-        names.uid.clone(),
-        AppEntry {
-            namespace: names.namespace.clone(),
-            name: names.name.clone(),
-            commands,
-            status: record.status.clone(),
-            run: record.run,
-            task: None,
-        },
-    );
+    let entry = AppEntry::new(&names, commands, &record.status, record.run, &record.application);
+    apps.insert(names.uid.clone(), entry);
     let task = Task {
         shared: shared.clone(),
         dir: shared.app_dir(&names.uid),
@@ -376,6 +367,7 @@ impl Task {
                 Some((host, seen)) if host != seen => Some(host),
                 _ => None,
             },
+            stdin: self.record.application.spec.stdin,
         };
         supervisor::write_atomically(&run_dir.join(supervisor::SPEC_FILE), &spec)
             .map_err(|error| format!("writing the run spec: {error}"))?;

@@ -55,6 +55,20 @@ async fn a_workload_reads_its_tokens_at_the_service_account_path_and_sees_them_r
     crate::logs::follow_until(&runtime, "prover", &line, 1).await;
     let status = current_status(&runtime, "prover", "running", |s| s.started_at.is_some()).await;
     assert_eq!(status.restarts.unwrap_or_default(), 0);
+    // A command run beside the workload (`kubectl exec`) sees what it sees, where it sees it.
+    let command = kayra_runtime::runtime::ExecCommand {
+        uid: uid.clone(),
+        command: vec!["cat".into(), format!("{seen_at}/token")],
+        stdout: true,
+        stderr: true,
+        ..Default::default()
+    };
+    let mut execution = runtime.exec(command).await.expect("the command starts");
+    let mut seen = String::new();
+    while let Some(chunk) = futures_util::StreamExt::next(&mut execution.output).await {
+        seen.push_str(&String::from_utf8_lossy(&chunk.expect("output").1));
+    }
+    assert_eq!((seen.as_str(), execution.wait().await.expect("it ends")), ("four.five.six", 0));
     let theirs = node.dir.path().join("data/apps").join(&other_uid).join("identity/token");
     assert_eq!(std::fs::read_to_string(theirs).expect("the bystander's token"), "not-yours");
     runtime.close().await;

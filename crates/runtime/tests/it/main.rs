@@ -12,6 +12,7 @@ mod lifecycle;
 mod logs;
 mod reattach;
 mod starting;
+mod streams;
 
 pub(crate) use harness::*;
 
