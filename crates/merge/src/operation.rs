@@ -1,0 +1,375 @@
+//! The two ways a write changes who manages what.
+//!
+//! - [`apply`]: an applied configuration is merged onto the live object; the applier comes to
+//!   own exactly what it applied; what it applied last time and no longer applies is removed
+//!   unless another manager claims it; a field another manager owns whose value would change is
+//!   a conflict, refused unless forced (then the applier takes it).
+//! - [`record_update`]: any other write (create, update, patch, a subresource) is compared with
+//!   the live object; the writer takes every field it added or changed from every other
+//!   manager, and never conflicts.
+//!
+//! `apiVersion`, `kind` and the `metadata` the server keeps (name, uid, resourceVersion...)
+//! are owned by nobody. A [`Scope`] leaves out what a write cannot change (`status` for the
+//! object of a Kind whose status is a subresource, everything but `status` for that
+//! subresource), so that it is never owned or conflicted on there.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::error::{Conflict, MergeError};
+use crate::managed::{Entry, ManagedFields, Operation, asks_reset, metadata};
+use crate::path::{PathElement, display};
+use crate::schema::Schema;
+use crate::set::FieldSet;
+use crate::typed::{self, Comparison};
+
+/// Who writes: the manager an entry is recorded for.
+#[derive(Debug, Clone, Copy)]
+pub struct Writer<'a> {
+    /// The manager's name (`fieldManager`, or what the client's user agent names).
+    pub manager: &'a str,
+    /// The subresource written through (`status`, `scale`), or empty.
+    pub subresource: &'a str,
+    /// The resource's `group/version`.
+    pub api_version: &'a str,
+    /// Now, in RFC 3339 to the second: the entry's time when the write changes the object.
+    pub time: &'a str,
+}
+
+/// The part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything.
+    Whole,
+    /// Everything but `status`: the object of a Kind whose status is a subresource.
+    AllButStatus,
+    /// Only `status` (and what names the object): its status subresource.
+    OnlyStatus,
+}
+
+impl Scope {
+    fn includes(self, field: &str) -> bool {
+        match (self, field) {
+            (_, "apiVersion" | "kind") => false,
+            (Scope::AllButStatus, "status") => false,
+            (Scope::OnlyStatus, other) => other == "status",
+            _ => true,
+        }
+    }
+}
+
+/// The manager that owns an object's fields as they were before its first apply, when it had
+/// no managers: changing them conflicts.
+pub const BEFORE_FIRST_APPLY: &str = "before-first-apply";
+
+/// The `metadata` fields the server keeps, which nobody owns.
+const SERVER_METADATA: &[&str] = &[
+    "name",
+    "namespace",
+    "creationTimestamp",
+    "selfLink",
+    "uid",
+    "clusterName",
+    "generation",
+    "managedFields",
+    "resourceVersion",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
+
+/// Applies `config` (a configuration of one object, its `metadata.managedFields` unset) as
+/// `writer` onto `live` (`None`: the object is created). Answers the merged object with its
+/// `metadata.managedFields`, or the conflicts when `force` is not set.
+pub fn apply(
+    schema: &Schema,
+    live: Option<&Map<String, Value>>,
+    config: &Map<String, Value>,
+    writer: &Writer<'_>,
+    scope: Scope,
+    force: bool,
+) -> Result<Map<String, Value>, MergeError> {
+    if metadata(config).and_then(|m| m.get("managedFields")).is_some_and(|fields| !fields.is_null()) {
+        return Err(MergeError::ManagedFields("metadata.managedFields must be nil".to_owned()));
+    }
+    let root = schema.root();
+    let mut config = Value::Object(scoped(config, scope));
+    typed::drop_undeclared(schema, root, &mut config);
+    typed::check(schema, root, &config, &mut Vec::new())
+        .map_err(|(path, message)| MergeError::Invalid { field: dotted(&path), message })?;
+    let Value::Object(config) = config else { unreachable!("built as an object above") };
+
+    let mut managers = match live {
+        Some(live) => ManagedFields::decode(metadata(live).and_then(|m| m.get("managedFields")))
+            .map_err(|error| MergeError::ManagedFields(format!("the stored object's {error}")))?,
+        None => ManagedFields::new(),
+    };
+    if let (Some(live), true) = (live, managers.is_empty()) {
+        let fields = owned_paths(schema, live, scope);
+        if !fields.is_empty() {
+            managers.entries_mut().push(Entry {
+                manager: BEFORE_FIRST_APPLY.to_owned(),
+                operation: Operation::Update,
+                api_version: writer.api_version.to_owned(),
+                time: None,
+                subresource: String::new(),
+                fields,
+            });
+        }
+    }
+    let applier = Entry {
+        manager: writer.manager.to_owned(),
+        operation: Operation::Apply,
+        api_version: writer.api_version.to_owned(),
+        time: None,
+        subresource: writer.subresource.to_owned(),
+        fields: owned_paths(schema, &config, scope),
+    };
+    let last = managers.find(&applier).cloned();
+
+    let mut merged = typed::merge(schema, root, live.cloned().map(Value::Object), &Value::Object(config));
+    if let Some(last) = &last {
+        let mut kept = applier.fields.clone();
+        for entry in managers.entries().iter().filter(|entry| !entry.same_manager(&applier)) {
+            kept = kept.union(&entry.fields);
+        }
+        for path in [&["apiVersion"][..], &["kind"], &["metadata", "name"], &["metadata", "namespace"]] {
+            kept.insert(
+                &path.iter().map(|field| PathElement::Field((*field).to_owned())).collect::<Vec<_>>(),
+            );
+        }
+        typed::prune(schema, root, &mut merged, &last.fields, &kept);
+    }
+    let Value::Object(mut merged) = merged else { unreachable!("an object merged onto an object") };
+
+    let comparison = compare(schema, live, &merged, scope);
+    let changed = comparison.changed();
+    let mut conflicts = Vec::new();
+    for entry in managers.entries_mut().iter_mut().filter(|entry| !entry.same_manager(&applier)) {
+        let taken = entry.fields.intersection(&changed);
+        if !taken.is_empty() {
+            conflicts.extend(
+                taken.paths().iter().map(|path| Conflict { manager: entry.describe(), field: display(path) }),
+            );
+            entry.fields = entry.fields.difference(&taken);
+        }
+        entry.fields = entry.fields.difference(&comparison.removed);
+    }
+    if !conflicts.is_empty() && !force {
+        return Err(conflict_error(conflicts));
+    }
+    // The time says when the applier last changed the object: an apply that changes no value
+    // keeps it.
+    let time = match comparison.is_empty() {
+        true => last.as_ref().and_then(|last| last.time.clone()),
+        false => Some(writer.time.to_owned()),
+    };
+    managers.put(Entry { time, ..applier });
+    managers.drop_empty();
+    set_managed_fields(&mut merged, &managers);
+    Ok(merged)
+}
+
+/// Records a write that is not an apply: `new` (the object to be stored, whose
+/// `metadata.managedFields` are what the request sent or kept) gets the managers it will be
+/// stored with. The writer takes every field it added or changed in `scope`, from every other
+/// manager; fields it removed are nobody's.
+///
+/// What a request sends as `metadata.managedFields` replaces the live ones when it differs
+/// from them and `honour_request` holds (a write of the object, not of a subresource): a valid
+/// list is taken as it is, an empty one (`[]` or `[{}]`) clears them, an invalid one is
+/// ignored. An existing object that has no managers is not tracked, as kube-apiserver leaves
+/// objects written before managed fields were kept; a created one always is.
+pub fn record_update(
+    schema: &Schema,
+    live: Option<&Map<String, Value>>,
+    new: &mut Map<String, Value>,
+    writer: &Writer<'_>,
+    scope: Scope,
+    honour_request: bool,
+) {
+    let live_fields = live.and_then(metadata).and_then(|m| m.get("managedFields"));
+    let sent = metadata(new).and_then(|m| m.get("managedFields"));
+    let decode_live = || ManagedFields::decode(live_fields).unwrap_or_default();
+    let managers = match sent {
+        Some(sent) if honour_request && live.is_some() && Some(sent) != live_fields => {
+            if asks_reset(sent) {
+                ManagedFields::new()
+            } else {
+                ManagedFields::decode(Some(sent)).unwrap_or_else(|_| decode_live())
+            }
+        }
+        _ if live.is_none() => ManagedFields::new(),
+        _ => decode_live(),
+    };
+    if live.is_some() && managers.is_empty() {
+        set_managed_fields(new, &managers);
+        return;
+    }
+    let managers = update(schema, live, new, managers, writer, scope);
+    set_managed_fields(new, &managers);
+}
+
+/// The managers after `writer` changed `live` into `new`.
+fn update(
+    schema: &Schema,
+    live: Option<&Map<String, Value>>,
+    new: &Map<String, Value>,
+    mut managers: ManagedFields,
+    writer: &Writer<'_>,
+    scope: Scope,
+) -> ManagedFields {
+    let comparison = compare(schema, live, new, scope);
+    if comparison.is_empty() {
+        return managers;
+    }
+    let like = Entry {
+        manager: writer.manager.to_owned(),
+        operation: Operation::Update,
+        api_version: writer.api_version.to_owned(),
+        time: Some(writer.time.to_owned()),
+        subresource: writer.subresource.to_owned(),
+        fields: FieldSet::new(),
+    };
+    let changed = comparison.changed();
+    let taken = changed.union(&comparison.removed);
+    for entry in managers.entries_mut().iter_mut().filter(|entry| !entry.same_manager(&like)) {
+        entry.fields = entry.fields.difference(&taken);
+    }
+    let before = managers.find(&like).map(|entry| entry.fields.clone()).unwrap_or_default();
+    let fields = before.union(&changed).difference(&comparison.removed);
+    managers.put(Entry { fields, ..like });
+    managers.drop_empty();
+    managers.cap_updates();
+    managers
+}
+
+/// What changed from `old` to `new` within `scope`, leaving out what the server keeps.
+fn compare(
+    schema: &Schema,
+    old: Option<&Map<String, Value>>,
+    new: &Map<String, Value>,
+    scope: Scope,
+) -> Comparison {
+    let mut comparison = Comparison::default();
+    let root = schema.root();
+    let empty = Map::new();
+    let old_map = old.unwrap_or(&empty);
+    let mut path = Vec::new();
+    for name in union_keys(old_map, new).into_iter().filter(|name| scope.includes(name)) {
+        let (ty, _) = schema.entry(root, name);
+        path.push(PathElement::Field(name.to_owned()));
+        if name == "metadata" {
+            let old_meta = old_map.get(name).and_then(Value::as_object).unwrap_or(&empty);
+            let new_meta = new.get(name).and_then(Value::as_object).unwrap_or(&empty);
+            for field in union_keys(old_meta, new_meta).into_iter().filter(|f| !SERVER_METADATA.contains(f)) {
+                let (field_ty, _) = schema.entry(ty, field);
+                path.push(PathElement::Field(field.to_owned()));
+                typed::compare(
+                    schema,
+                    field_ty,
+                    old_meta.get(field),
+                    new_meta.get(field),
+                    &mut path,
+                    &mut comparison,
+                );
+                path.pop();
+            }
+        } else {
+            typed::compare(schema, ty, old_map.get(name), new.get(name), &mut path, &mut comparison);
+        }
+        path.pop();
+    }
+    comparison
+}
+
+/// The paths `object` sets within `scope`, leaving out what the server keeps.
+fn owned_paths(schema: &Schema, object: &Map<String, Value>, scope: Scope) -> FieldSet {
+    let mut set = FieldSet::new();
+    let root = schema.root();
+    let mut path = Vec::new();
+    for (name, value) in object.iter().filter(|(name, _)| scope.includes(name)) {
+        let (ty, _) = schema.entry(root, name);
+        path.push(PathElement::Field(name.clone()));
+        match (name.as_str(), value) {
+            ("metadata", Value::Object(fields)) => {
+                for (field, value) in
+                    fields.iter().filter(|(field, _)| !SERVER_METADATA.contains(&field.as_str()))
+                {
+                    let (field_ty, _) = schema.entry(ty, field);
+                    path.push(PathElement::Field(field.clone()));
+                    typed::field_set(schema, field_ty, value, &mut path, &mut set);
+                    path.pop();
+                }
+            }
+            ("metadata", _) => {}
+            _ => typed::field_set(schema, ty, value, &mut path, &mut set),
+        }
+        path.pop();
+    }
+    set
+}
+
+/// `config` without what `scope` leaves out; a status configuration keeps of `metadata` only
+/// what names the object and pins its version.
+fn scoped(config: &Map<String, Value>, scope: Scope) -> Map<String, Value> {
+    let mut scoped: Map<String, Value> = config
+        .iter()
+        .filter(|(name, _)| {
+            matches!(name.as_str(), "apiVersion" | "kind" | "metadata") || scope.includes(name)
+        })
+        .map(|(name, value)| (name.clone(), value.clone()))
+        .collect();
+    if scope == Scope::OnlyStatus
+        && let Some(Value::Object(metadata)) = scoped.get_mut("metadata")
+    {
+        metadata.retain(|field, _| matches!(field.as_str(), "name" | "namespace" | "resourceVersion"));
+    }
+    scoped
+}
+
+fn union_keys<'a>(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = a.keys().map(String::as_str).collect();
+    keys.extend(b.keys().map(String::as_str).filter(|key| !a.contains_key(*key)));
+    keys
+}
+
+fn set_managed_fields(object: &mut Map<String, Value>, managers: &ManagedFields) {
+    let metadata = object.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(metadata) = metadata else { return };
+    match managers.encode() {
+        Some(encoded) => metadata.insert("managedFields".to_owned(), encoded),
+        None => metadata.remove("managedFields"),
+    };
+}
+
+/// A path as a field error names it: `spec.env[1]`.
+fn dotted(path: &[PathElement]) -> String {
+    display(path).trim_start_matches('.').to_owned()
+}
+
+/// The conflict error kube-apiserver answers: one line for one conflict, else the conflicts
+/// grouped by manager.
+fn conflict_error(conflicts: Vec<Conflict>) -> MergeError {
+    let message = match conflicts.as_slice() {
+        [only] => format!("Apply failed with 1 conflict: conflict with {}: {}", only.manager, only.field),
+        _ => {
+            let mut by_manager: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+            for conflict in &conflicts {
+                by_manager.entry(&conflict.manager).or_default().push(&conflict.field);
+            }
+            let lines: Vec<String> = by_manager
+                .iter()
+                .flat_map(|(manager, fields)| {
+                    std::iter::once(format!("conflicts with {manager}:"))
+                        .chain(fields.iter().map(|field| format!("- {field}")))
+                })
+                .collect();
+            format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
+        }
+    };
+    MergeError::Conflicts { message, conflicts }
+}
+
+#[cfg(test)]
+mod tests;
