@@ -14,6 +14,7 @@
 //! `kubectl apply --server-side`, client-go's and kube-rs's appliers behave as they do there.
 
 pub mod error;
+mod last_applied;
 pub mod managed;
 pub mod operation;
 pub mod path;

@@ -3,7 +3,8 @@
 //! - [`apply`]: an applied configuration is merged onto the live object; the applier comes to
 //!   own exactly what it applied; what it applied last time and no longer applies is removed
 //!   unless another manager claims it; a field another manager owns whose value would change is
-//!   a conflict, refused unless forced (then the applier takes it).
+//!   a conflict, refused unless forced (then the applier takes it). The manager `kubectl`
+//!   moving from client-side apply is eased as kube-apiserver eases it (see `last_applied`).
 //! - [`record_update`]: any other write (create, update, patch, a subresource) is compared with
 //!   the live object; the writer takes every field it added or changed from every other
 //!   manager, and never conflicts.
@@ -18,6 +19,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::error::{Conflict, MergeError};
+use crate::last_applied;
 use crate::managed::{Entry, ManagedFields, Operation, asks_reset, metadata};
 use crate::path::{PathElement, display};
 use crate::schema::Schema;
@@ -92,7 +94,7 @@ pub fn apply(
     if metadata(config).and_then(|m| m.get("managedFields")).is_some_and(|fields| !fields.is_null()) {
         return Err(MergeError::ManagedFields("metadata.managedFields must be nil".to_owned()));
     }
-    let root = schema.root();
+    let (root, sent) = (schema.root(), config);
     let mut config = Value::Object(scoped(config, scope));
     typed::drop_undeclared(schema, root, &mut config);
     typed::check(schema, root, &config, &mut Vec::new())
@@ -144,19 +146,42 @@ pub fn apply(
 
     let comparison = compare(schema, live, &merged, scope);
     let changed = comparison.changed();
-    let mut conflicts = Vec::new();
-    for entry in managers.entries_mut().iter_mut().filter(|entry| !entry.same_manager(&applier)) {
-        let taken = entry.fields.intersection(&changed);
-        if !taken.is_empty() {
-            conflicts.extend(
-                taken.paths().iter().map(|path| Conflict { manager: entry.describe(), field: display(path) }),
-            );
-            entry.fields = entry.fields.difference(&taken);
+    let taken: Vec<(usize, FieldSet)> = managers
+        .entries()
+        .iter()
+        .enumerate()
+        .filter(|(_, entry)| !entry.same_manager(&applier))
+        .map(|(at, entry)| (at, entry.fields.intersection(&changed)))
+        .filter(|(_, taken)| !taken.is_empty())
+        .collect();
+    if !taken.is_empty() && !force {
+        // kubectl moving from client-side apply may take what it applied there and still holds.
+        let allowed = match (writer.manager, live) {
+            (last_applied::KUBECTL, Some(live)) => {
+                last_applied::still_applied(schema, live, writer.api_version, scope)
+            }
+            _ => FieldSet::new(),
+        };
+        let conflicts: Vec<Conflict> = taken
+            .iter()
+            .flat_map(|(at, taken)| {
+                let manager = managers.entries()[*at].describe();
+                let paths = taken.difference(&allowed).paths();
+                paths
+                    .into_iter()
+                    .map(move |path| Conflict { manager: manager.clone(), field: display(&path) })
+            })
+            .collect();
+        if !conflicts.is_empty() {
+            return Err(conflict_error(conflicts));
         }
-        entry.fields = entry.fields.difference(&comparison.removed);
     }
-    if !conflicts.is_empty() && !force {
-        return Err(conflict_error(conflicts));
+    let entries = managers.entries_mut();
+    for (at, taken) in &taken {
+        entries[*at].fields = entries[*at].fields.difference(taken);
+    }
+    for entry in entries.iter_mut().filter(|entry| !entry.same_manager(&applier)) {
+        entry.fields = entry.fields.difference(&comparison.removed);
     }
     // The time says when the applier last changed the object: an apply that changes no value
     // keeps it.
@@ -167,6 +192,9 @@ pub fn apply(
     managers.put(Entry { time, ..applier });
     managers.drop_empty();
     set_managed_fields(&mut merged, &managers);
+    if let (last_applied::KUBECTL, Some(live)) = (writer.manager, live) {
+        last_applied::rewrite(live, sent, &mut merged);
+    }
     Ok(merged)
 }
 
@@ -245,7 +273,7 @@ fn update(
 }
 
 /// What changed from `old` to `new` within `scope`, leaving out what the server keeps.
-fn compare(
+pub(crate) fn compare(
     schema: &Schema,
     old: Option<&Map<String, Value>>,
     new: &Map<String, Value>,
@@ -284,7 +312,7 @@ fn compare(
 }
 
 /// The paths `object` sets within `scope`, leaving out what the server keeps.
-fn owned_paths(schema: &Schema, object: &Map<String, Value>, scope: Scope) -> FieldSet {
+pub(crate) fn owned_paths(schema: &Schema, object: &Map<String, Value>, scope: Scope) -> FieldSet {
     let mut set = FieldSet::new();
     let root = schema.root();
     let mut path = Vec::new();

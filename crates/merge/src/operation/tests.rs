@@ -381,3 +381,33 @@ fn the_oldest_updaters_are_folded_beyond_ten() {
     assert_eq!(names[1], "ancient-changes");
     assert_eq!(names[10], "u19");
 }
+
+#[test]
+fn kubectl_moving_from_client_side_apply_takes_what_it_applied_there() {
+    // 14: made by client-side apply, whose configuration the annotation holds.
+    let last = r#"{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"annotations":{},"name":"x"},"spec":{"image":"i","replicas":1}}"#;
+    let mut live = thing(json!({
+        "metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": format!("{last}\n")}},
+        "spec": {"image": "i", "replicas": 1},
+    }));
+    record_update(&toy(), None, &mut live, &writer("kubectl-client-side-apply", T1), Scope::Whole, true);
+    let scaled = updated(&live, "kubectl-client-side-apply", json!({"spec": {"replicas": 5}}));
+    let config = json!({"spec": {"image": "j", "replicas": 1}});
+    // Another manager conflicts as anywhere.
+    let other = conflict_message(applied(Some(&scaled), "x", config.clone()));
+    assert!(other.starts_with("Apply failed with 2 conflicts"), "{other}");
+    // kubectl takes the image it applied client-side; the replicas changed since still conflict.
+    let message = conflict_message(applied(Some(&scaled), "kubectl", config));
+    assert_eq!(
+        message,
+        "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using example.com/v1: .spec.replicas"
+    );
+    let moved = applied(Some(&scaled), "kubectl", json!({"spec": {"image": "j"}})).unwrap();
+    assert_eq!(spec(&moved), &json!({"image": "j", "replicas": 5}));
+    assert_eq!(fields(&moved, "kubectl"), json!({"f:spec": {"f:image": {}}}));
+    // The annotation now holds what was applied, as kubectl writes it.
+    assert_eq!(
+        moved["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"],
+        "{\"apiVersion\":\"example.com/v1\",\"kind\":\"Thing\",\"metadata\":{\"name\":\"x\"},\"spec\":{\"image\":\"j\"}}\n"
+    );
+}
