@@ -106,3 +106,6 @@ impl Strategy for KindStrategy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
