@@ -9,8 +9,8 @@ use kayra_store::mvcc::{MvccStore, Options};
 
 use crate::ApplicationLayer;
 
-#[test]
-fn every_stored_kind_merges_by_its_published_schema() {
+#[tokio::test]
+async fn every_stored_kind_merges_by_its_published_schema() {
     let store = Arc::new(MvccStore::in_memory(Options::default()).expect("a memory store"));
     let registry = Registry::new(store, Arc::new(SystemClock), "/registry/");
     let layer = ApplicationLayer::new(Arc::new(Scheme::new("example.com")), registry);
