@@ -253,6 +253,65 @@ impl ManagedFields {
     }
 }
 
+/// The stored (encoded) managers after a write by `writer` (its entry as it is recorded,
+/// without fields) that `changed` and `removed`: only the entries the write touches are
+/// decoded and encoded again, the rest kept as they are. `None` when that does not suffice (an
+/// entry that does not read, or more updaters than kept, whose fold reads them all).
+pub(crate) fn updated_encoded(
+    entries: Vec<Value>,
+    writer: &Entry,
+    changed: &FieldSet,
+    removed: &FieldSet,
+) -> Option<Vec<Value>> {
+    let taken = changed.union(removed);
+    let mut kept = Vec::with_capacity(entries.len() + 1);
+    let mut before = FieldSet::new();
+    let mut recorded = false;
+    for (at, mut raw) in entries.into_iter().enumerate() {
+        let text = |field: &str| raw.get(field).and_then(Value::as_str).unwrap_or_default();
+        let same = text("manager") == writer.manager
+            && text("operation") == writer.operation.as_str()
+            && text("subresource") == writer.subresource
+            && text("apiVersion") == writer.api_version;
+        let fields = raw.get("fieldsV1").and_then(Value::as_object)?;
+        if same && changed.within_fields_v1(fields) && !removed.meets_fields_v1(fields) {
+            // The writer changed only what it already manages: its fields stay, its time moves.
+            raw["time"] = Value::String(writer.time.clone().unwrap_or_default());
+            kept.push(raw);
+            recorded = true;
+        } else if same {
+            before = FieldSet::from_fields_v1(raw.get("fieldsV1")?).ok()?;
+        } else if !taken.meets_fields_v1(fields) {
+            kept.push(raw);
+        } else {
+            let mut entry = Entry::decode(at, &raw).ok()?;
+            entry.fields = entry.fields.difference(&taken);
+            if !entry.fields.is_empty() {
+                kept.push(entry.encode());
+            }
+        }
+    }
+    let fields = before.union(changed).difference(removed);
+    if !recorded && !fields.is_empty() {
+        kept.push(Entry { fields, ..writer.clone() }.encode());
+    }
+    if kept.iter().filter(|entry| entry["operation"] == "Update").count() > MAX_UPDATE_MANAGERS {
+        return None;
+    }
+    let key = |entry: &Value| {
+        let text = |field: &str| entry.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+        (
+            text("operation") != "Apply",
+            entry.get("time").and_then(Value::as_str).map(str::to_owned),
+            text("manager"),
+            text("apiVersion"),
+            text("subresource"),
+        )
+    };
+    kept.sort_by_cached_key(key);
+    Some(kept)
+}
+
 fn order(a: &Entry, b: &Entry) -> Ordering {
     a.operation
         .cmp(&b.operation)

@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Conflict, MergeError};
 use crate::last_applied;
-use crate::managed::{Entry, ManagedFields, Operation, asks_reset, metadata};
+use crate::managed::{Entry, ManagedFields, Operation, asks_reset, metadata, updated_encoded};
 use crate::path::{PathElement, display};
 use crate::schema::Schema;
 use crate::set::FieldSet;
@@ -218,47 +218,70 @@ pub fn record_update(
 ) {
     let live_fields = live.and_then(metadata).and_then(|m| m.get("managedFields"));
     let sent = metadata(new).and_then(|m| m.get("managedFields"));
-    let decode_live = || ManagedFields::decode(live_fields).unwrap_or_default();
-    let managers = match sent {
-        Some(sent) if honour_request && live.is_some() && Some(sent) != live_fields => {
-            if asks_reset(sent) {
-                ManagedFields::new()
-            } else {
-                ManagedFields::decode(Some(sent)).unwrap_or_else(|_| decode_live())
+    let sent_other = honour_request && live.is_some() && sent.is_some_and(|sent| Some(sent) != live_fields);
+    if let (Some(live), false) = (live, sent_other) {
+        // The stored managers, of which a write decodes only those it touches: most writes
+        // change one manager's fields, or none.
+        let Some(Value::Array(stored)) =
+            live_fields.filter(|fields| fields.as_array().is_some_and(|a| !a.is_empty()))
+        else {
+            // Not tracked.
+            set_managed_fields(new, &ManagedFields::new());
+            return;
+        };
+        let entries = match take_managed_fields(new) {
+            Some(Value::Array(sent)) if &sent == stored => sent,
+            _ => stored.clone(),
+        };
+        let comparison = compare(schema, Some(live), new, scope);
+        if comparison.is_empty() {
+            put_managed_fields(new, Value::Array(entries));
+            return;
+        }
+        let like = updater(writer);
+        match updated_encoded(entries, &like, &comparison.changed(), &comparison.removed) {
+            Some(updated) if updated.is_empty() => {}
+            Some(updated) => put_managed_fields(new, Value::Array(updated)),
+            None => {
+                let managers = ManagedFields::decode(live_fields).unwrap_or_default();
+                set_managed_fields(new, &update(managers, &comparison, like));
             }
         }
-        _ if live.is_none() => ManagedFields::new(),
-        _ => decode_live(),
-    };
-    if live.is_some() && managers.is_empty() {
-        set_managed_fields(new, &managers);
         return;
     }
-    let managers = update(schema, live, new, managers, writer, scope);
+    // A create, or managers the request sent in place of the stored ones.
+    let managers = match (live, sent) {
+        (None, _) => ManagedFields::new(),
+        (Some(_), Some(sent)) if asks_reset(sent) => ManagedFields::new(),
+        (Some(_), sent) => ManagedFields::decode(sent)
+            .unwrap_or_else(|_| ManagedFields::decode(live_fields).unwrap_or_default()),
+    };
+    if live.is_some() && managers.is_empty() {
+        // Cleared, or still not tracked.
+        return set_managed_fields(new, &managers);
+    }
+    let comparison = compare(schema, live, new, scope);
+    let managers = match comparison.is_empty() {
+        true => managers,
+        false => update(managers, &comparison, updater(writer)),
+    };
     set_managed_fields(new, &managers);
 }
 
-/// The managers after `writer` changed `live` into `new`.
-fn update(
-    schema: &Schema,
-    live: Option<&Map<String, Value>>,
-    new: &Map<String, Value>,
-    mut managers: ManagedFields,
-    writer: &Writer<'_>,
-    scope: Scope,
-) -> ManagedFields {
-    let comparison = compare(schema, live, new, scope);
-    if comparison.is_empty() {
-        return managers;
-    }
-    let like = Entry {
+/// The entry an update by `writer` is recorded in, without its fields.
+fn updater(writer: &Writer<'_>) -> Entry {
+    Entry {
         manager: writer.manager.to_owned(),
         operation: Operation::Update,
         api_version: writer.api_version.to_owned(),
         time: Some(writer.time.to_owned()),
         subresource: writer.subresource.to_owned(),
         fields: FieldSet::new(),
-    };
+    }
+}
+
+/// The managers after a write by `like` that made `comparison`.
+fn update(mut managers: ManagedFields, comparison: &Comparison, like: Entry) -> ManagedFields {
     let changed = comparison.changed();
     let taken = changed.union(&comparison.removed);
     for entry in managers.entries_mut().iter_mut().filter(|entry| !entry.same_manager(&like)) {
@@ -360,6 +383,19 @@ fn union_keys<'a>(a: &'a Map<String, Value>, b: &'a Map<String, Value>) -> Vec<&
     let mut keys: Vec<&str> = a.keys().map(String::as_str).collect();
     keys.extend(b.keys().map(String::as_str).filter(|key| !a.contains_key(*key)));
     keys
+}
+
+fn take_managed_fields(object: &mut Map<String, Value>) -> Option<Value> {
+    object
+        .get_mut("metadata")
+        .and_then(Value::as_object_mut)
+        .and_then(|metadata| metadata.remove("managedFields"))
+}
+
+fn put_managed_fields(object: &mut Map<String, Value>, managers: Value) {
+    if let Value::Object(metadata) = object.entry("metadata").or_insert_with(|| Value::Object(Map::new())) {
+        metadata.insert("managedFields".to_owned(), managers);
+    }
 }
 
 fn set_managed_fields(object: &mut Map<String, Value>, managers: &ManagedFields) {

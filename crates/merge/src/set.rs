@@ -127,6 +127,28 @@ impl FieldSet {
         }
     }
 
+    /// Whether the set and the set `fields_v1` encodes (as this server writes it: keys in
+    /// canonical form) share a path, found without decoding `fields_v1`.
+    pub(crate) fn meets_fields_v1(&self, fields_v1: &Map<String, Value>) -> bool {
+        let member = |below: &Map<String, Value>| below.is_empty() || below.contains_key(".");
+        self.members.iter().any(|element| {
+            matches!(fields_v1.get(&element.encode()), Some(Value::Object(below)) if member(below))
+        }) || self.children.iter().any(|(element, child)| {
+            matches!(fields_v1.get(&element.encode()), Some(Value::Object(below)) if child.meets_fields_v1(below))
+        })
+    }
+
+    /// Whether every path of the set is in the set `fields_v1` encodes (as this server writes
+    /// it), found without decoding `fields_v1`.
+    pub(crate) fn within_fields_v1(&self, fields_v1: &Map<String, Value>) -> bool {
+        let member = |below: &Map<String, Value>| below.is_empty() || below.contains_key(".");
+        self.members.iter().all(|element| {
+            matches!(fields_v1.get(&element.encode()), Some(Value::Object(below)) if member(below))
+        }) && self.children.iter().all(|(element, child)| {
+            matches!(fields_v1.get(&element.encode()), Some(Value::Object(below)) if child.within_fields_v1(below))
+        })
+    }
+
     /// The set in the `FieldsV1` form.
     pub fn to_fields_v1(&self) -> Value {
         let mut object = Map::new();

@@ -6,7 +6,7 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-use crate::operation::{Scope, apply};
+use crate::operation::{Scope, apply, record_update};
 use crate::path::canonical;
 use crate::tests::{thing, toy, writer};
 
@@ -216,5 +216,26 @@ proptest! {
         let after = apply_as(Some(&both), "A", &a_less, time, false).unwrap();
         let b_again = apply_as(Some(&after), "B", &b, "2026-01-01T00:00:02Z", false).unwrap();
         prop_assert_eq!(b_again, after);
+    }
+
+    /// Recording an update on the stored managers, decoding only those it touches, is
+    /// recording it on all of them decoded (what a request that sends them in another order
+    /// gets).
+    #[test]
+    fn recording_an_update_decodes_only_what_it_must_and_agrees(a in config("a"), b in config("b"), written in config("a")) {
+        let live = apply_as(None, "A", &a, "2026-01-01T00:00:00Z", false).unwrap();
+        let live = apply_as(Some(&live), "B", &b, "2026-01-01T00:00:01Z", false).unwrap();
+        let mut new = live.clone();
+        let written = thing(written);
+        new.insert("spec".to_owned(), written.get("spec").cloned().unwrap_or(json!({})));
+        new["metadata"]["labels"] = written["metadata"].get("labels").cloned().unwrap_or(json!({}));
+        let mut reordered = new.clone();
+        if let Some(Value::Array(entries)) = reordered["metadata"].get_mut("managedFields") {
+            entries.reverse();
+        }
+        let writer = writer("U", "2026-01-01T00:00:02Z");
+        record_update(&toy(), Some(&live), &mut new, &writer, Scope::Whole, true);
+        record_update(&toy(), Some(&live), &mut reordered, &writer, Scope::Whole, true);
+        prop_assert_eq!(new, reordered);
     }
 }
