@@ -12,6 +12,7 @@
 pub mod clock;
 pub mod codec;
 pub mod kinds;
+pub mod openapi;
 pub mod quantity;
 pub mod scheme;
 pub mod session;

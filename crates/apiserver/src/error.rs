@@ -130,6 +130,14 @@ impl ApiError {
                     let details = json!({"name": name, "group": group, "kind": kind_name, "causes": causes});
                     (StatusCode::UNPROCESSABLE_ENTITY, "Invalid", message, Some(details))
                 }
+                R::ApplyConflict { message, causes } => {
+                    // As kube-apiserver answers a conflicting apply: causes only, no name or kind.
+                    let causes: Vec<Value> = causes
+                        .iter()
+                        .map(|(field, message)| json!({"type": "FieldManagerConflict", "message": message, "field": field}))
+                        .collect();
+                    (StatusCode::CONFLICT, "Conflict", message.clone(), Some(json!({"causes": causes})))
+                }
                 R::BadRequest(message) => (StatusCode::BAD_REQUEST, "BadRequest", message.clone(), None),
                 R::Forbidden(message) => (StatusCode::FORBIDDEN, "Forbidden", message.clone(), None),
                 R::Expired { message, .. } => (StatusCode::GONE, "Expired", message.clone(), None),

@@ -72,6 +72,7 @@ fn document(group: &str, version: &str, kinds: &[&KindInfo]) -> Value {
         add_paths(&mut paths, group, version, kind, &name);
     }
     let mut schemas: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
+    kayra_api::openapi::mark_builtin_definitions(&mut schemas);
     for schema in schemas.values_mut() {
         unwrap_descriptions(schema);
     }
@@ -276,6 +277,9 @@ fn add_paths(paths: &mut Map<String, Value>, group: &str, version: &str, kind: &
         let mut types = Map::new();
         for media in ["application/json-patch+json", "application/merge-patch+json"] {
             types.insert(media.into(), json!({"schema": {"type": "object"}}));
+        }
+        if !kind.catalog {
+            types.insert("application/apply-patch+yaml".into(), json!({"schema": {"type": "object"}}));
         }
         if kind.builtin {
             types.insert(

@@ -32,8 +32,14 @@ pub struct Client {
 
 /// What the conveniences ask of a write: the control plane writes its Kinds' own shapes, so
 /// there are no unknown fields to look for.
-const TYPED: WriteRequest =
-    WriteRequest { dry_run: false, field_validation: FieldValidation::Ignore, field_manager: None };
+/// They name no manager: each write is recorded as the one the client's identity stands for.
+const TYPED: WriteRequest = WriteRequest {
+    dry_run: false,
+    field_validation: FieldValidation::Ignore,
+    field_manager: None,
+    user_agent: None,
+    force: false,
+};
 
 impl Client {
     pub(crate) fn new(layer: Arc<ApplicationLayer>, identity: Identity) -> Client {
@@ -289,9 +295,16 @@ impl Client {
     }
 }
 
+/// The object a loop writes, as JSON. Its `metadata.managedFields` are left out: a loop writes
+/// back what it read, maybe some versions ago, and the managers are what the store holds now
+/// (they are the server's to keep; a request that sends them would replace them).
 fn encode(object: impl Serialize) -> Result<Value, RegistryError> {
-    serde_json::to_value(object)
-        .map_err(|error| RegistryError::BadRequest(format!("the object does not encode: {error}")))
+    let mut object = serde_json::to_value(object)
+        .map_err(|error| RegistryError::BadRequest(format!("the object does not encode: {error}")))?;
+    if let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        metadata.remove("managedFields");
+    }
+    Ok(object)
 }
 
 fn decode<T: DeserializeOwned>(object: Object) -> Result<T, RegistryError> {

@@ -39,7 +39,7 @@ use kayra_api::scheme::{KindInfo, Scheme};
 use kayra_authn::Identity;
 use kayra_authz::{Action, Caller, Rbac};
 use kayra_registry::{
-    Admission, Admit, DeleteOptions, Part, Registry, RegistryError, Resource, WriteOptions,
+    Admission, Admit, DeleteOptions, FieldManager, Part, Registry, RegistryError, Resource, WriteOptions,
 };
 use serde_json::Value;
 
@@ -183,8 +183,11 @@ impl ApplicationLayer {
 
     /// The options of a write of `part` by `identity`, admitted by its admission chain, for a
     /// write that placement admission does not wait on (see [`ApplicationLayer::write_options`]).
+    /// The write is recorded as the manager `identity` stands for ([`options::manager_of`])
+    /// until the caller names another.
     pub(crate) fn admitted(&self, identity: &Identity, part: Part, dry_run: bool) -> WriteOptions {
-        WriteOptions { dry_run, part, ..WriteOptions::new(Admit::by(self.admission(identity))) }
+        let manager = FieldManager { name: options::manager_of(identity), subresource: String::new() };
+        WriteOptions { dry_run, part, manager, ..WriteOptions::new(Admit::by(self.admission(identity))) }
     }
 
     /// The options of a delete of a `resource` object by `identity`, as `request` asks it:

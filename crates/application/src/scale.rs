@@ -9,10 +9,14 @@
 use kayra_api::kinds::applicationset::{ApplicationSet, component_label, set_label};
 use kayra_api::validation::FieldError;
 use kayra_authn::Identity;
-use kayra_registry::{ListOptions, Object, Part, RegistryError, Resource, meta_str};
+use kayra_registry::{FieldManager, ListOptions, Object, Part, RegistryError, Resource, meta_str};
 use serde_json::{Value, json};
 
 use crate::ApplicationLayer;
+use crate::options::WriteRequest;
+
+/// The subresource a Scale is written through, as the set's managers record it.
+const SCALE: &str = "scale";
 
 /// The set `name` as a Scale.
 pub async fn read(control: &ApplicationLayer, namespace: &str, name: &str) -> Result<Value, RegistryError> {
@@ -22,15 +26,16 @@ pub async fn read(control: &ApplicationLayer, namespace: &str, name: &str) -> Re
 }
 
 /// Sets the replicas of the set's replicated component to the Scale's `spec.replicas`, as
-/// `identity` (admitted as an update of the set); answers the Scale after the write.
-/// `metadata.resourceVersion`, when the Scale carries one, must be the set's.
+/// `identity` (admitted as an update of the set, recorded as the request's manager through
+/// `scale`); answers the Scale after the write. `metadata.resourceVersion`, when the Scale
+/// carries one, must be the set's.
 pub async fn write(
     control: &ApplicationLayer,
     identity: &Identity,
     namespace: &str,
     name: &str,
     scale: &Value,
-    dry_run: bool,
+    request: &WriteRequest,
 ) -> Result<Value, RegistryError> {
     let sets = sets(control)?;
     let invalid = |field: &str, value: &dyn std::fmt::Display, why: &str| RegistryError::Invalid {
@@ -68,7 +73,9 @@ pub async fn write(
         .expect("the component scaled_component found is in the stored set");
     component.insert("scale".into(), json!({"replicas": replicas}));
     let object = Value::Object(object);
-    let options = control.write_options(identity, &sets, Part::Main, Some(&object), dry_run).await;
+    let mut options =
+        control.write_options(identity, &sets, Part::Main, Some(&object), request.dry_run).await;
+    options.manager = FieldManager { name: request.manager(identity), subresource: SCALE.to_owned() };
     let written = control.registry().update(&sets, Some(namespace), name, object, options).await?;
     scale_of(control, &written).await
 }

@@ -1,10 +1,12 @@
 //! The bridge from the scheme's Kinds to the registry's generic strategy: each Kind's defaults,
-//! validation, naming rule and deletion behaviour, as the registry asks for them.
+//! validation, naming rule, deletion behaviour and merge schema (its published OpenAPI
+//! schema), as the registry asks for them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kayra_api::scheme::{Behaviour, KindInfo, NameRule};
 use kayra_api::validation::FieldError;
+use kayra_merge::schema::Schema;
 use kayra_registry::{Object, Resource, Strategy};
 use serde_json::Value;
 
@@ -22,6 +24,8 @@ pub(crate) fn resource(kind: &KindInfo) -> Resource {
             behaviour: kind.behaviour.clone(),
             names: kind.names,
             create_keeps_status: kind.create_keeps_status,
+            kind: kind.clone(),
+            merge_schema: OnceLock::new(),
         }),
     }
 }
@@ -31,6 +35,10 @@ struct KindStrategy {
     behaviour: Arc<dyn Behaviour>,
     names: NameRule,
     create_keeps_status: bool,
+    /// The Kind, whose published schema is its merge schema.
+    kind: KindInfo,
+    /// The merge schema, read from the published schema at the Kind's first write.
+    merge_schema: OnceLock<Schema>,
 }
 
 impl Strategy for KindStrategy {
@@ -54,6 +62,15 @@ impl Strategy for KindStrategy {
 
     fn validate_name(&self, name: &str) -> Option<String> {
         self.names.check(name)
+    }
+
+    fn merge_schema(&self) -> &Schema {
+        self.merge_schema.get_or_init(|| {
+            let published = kayra_api::openapi::kind_schema(&self.kind);
+            Schema::from_openapi(&published.definitions, &published.root).expect(
+                "a Kind's published schema refers only to definitions it publishes, and marks its lists",
+            )
+        })
     }
 
     fn create_keeps_status(&self) -> bool {
@@ -89,3 +106,6 @@ impl Strategy for KindStrategy {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -6,7 +6,9 @@ use kayra_store::{Compare, Op, Outcome, Txn};
 use serde_json::{Value, json};
 
 use crate::admission::Operation;
-use crate::{Object, RETRIES, Registry, RegistryError, Resource, WriteOptions, invalid, meta_str, object};
+use crate::{
+    Managed, Object, RETRIES, Registry, RegistryError, Resource, WriteOptions, invalid, meta_str, object,
+};
 
 impl Registry {
     /// Creates an object in `namespace` (ignored for cluster-scoped resources).
@@ -17,7 +19,20 @@ impl Registry {
         body: Value,
         options: WriteOptions,
     ) -> Result<Object, RegistryError> {
-        let mut object = self.body(resource, namespace, body)?;
+        let object = self.body(resource, namespace, body)?;
+        self.insert(resource, namespace, object, options, Managed::Recorded).await
+    }
+
+    /// Creates `object` (its envelope checked), its managers recorded as its creator's or,
+    /// for an apply that creates, as decided by the apply.
+    pub(crate) async fn insert(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        mut object: Object,
+        options: WriteOptions,
+        managed: Managed,
+    ) -> Result<Object, RegistryError> {
         let metadata = object::metadata_mut(&mut object);
         if let Some(rv) = metadata.get("resourceVersion").and_then(Value::as_str).filter(|rv| !rv.is_empty())
         {
@@ -43,6 +58,9 @@ impl Registry {
             object.remove("status");
         }
         resource.strategy.default(&mut object);
+        if managed == Managed::Recorded {
+            self.record_update(resource, None, &mut object, &options);
+        }
         if options.mutate(resource, Operation::Create, &mut object, None)? {
             // A mutating plugin changes only what the writer could: identity stays the server's.
             stamp(&mut object);

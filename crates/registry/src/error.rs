@@ -44,6 +44,15 @@ pub enum RegistryError {
         /// What did not hold.
         message: String,
     },
+    /// A server-side apply would change fields other managers own: one cause per field, each
+    /// naming its manager.
+    #[error("{message}")]
+    ApplyConflict {
+        /// kube-apiserver's message (`Apply failed with 1 conflict: conflict with "m": .f`).
+        message: String,
+        /// Each field (`.spec.replicas`) and its manager (`conflict with "m"`).
+        causes: Vec<(String, String)>,
+    },
     /// The object breaks the Kind's rules; every offending field is named.
     #[error("{kind} \"{name}\" is invalid: {}", causes.iter().map(|c| format!("{}: {}", c.field, c.message)).collect::<Vec<_>>().join(", "))]
     Invalid {

@@ -19,6 +19,7 @@
 //! `Arc<dyn Store>`).
 
 mod admission;
+mod apply;
 mod create;
 mod delete;
 mod error;
@@ -40,6 +41,7 @@ use std::time::SystemTime;
 
 use kayra_api::clock::Clock;
 use kayra_api::validation::FieldError;
+use kayra_merge::operation::{Scope, Writer, record_update};
 use kayra_store::{Revision, Store};
 use serde_json::{Map, Value};
 
@@ -49,7 +51,8 @@ pub use error::RegistryError;
 pub use namespaces::namespace_terminating;
 pub use object::{Object, finalizers, labels as object_labels, meta_str};
 pub use options::{
-    DeleteOptions, Deleted, JsonItems, JsonList, List, ListOptions, Part, PatchKind, WriteOptions,
+    Applied, ApplyOptions, Creation, DeleteOptions, Deleted, FieldManager, JsonItems, JsonList, List, ListOptions,
+    Part, PatchKind, WriteOptions,
 };
 pub use resource::{NoRules, Resource, Strategy, path};
 pub use update::MAX_PATCH_OPERATIONS;
@@ -138,6 +141,28 @@ impl Registry {
             .to_string()
     }
 
+    /// Records a write that is not an apply in `object`'s `metadata.managedFields`: the
+    /// writer takes what it changed from `old` (`None` on create), in the part it writes.
+    pub(crate) fn record_update(
+        &self,
+        resource: &Resource,
+        old: Option<&Object>,
+        object: &mut Object,
+        options: &WriteOptions,
+    ) {
+        let (time, api_version) = (self.now(), resource.api_version());
+        let writer = Writer {
+            manager: &options.manager.name,
+            subresource: options.subresource(),
+            api_version: &api_version,
+            time: &time,
+        };
+        // What a request sends as managed fields counts only on a write of the object itself.
+        let honour_request = options.part == Part::Main && options.manager.subresource.is_empty();
+        let schema = resource.strategy.merge_schema();
+        record_update(schema, old, object, &writer, scope(resource, options.part), honour_request);
+    }
+
     pub(crate) fn encode(object: &Object) -> Vec<u8> {
         let mut stored = object.clone();
         object::metadata_mut(&mut stored).remove("resourceVersion");
@@ -224,6 +249,25 @@ impl Registry {
             metadata.remove("namespace");
         }
         Ok(object)
+    }
+}
+
+/// How a write's `metadata.managedFields` are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Managed {
+    /// As the writer's update, from what it changed.
+    Recorded,
+    /// Already, by the apply that built the object.
+    Applied,
+}
+
+/// The part of an object a write of `part` may change, for its managers: the object's own
+/// write leaves `status` to its subresource when it has one.
+pub(crate) fn scope(resource: &Resource, part: Part) -> Scope {
+    match part {
+        Part::Status | Part::Approval => Scope::OnlyStatus,
+        Part::Main if resource.status_subresource => Scope::AllButStatus,
+        Part::Main | Part::Binding => Scope::Whole,
     }
 }
 

@@ -4,9 +4,12 @@
 use serde_json::{Value, json};
 
 use crate::{
-    Admit, DeleteOptions, Deleted, ListOptions, Object, PatchKind, Registry, RegistryError, Resource,
-    WriteOptions, meta_str, object, path,
+    Admit, DeleteOptions, Deleted, FieldManager, ListOptions, Object, PatchKind, Registry, RegistryError,
+    Resource, WriteOptions, meta_str, object, path,
 };
+
+/// The manager the namespace finalizer's own writes are recorded as.
+const NAMESPACE_FINALIZER: &str = "kayra-namespace-finalizer";
 
 /// Whether a namespace is being deleted (`metadata.deletionTimestamp` set, or `status.phase`
 /// `Terminating`): such a namespace, like one that does not exist, takes no new objects.
@@ -86,7 +89,13 @@ impl Registry {
                 name,
                 PatchKind::Merge,
                 &patch,
-                WriteOptions::new(Admit::unadmitted_housekeeping()),
+                WriteOptions {
+                    manager: FieldManager {
+                        name: NAMESPACE_FINALIZER.to_owned(),
+                        subresource: String::new(),
+                    },
+                    ..WriteOptions::new(Admit::unadmitted_housekeeping())
+                },
             )
             .await
         {

@@ -30,6 +30,19 @@ impl Part {
     }
 }
 
+impl Part {
+    /// The subresource a write of this part comes through, as `metadata.managedFields` records
+    /// it (empty for the object).
+    pub fn subresource(self) -> &'static str {
+        match self {
+            Part::Main => "",
+            Part::Status => "status",
+            Part::Approval => "approval",
+            Part::Binding => "binding",
+        }
+    }
+}
+
 /// Options of a write.
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
@@ -39,13 +52,62 @@ pub struct WriteOptions {
     pub part: Part,
     /// Who decides what this writer may write, on the object as it would be stored.
     pub admit: Admit,
+    /// Who the write is recorded as in `metadata.managedFields`.
+    pub manager: FieldManager,
 }
 
 impl WriteOptions {
-    /// A write of the object itself (not a dry run), admitted by `admit`.
+    /// A write of the object itself (not a dry run), admitted by `admit`, recorded as an
+    /// unnamed manager until one is named.
     pub fn new(admit: Admit) -> WriteOptions {
-        WriteOptions { dry_run: false, part: Part::Main, admit }
+        WriteOptions { dry_run: false, part: Part::Main, admit, manager: FieldManager::default() }
     }
+
+    /// The subresource the write is recorded as coming through.
+    pub fn subresource(&self) -> &str {
+        match self.manager.subresource.as_str() {
+            "" => self.part.subresource(),
+            named => named,
+        }
+    }
+}
+
+/// Who a write is recorded as in `metadata.managedFields`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FieldManager {
+    /// The manager's name: the request's `fieldManager`, or what its user agent or its
+    /// writer's identity names.
+    pub name: String,
+    /// The subresource the write comes through when it is not its part's own (`scale`, which
+    /// writes the object); empty otherwise.
+    pub subresource: String,
+}
+
+/// What a server-side apply asks beyond its configuration and its write's options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApplyOptions {
+    /// Take over the fields other managers own instead of refusing (`force=true`).
+    pub force: bool,
+    /// Whether the apply may create the object when it does not exist.
+    pub creation: Creation,
+}
+
+/// Whether an apply may create its object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Creation {
+    /// It may.
+    Allowed,
+    /// It may not, for this reason (the writer may patch, but not create).
+    Forbidden(String),
+}
+
+/// What an apply wrote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Applied {
+    /// The object as stored (or as it would be, on a dry run).
+    pub object: Object,
+    /// Whether the apply created it.
+    pub created: bool,
 }
 
 /// The patch formats the registry applies.

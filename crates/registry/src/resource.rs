@@ -1,8 +1,9 @@
 //! What the registry must know about a Kind, and the hooks through which a Kind adds its own
 //! defaults and rules.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
+use kayra_merge::schema::Schema;
 use serde_json::Value;
 
 use kayra_api::validation::FieldError;
@@ -105,6 +106,14 @@ pub trait Strategy: Send + Sync {
     fn expires_at(&self, object: &Object) -> Option<std::time::SystemTime> {
         let _ = object;
         None
+    }
+
+    /// The shape objects of the Kind merge by under server-side apply, and by which every
+    /// write's `metadata.managedFields` are recorded. By default nothing is known: maps merge
+    /// key by key and lists are atomic.
+    fn merge_schema(&self) -> &Schema {
+        static UNTYPED: LazyLock<Schema> = LazyLock::new(Schema::untyped);
+        &UNTYPED
     }
 
     /// Checks an object's name; the default accepts DNS subdomains.

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 
 use crate::admission::Operation;
 use crate::{
-    Object, Part, PatchKind, RETRIES, Registry, RegistryError, Resource, WriteOptions, invalid, meta_str,
-    not_found, object, parse_revision, path, stale,
+    Managed, Object, Part, PatchKind, RETRIES, Registry, RegistryError, Resource, WriteOptions, invalid,
+    meta_str, not_found, object, parse_revision, path, stale,
 };
 
 /// The largest number of operations a JSON patch may hold.
@@ -36,7 +36,8 @@ impl Registry {
             "" => None,
             rv => Some(parse_revision(rv)?),
         };
-        self.replace(resource, namespace, name, expected, options, |_| Ok(object.clone())).await
+        self.replace(resource, namespace, name, expected, options, Managed::Recorded, |_| Ok(object.clone()))
+            .await
     }
 
     /// Writes what `build` makes of the current object, at `resource_version` when given (else
@@ -60,7 +61,7 @@ impl Registry {
             }
             Ok(built)
         };
-        self.replace(resource, namespace, name, expected, options, build).await
+        self.replace(resource, namespace, name, expected, options, Managed::Recorded, build).await
     }
 
     /// Applies a patch to the current object (or its status) and writes the result. A patch
@@ -108,6 +109,11 @@ impl Registry {
             if meta_str(&patched, "name") != name {
                 return Err(RegistryError::BadRequest("a patch may not change the object's name".to_owned()));
             }
+            // A JSON patch that sets `metadata.resourceVersion` applies only at that version.
+            let sent = meta_str(&patched, "resourceVersion");
+            if kind == PatchKind::Json && !sent.is_empty() && sent != meta_str(current, "resourceVersion") {
+                return Err(stale(resource, name));
+            }
             Ok(patched)
         };
         let pinned = match kind {
@@ -115,19 +121,22 @@ impl Registry {
             PatchKind::Json => None,
         };
         let expected = pinned.filter(|rv| !rv.is_empty()).map(parse_revision).transpose()?;
-        self.replace(resource, namespace, name, expected, options, apply).await
+        self.replace(resource, namespace, name, expected, options, Managed::Recorded, apply).await
     }
 
-    /// The heart of update and patch: read, build the new object from the current one, carry
-    /// over what clients cannot change, validate, and compare-and-swap; retried when another
-    /// writer won a race and the caller did not pin a version.
-    async fn replace(
+    /// The heart of update, patch and apply: read, build the new object from the current
+    /// one, carry over what clients cannot change, record its managers, validate, and
+    /// compare-and-swap; retried when another writer won a race and the caller did not pin a
+    /// version.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn replace(
         &self,
         resource: &Resource,
         namespace: Option<&str>,
         name: &str,
         expected: Option<Revision>,
         options: WriteOptions,
+        managed: Managed,
         build: impl Fn(&Object) -> Result<Object, RegistryError>,
     ) -> Result<Object, RegistryError> {
         let key = self.key(resource, namespace, name);
@@ -144,8 +153,20 @@ impl Registry {
             if !causes.is_empty() {
                 return Err(invalid(resource, &object, std::mem::take(&mut causes)));
             }
+            // An apply decided its managers with the object; what is carried over keeps them.
+            let applied = (managed == Managed::Applied)
+                .then(|| object::metadata_mut(&mut object).remove("managedFields"));
             carry_over(resource, &old, &mut object, options.part);
             resource.strategy.default(&mut object);
+            match applied {
+                Some(Some(managers)) => {
+                    object::metadata_mut(&mut object).insert("managedFields".into(), managers);
+                }
+                Some(None) => {
+                    object::metadata_mut(&mut object).remove("managedFields");
+                }
+                None => self.record_update(resource, Some(&old), &mut object, &options),
+            }
             if options.mutate(resource, Operation::Update, &mut object, Some(&old))? {
                 // A mutating plugin changes only what the writer could: identity, history and
                 // the part not written stay as stored.

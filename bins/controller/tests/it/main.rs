@@ -16,6 +16,7 @@ mod registration;
 mod replicas;
 mod scheduling;
 mod scopes;
+mod server_side_apply;
 mod services;
 mod streams;
 mod tokens;

@@ -85,9 +85,11 @@ pub struct Application {
 pub struct ApplicationSpec {
     /// The program and its first arguments; `command[0]` is an absolute path or a name looked
     /// up in the agent's PATH. Required.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default)]
     pub command: Vec<String>,
     /// Arguments appended to `command`.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
     /// The working directory: an absolute, clean path. Defaults to the agent's per-application
@@ -95,9 +97,11 @@ pub struct ApplicationSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_dir: Option<String>,
     /// Environment variables, in order.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
     /// Ports the process listens on: a declaration for service discovery.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["port", "protocol"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<Port>,
     /// CPU and memory the process asks for and may not exceed.
@@ -196,6 +200,7 @@ pub struct Probe {
 #[serde(rename_all = "camelCase")]
 pub struct ExecAction {
     /// The program and its arguments; not run through a shell.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default)]
     pub command: Vec<String>,
 }
@@ -328,6 +333,7 @@ pub struct Placement {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
     /// The taints of nodes this Application tolerates, in Kubernetes' shape.
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
     /// Higher priorities are placed first; equal ones oldest first. Default 0.
@@ -369,6 +375,7 @@ pub struct ApplicationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Scheduled` and `Ready`, in the Kubernetes condition shape.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// When the current process started.

@@ -65,6 +65,7 @@ pub struct ApplicationSet {
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationSetSpec {
     /// The components, each rendered into one or more Applications.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     #[serde(default)]
     pub applications: Vec<Component>,
     /// Labels, annotations and environment every component gets.
@@ -138,6 +139,7 @@ pub struct Common {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
     /// Environment variables for every Application, before each component's own.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
 }
@@ -191,9 +193,11 @@ pub struct ApplicationSetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated: Option<i64>,
     /// Each Application of the set.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub children: Vec<Child>,
     /// `Rendered`, `Initialized`, `Progressing` and `Converged`.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
 }

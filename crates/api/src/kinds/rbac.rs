@@ -17,18 +17,23 @@ use crate::validation::FieldError;
 #[serde(rename_all = "camelCase")]
 pub struct PolicyRule {
     /// API groups: Kayra's own, `""` for core, any registered API's name, or `*`.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apis: Vec<String>,
     /// Resources, `resource/subresource`, `resource/*`, `*/subresource` or `*`.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<String>,
     /// When set, only objects with these names.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_names: Vec<String>,
     /// get, list, watch, create, update, patch, delete, deletecollection, or `*`.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default)]
     pub verbs: Vec<String>,
     /// Paths that are not resources (`/healthz`, `/logs/*`); only in ClusterRoles.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default, rename = "nonResourceURLs", skip_serializing_if = "Vec::is_empty")]
     pub non_resource_urls: Vec<String>,
 }
@@ -47,6 +52,7 @@ pub struct Role {
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// The permissions.
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     #[serde(default)]
     pub rules: Vec<PolicyRule>,
 }
@@ -66,6 +72,7 @@ pub struct ClusterRole {
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// The permissions.
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     #[serde(default)]
     pub rules: Vec<PolicyRule>,
 }
@@ -107,6 +114,7 @@ pub struct RoleBinding {
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// Who is granted the role.
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     #[serde(default)]
     pub subjects: Vec<Subject>,
     /// The role granted.
@@ -128,6 +136,7 @@ pub struct ClusterRoleBinding {
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// Who is granted the role.
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     #[serde(default)]
     pub subjects: Vec<Subject>,
     /// The role granted; always a ClusterRole.

@@ -42,6 +42,7 @@ pub struct ServiceStatus {
     /// One entry per ready member: an Application whose `spec.serviceName` names this Service,
     /// whose `Ready` condition is `True`, and that is bound to a Node with an address. Ordered
     /// by application name.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["application"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<ServiceEndpoint>,
 }
@@ -58,6 +59,7 @@ pub struct ServiceEndpoint {
     pub address: String,
     /// The Service's ports as this member serves them, in the order of `spec.ports`; a port
     /// whose `targetName` the member does not declare is left out.
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<EndpointPort>,
 }
@@ -84,10 +86,12 @@ pub struct ServiceSpec {
     #[serde(default, rename = "clusterIP", skip_serializing_if = "Option::is_none")]
     pub cluster_ip: Option<String>,
     /// The ports; with more than one, each must be named.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["port", "protocol"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ServicePort>,
     /// Free-form tags, served as the Service's tags in Consul's shape: where an ingress such as
     /// Traefik reads its routing (`traefik.enable=true`, `traefik.http.routers.web.rule=...`).
+    #[schemars(extend("x-kubernetes-list-type" = "set"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     /// String metadata, served as the Service's `Meta` in Consul's shape.
@@ -122,6 +126,7 @@ pub struct ServicePort {
     /// The name of a port the members declare, instead of a number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_name: Option<String>,
+    #[schemars(extend("default" = "TCP"))]
     /// `TCP` (the default) or `UDP`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<String>,

@@ -1,6 +1,7 @@
 //! Request bodies in the media types kubectl sends: an object as JSON or in the protobuf
-//! envelope of its typed clients, and a patch as a JSON merge patch, a JSON patch or (on the
-//! builtin-shaped Kinds) a strategic merge patch.
+//! envelope of its typed clients, and a patch as a JSON merge patch, a JSON patch, a
+//! server-side apply's configuration (YAML or JSON) or (on the builtin-shaped Kinds) a
+//! strategic merge patch.
 
 use axum::http::HeaderMap;
 use kayra_api::scheme::KindInfo;
@@ -24,29 +25,56 @@ pub(crate) fn object(kind: &KindInfo, headers: &HeaderMap, body: &[u8]) -> Resul
     }
 }
 
-/// The patch format of a PATCH, turned into one the registry applies.
+/// What a PATCH sends.
+pub(crate) enum Patch {
+    /// A patch the registry applies to the object: merge or JSON, or a strategic merge patch
+    /// turned into a merge patch.
+    Patch(PatchKind, Vec<u8>),
+    /// A server-side apply's configuration (`application/apply-patch+yaml`, in YAML or JSON).
+    Apply(Value),
+}
+
+/// The patch a PATCH sends, in the formats `kind` takes (an apply only where `apply` says
+/// the target takes one); any other answers 415 listing those it takes.
 pub(crate) fn patch(
     kind: &KindInfo,
     headers: &HeaderMap,
     body: &[u8],
-) -> Result<(PatchKind, Vec<u8>), ApiError> {
-    let accepted = if kind.builtin {
-        "application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"
-    } else {
-        "application/json-patch+json, application/merge-patch+json"
-    };
+    apply: bool,
+) -> Result<Patch, ApiError> {
+    let mut accepted = vec!["application/json-patch+json", "application/merge-patch+json"];
+    if apply {
+        accepted.push("application/apply-patch+yaml");
+    }
+    if kind.builtin {
+        accepted.push("application/strategic-merge-patch+json");
+    }
     match media::body(headers) {
-        media::Body::MergePatch => Ok((PatchKind::Merge, body.to_vec())),
-        media::Body::JsonPatch => Ok((PatchKind::Json, body.to_vec())),
+        media::Body::MergePatch => Ok(Patch::Patch(PatchKind::Merge, body.to_vec())),
+        media::Body::JsonPatch => Ok(Patch::Patch(PatchKind::Json, body.to_vec())),
         media::Body::StrategicMergePatch if kind.builtin => {
             let patch: Value = serde_json::from_slice(body)
                 .map_err(|e| ApiError::BadRequest(format!("the patch is not valid JSON: {e}")))?;
-            Ok((PatchKind::Merge, serde_json::to_vec(&strip_directives(patch)).expect("JSON serialises")))
+            let merge = serde_json::to_vec(&strip_directives(patch)).expect("JSON serialises");
+            Ok(Patch::Patch(PatchKind::Merge, merge))
         }
+        media::Body::ApplyPatch if apply => Ok(Patch::Apply(configuration(body)?)),
         _ => Err(ApiError::UnsupportedMediaType(format!(
-            "the body of the request was in an unknown format - accepted media types include: {accepted}"
+            "the body of the request was in an unknown format - accepted media types include: {}",
+            accepted.join(", ")
         ))),
     }
+}
+
+/// An apply's configuration: JSON (what kubectl and client-go send), else YAML.
+fn configuration(body: &[u8]) -> Result<Value, ApiError> {
+    if let Ok(json) = serde_json::from_slice(body) {
+        return Ok(json);
+    }
+    let text = std::str::from_utf8(body)
+        .map_err(|_| ApiError::BadRequest("error decoding YAML: the body is not UTF-8".to_owned()))?;
+    serde_saphyr::from_str(text)
+        .map_err(|error| ApiError::BadRequest(format!("error decoding YAML: {error}")))
 }
 
 /// A strategic merge patch on the builtin-shaped Kinds, as a merge patch: their fields are

@@ -1,7 +1,10 @@
 //! What a request's query (and a delete's body) asks, read into the application layer's
-//! options: `dryRun`, `fieldValidation`, `fieldManager`, list and watch selectors and
-//! versions, and `DeleteOptions` with its preconditions and propagation policy.
+//! options: `dryRun`, `fieldValidation`, `fieldManager` (or the `User-Agent`), `force`, list
+//! and watch selectors and versions, and `DeleteOptions` with its preconditions and
+//! propagation policy.
 
+use axum::http::HeaderMap;
+use axum::http::header::USER_AGENT;
 use kayra_application::options::{DeleteRequest, FieldValidation, WriteRequest};
 use kayra_registry::{ListOptions, WatchOptions};
 use serde_json::{Value, json};
@@ -20,12 +23,20 @@ pub(crate) fn dry_run(query: &Query) -> Result<bool, ApiError> {
     }
 }
 
-/// What a create, update or patch asks beyond its object.
-pub(crate) fn write(query: &Query) -> Result<WriteRequest, ApiError> {
+/// What a create, update, patch or apply asks beyond its object: the query's `dryRun`,
+/// `fieldValidation`, `fieldManager` and `force`, and the client's `User-Agent`.
+pub(crate) fn write(query: &Query, headers: &HeaderMap) -> Result<WriteRequest, ApiError> {
+    let force = match query.get("force").map(String::as_str) {
+        None | Some("" | "false") => false,
+        Some("true") => true,
+        Some(other) => return Err(ApiError::BadRequest(format!("force: invalid boolean {other:?}"))),
+    };
     Ok(WriteRequest {
         dry_run: dry_run(query)?,
         field_validation: FieldValidation::parse(query.get("fieldValidation").map_or("", String::as_str))?,
         field_manager: query.get("fieldManager").cloned(),
+        user_agent: headers.get(USER_AGENT).and_then(|agent| agent.to_str().ok()).map(str::to_owned),
+        force,
     })
 }
 

@@ -84,12 +84,16 @@ pub(crate) async fn scale(call: &Call<'_>) -> Result<Response, ApiError> {
         Verb::Update => {
             let scale: Value = serde_json::from_slice(call.body)
                 .map_err(|error| ApiError::BadRequest(format!("the body is not a Scale: {error}")))?;
-            permitted.update_scale(&scale, options::dry_run(call.query)?).await?
+            permitted.update_scale(&scale, &options::write(call.query, call.headers)?).await?
         }
-        Verb::Patch => {
-            let (kind, patch) = super::body::patch(&call.target.kind, call.headers, call.body)?;
-            permitted.patch_scale(kind, &patch, options::dry_run(call.query)?).await?
-        }
+        Verb::Patch => match super::body::patch(&call.target.kind, call.headers, call.body, false)? {
+            super::body::Patch::Patch(kind, patch) => {
+                permitted.patch_scale(kind, &patch, &options::write(call.query, call.headers)?).await?
+            }
+            super::body::Patch::Apply(_) => {
+                return Err(ApiError::UnsupportedMediaType("a Scale takes no server-side apply".to_owned()));
+            }
+        },
         _ => return Err(ApiError::MethodNotAllowed),
     };
     Ok(respond::json_response(StatusCode::OK, &scale, &[]))

@@ -1,5 +1,5 @@
 //! Writes: `POST` (create), `PUT` (update, of the object or its `status` or `approval`),
-//! `PATCH`, `DELETE` of one object and of a collection. Each answers the object as written,
+//! `PATCH` (a patch, or a server-side apply), `DELETE` of one object and of a collection. Each answers the object as written,
 //! with a `Warning` header per unknown field dropped.
 
 use axum::http::StatusCode;
@@ -12,7 +12,7 @@ use crate::error::ApiError;
 
 /// `POST` to a collection.
 pub(crate) async fn create(call: &Call<'_>) -> Result<Response, ApiError> {
-    let options = options::write(call.query)?;
+    let options = options::write(call.query, call.headers)?;
     let object = body::object(&call.target.kind, call.headers, call.body)?;
     let written = call.permitted.create(object, &options).await?;
     Ok(respond::json_response(StatusCode::CREATED, &Value::Object(written.object), &written.warnings))
@@ -20,18 +20,27 @@ pub(crate) async fn create(call: &Call<'_>) -> Result<Response, ApiError> {
 
 /// `PUT` of an object, its `status` or its `approval`.
 pub(crate) async fn update(call: &Call<'_>) -> Result<Response, ApiError> {
-    let options = options::write(call.query)?;
+    let options = options::write(call.query, call.headers)?;
     let object = body::object(&call.target.kind, call.headers, call.body)?;
     let written = call.permitted.update(object, &options).await?;
     Ok(respond::json_response(StatusCode::OK, &Value::Object(written.object), &written.warnings))
 }
 
-/// `PATCH` of an object, its `status` or its `approval`.
+/// `PATCH` of an object, its `status` or its `approval`: a patch, or a server-side apply
+/// (`201` when it created the object).
 pub(crate) async fn patch(call: &Call<'_>) -> Result<Response, ApiError> {
-    let options = options::write(call.query)?;
-    let (kind, patch) = body::patch(&call.target.kind, call.headers, call.body)?;
-    let written = call.permitted.patch(kind, &patch, &options).await?;
-    Ok(respond::json_response(StatusCode::OK, &Value::Object(written.object), &written.warnings))
+    let options = options::write(call.query, call.headers)?;
+    match body::patch(&call.target.kind, call.headers, call.body, true)? {
+        body::Patch::Patch(kind, patch) => {
+            let written = call.permitted.patch(kind, &patch, &options).await?;
+            Ok(respond::json_response(StatusCode::OK, &Value::Object(written.object), &written.warnings))
+        }
+        body::Patch::Apply(config) => {
+            let applied = call.permitted.apply(config, &options).await?;
+            let code = if applied.created { StatusCode::CREATED } else { StatusCode::OK };
+            Ok(respond::json_response(code, &Value::Object(applied.object), &applied.warnings))
+        }
+    }
 }
 
 /// `DELETE` of an object: the object as it was, or as marked for deletion while its finalizers

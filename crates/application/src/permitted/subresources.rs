@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::{Permitted, named, not_found_as};
 use crate::authorization::Target;
 use crate::eviction::Eviction;
+use crate::options::WriteRequest;
 
 impl Permitted {
     /// Binds the Application the request names (through its own `binding` or its Pod's) as
@@ -70,10 +71,11 @@ impl Permitted {
 
     /// Writes the Scale `scale` back to the ApplicationSet the request names; answers the
     /// Scale after the write.
-    pub async fn update_scale(&self, scale: &Value, dry_run: bool) -> Result<Value, RegistryError> {
+    pub async fn update_scale(&self, scale: &Value, options: &WriteRequest) -> Result<Value, RegistryError> {
         let target = self.target(Verb::Update, Some("scale"))?;
+        options.check()?;
         let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
-        crate::scale::write(self.layer(), self.identity(), namespace, name, scale, dry_run)
+        crate::scale::write(self.layer(), self.identity(), namespace, name, scale, options)
             .await
             .map_err(|error| not_found_as(target, name, error))
     }
@@ -83,9 +85,10 @@ impl Permitted {
         &self,
         kind: PatchKind,
         patch: &[u8],
-        dry_run: bool,
+        options: &WriteRequest,
     ) -> Result<Value, RegistryError> {
         let target = self.target(Verb::Patch, Some("scale"))?;
+        options.check_patch()?;
         let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
         let layer = self.layer();
         let mut scale = crate::scale::read(layer, namespace, name)
@@ -105,7 +108,7 @@ impl Permitted {
                 json_patch::patch(&mut scale, &patch).map_err(|e| bad(e.to_string()))?;
             }
         }
-        crate::scale::write(layer, self.identity(), namespace, name, &scale, dry_run)
+        crate::scale::write(layer, self.identity(), namespace, name, &scale, options)
             .await
             .map_err(|error| not_found_as(target, name, error))
     }

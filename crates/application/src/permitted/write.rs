@@ -1,14 +1,17 @@
-//! Writes: create, update (of the object or its `status` or `approval`), patch, delete and
-//! delete-collection, each admitted as the caller, with `fieldValidation` applied to fields the
+//! Writes: create, update (of the object or its `status` or `approval`), patch, server-side
+//! apply, delete and delete-collection, each admitted as the caller, with `fieldValidation` applied to fields the
 //! Kind does not have and invalid objects named by `Kind.group`, as Kubernetes names them.
 
 use kayra_api::scheme::KindInfo;
 use kayra_api::verb::Verb;
-use kayra_registry::{Deleted, ListOptions, Object, Part, PatchKind, RegistryError, meta_str};
+use kayra_registry::{
+    ApplyOptions, Creation, Deleted, ListOptions, Object, Part, PatchKind, RegistryError, meta_str,
+};
 use serde_json::Value;
 
 use super::{Permitted, named};
-use crate::options::{DeleteRequest, FieldValidation, WriteRequest, Written};
+use crate::authorization::Request;
+use crate::options::{Applied, DeleteRequest, FieldValidation, WriteRequest, Written};
 
 /// What a delete-collection deleted.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,8 +55,9 @@ impl Permitted {
         let resource = self.stored(target)?;
         let warnings = decode(&target.kind, &body, sent, options.field_validation)?;
         let layer = self.layer();
-        let write =
+        let mut write =
             layer.write_options(self.identity(), resource, Part::Main, Some(&body), options.dry_run).await;
+        write.manager.name = options.manager(self.identity());
         let object = layer
             .registry()
             .create(resource, target.namespace.as_deref(), body, write)
@@ -74,7 +78,9 @@ impl Permitted {
         let (resource, name) = (self.stored(target)?, named(target)?);
         let warnings = decode(&target.kind, &body, sent, options.field_validation)?;
         let layer = self.layer();
-        let write = layer.write_options(self.identity(), resource, part, Some(&body), options.dry_run).await;
+        let mut write =
+            layer.write_options(self.identity(), resource, part, Some(&body), options.dry_run).await;
+        write.manager.name = options.manager(self.identity());
         let object = layer
             .registry()
             .update(resource, target.namespace.as_deref(), name, body, write)
@@ -93,7 +99,7 @@ impl Permitted {
     ) -> Result<Written, RegistryError> {
         let part = self.written_part(Verb::Patch)?;
         let target = self.target(Verb::Patch, subresource(part))?;
-        options.check()?;
+        options.check_patch()?;
         let (resource, name) = (self.stored(target)?, named(target)?);
         let layer = self.layer();
         let namespace = target.namespace.as_deref();
@@ -105,13 +111,42 @@ impl Permitted {
                 Err(_) => Vec::new(),
             },
         };
-        let write = layer.write_options(self.identity(), resource, part, None, options.dry_run).await;
+        let mut write = layer.write_options(self.identity(), resource, part, None, options.dry_run).await;
+        write.manager.name = options.manager(self.identity());
         let object = layer
             .registry()
             .patch(resource, namespace, name, kind, patch, write)
             .await
             .map_err(|error| relabel(error, &target.kind))?;
         Ok(Written { object, warnings })
+    }
+
+    /// Applies `config` (server-side apply: a patch of the object the request names, or of its
+    /// status) as the request's `fieldManager`, which it must name. The object is created when
+    /// it does not exist and the caller may also `create` it; an apply that would change
+    /// fields other managers own is refused with each of them, unless forced.
+    pub async fn apply(&self, config: Value, options: &WriteRequest) -> Result<Applied, RegistryError> {
+        let part = self.written_part(Verb::Patch)?;
+        let target = self.target(Verb::Patch, subresource(part))?;
+        options.check_apply()?;
+        let (resource, name) = (self.stored(target)?, named(target)?);
+        let warnings = decode(&target.kind, &config, Body::Sent, options.field_validation)?;
+        let namespace = target.namespace.as_deref();
+        // Creating is a create: the caller must be allowed it beside the patch.
+        let create = Request::kind(Verb::Create, target.kind.clone(), namespace, Some(name));
+        let creation = match self.client().authorize(create) {
+            Ok(_) => Creation::Allowed,
+            Err(refusal) => Creation::Forbidden(refusal.to_string()),
+        };
+        let layer = self.layer();
+        let mut write = layer.write_options(self.identity(), resource, part, None, options.dry_run).await;
+        write.manager.name = options.manager(self.identity());
+        let applied = layer
+            .registry()
+            .apply(resource, namespace, name, config, write, ApplyOptions { force: options.force, creation })
+            .await
+            .map_err(|error| relabel(error, &target.kind))?;
+        Ok(Applied { object: applied.object, warnings, created: applied.created })
     }
 
     /// Deletes the object the request names, or marks it for deletion while finalizers remain.

@@ -3,17 +3,27 @@
 use std::sync::Arc;
 
 use kayra_registry::{
-    Admit, DeleteOptions, Deleted, Part, PatchKind, RegistryError, Resource, Strategy, WriteOptions,
+    Admit, DeleteOptions, Deleted, FieldManager, Part, PatchKind, RegistryError, Resource, Strategy,
+    WriteOptions,
 };
 use kayra_store::Store;
 use serde_json::json;
 
 use super::{meta, unadmitted, unadmitted_delete, widget, widgets, world};
 
-const DRY_RUN: WriteOptions =
-    WriteOptions { dry_run: true, part: Part::Main, admit: Admit::unadmitted_housekeeping() };
-const STATUS: WriteOptions =
-    WriteOptions { dry_run: false, part: Part::Status, admit: Admit::unadmitted_housekeeping() };
+const UNNAMED: FieldManager = FieldManager { name: String::new(), subresource: String::new() };
+const DRY_RUN: WriteOptions = WriteOptions {
+    dry_run: true,
+    part: Part::Main,
+    admit: Admit::unadmitted_housekeeping(),
+    manager: UNNAMED,
+};
+const STATUS: WriteOptions = WriteOptions {
+    dry_run: false,
+    part: Part::Status,
+    admit: Admit::unadmitted_housekeeping(),
+    manager: UNNAMED,
+};
 
 #[tokio::test]
 async fn create_stamps_identity_and_get_reads_it_back() {
@@ -163,8 +173,12 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     let mut body = serde_json::Value::Object(status.clone());
     body["status"] = json!({"phase": "Forged", "conditions": [{"type": "Approved", "status": "True"}]});
     body["spec"]["size"] = json!(99);
-    let approval =
-        WriteOptions { dry_run: false, part: Part::Approval, admit: Admit::unadmitted_housekeeping() };
+    let approval = WriteOptions {
+        dry_run: false,
+        part: Part::Approval,
+        admit: Admit::unadmitted_housekeeping(),
+        manager: UNNAMED,
+    };
     let approved = w.registry.update(&w.widgets, Some("default"), "u", body, approval).await.unwrap();
     assert_eq!(
         approved["status"],

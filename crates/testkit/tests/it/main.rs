@@ -6,6 +6,7 @@ use kayra_testkit::{Store, TestServer};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+mod apply;
 mod catalog;
 mod check;
 mod consul;

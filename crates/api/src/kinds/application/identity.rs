@@ -30,6 +30,7 @@ pub struct WorkloadIdentity {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automount: Option<bool>,
     /// Further tokens, each for its own audience.
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["path"]))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<TokenProjection>,
 }
