@@ -184,7 +184,12 @@ impl ApplicationLayer {
     /// The options of a write of `part` by `identity`, admitted by its admission chain, for a
     /// write that placement admission does not wait on (see [`ApplicationLayer::write_options`]).
     pub(crate) fn admitted(&self, identity: &Identity, part: Part, dry_run: bool) -> WriteOptions {
-        WriteOptions { dry_run, part, ..WriteOptions::new(Admit::by(self.admission(identity))) }
+        WriteOptions {
+            dry_run,
+            part,
+            author: Some(identity.user.clone()),
+            ..WriteOptions::new(Admit::by(self.admission(identity)))
+        }
     }
 
     /// The options of a delete of a `resource` object by `identity`, as `request` asks it:

@@ -1,9 +1,9 @@
 //! The bridge from the scheme's Kinds to the registry's generic strategy: each Kind's defaults,
-//! validation, naming rule and deletion behaviour, as the registry asks for them.
+//! validation, naming rule, deletion behaviour, history and doors, as the registry asks for them.
 
 use std::sync::Arc;
 
-use kayra_api::scheme::{Behaviour, KindInfo, NameRule};
+use kayra_api::scheme::{Behaviour, Door, KindInfo, NameRule};
 use kayra_api::validation::FieldError;
 use kayra_registry::{Object, Resource, Strategy};
 use serde_json::Value;
@@ -22,6 +22,8 @@ pub(crate) fn resource(kind: &KindInfo) -> Resource {
             behaviour: kind.behaviour.clone(),
             names: kind.names,
             create_keeps_status: kind.create_keeps_status,
+            keeps_history: kind.keeps_history(),
+            doors: kind.doors,
         }),
     }
 }
@@ -31,6 +33,8 @@ struct KindStrategy {
     behaviour: Arc<dyn Behaviour>,
     names: NameRule,
     create_keeps_status: bool,
+    keeps_history: bool,
+    doors: &'static [Door],
 }
 
 impl Strategy for KindStrategy {
@@ -79,6 +83,18 @@ impl Strategy for KindStrategy {
 
     fn carried_status(&self, old: &Object, object: &mut Object) {
         self.behaviour.carried_status(old, object);
+    }
+
+    fn keeps_history(&self) -> bool {
+        self.keeps_history
+    }
+
+    fn doors(&self) -> &[Door] {
+        self.doors
+    }
+
+    fn restored(&self, current: &Object, restored: &mut Object) {
+        self.behaviour.restored(current, restored);
     }
 
     fn mark_deleting(&self, object: &mut Object) {

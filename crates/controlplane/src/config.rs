@@ -74,6 +74,9 @@ pub struct Config {
     /// from a revision, and the most one watch may have queued before it is cut off (default
     /// 64 MiB).
     pub watch_window_bytes: usize,
+    /// How many past spec states of each Application, ApplicationSet and Service are kept for
+    /// `history` and `rollback` (default 10, at most 100; 0 keeps none). Secrets keep none.
+    pub history_limit: usize,
     /// The scheduler: `policy` is `spread` (the default: the emptiest node wins) or `binpack`
     /// (the fullest node that fits wins).
     pub scheduler: SchedulerConfig,
@@ -171,6 +174,7 @@ impl Default for Config {
             max_connections: 4096,
             watch_stall_timeout_seconds: 10,
             watch_window_bytes: kayra_registry::DEFAULT_WINDOW_BYTES,
+            history_limit: kayra_registry::DEFAULT_HISTORY_LIMIT,
             scheduler: SchedulerConfig::default(),
             feature_gates: BTreeMap::new(),
         }
@@ -227,6 +231,9 @@ impl Config {
         }
         if self.watch_window_bytes < 1 << 20 {
             return Err("watchWindowBytes must be at least 1048576 (1 MiB)".to_owned());
+        }
+        if self.history_limit > kayra_registry::MAX_HISTORY_LIMIT {
+            return Err(format!("historyLimit must be at most {}", kayra_registry::MAX_HISTORY_LIMIT));
         }
         if !kayra_api::validation::is_dns_label(&self.consul.datacenter) {
             return Err(format!("consul.datacenter {:?} is not a DNS label", self.consul.datacenter));

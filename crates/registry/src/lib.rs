@@ -11,7 +11,9 @@
 //! policy), `list` (pages, continue tokens, answers from the watch cache) and `namespaces`
 //! (which namespaces take new objects, and finalizing one). `options` holds what callers pass
 //! and get back, `admission` the port through which a writer's admission decides, `leases` the
-//! shared leases of expiring objects, and `watch` the watch caches.
+//! shared leases of expiring objects, `history` the last spec states of the Kinds that keep
+//! them (recorded in the same transaction as each write), rollback and the fields only a door
+//! writes, and `watch` the watch caches.
 //!
 //! It knows nothing of HTTP (errors are [`RegistryError`]s that the HTTP adapter maps), of any
 //! particular Kind (a [`Resource`] describes one and its [`Strategy`] adds its rules; only the
@@ -23,6 +25,7 @@ mod create;
 mod delete;
 mod error;
 pub mod fields;
+mod history;
 pub mod labels;
 mod leases;
 mod list;
@@ -46,6 +49,7 @@ use serde_json::{Map, Value};
 pub use admission::{Admission, AdmissionRequest, Admit, Operation, Refusal};
 pub use delete::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 pub use error::RegistryError;
+pub use history::{DEFAULT_HISTORY_LIMIT, History, HistoryEntry, MAX_HISTORY_LIMIT};
 pub use namespaces::namespace_terminating;
 pub use object::{Object, finalizers, labels as object_labels, meta_str};
 pub use options::{DeleteOptions, Deleted, JsonList, List, ListOptions, Part, PatchKind, WriteOptions};
@@ -69,6 +73,7 @@ pub struct Registry {
     root: String,
     caches: Arc<watch::Caches>,
     leases: Arc<Mutex<HashMap<String, SharedLease>>>,
+    history_limit: usize,
 }
 
 impl std::fmt::Debug for Registry {
@@ -80,7 +85,14 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// A registry keeping its objects under `root` (such as `/registry/`) in the store.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, root: impl Into<String>) -> Registry {
-        Registry { store, clock, root: root.into(), caches: Arc::default(), leases: Arc::default() }
+        Registry {
+            store,
+            clock,
+            root: root.into(),
+            caches: Arc::default(),
+            leases: Arc::default(),
+            history_limit: DEFAULT_HISTORY_LIMIT,
+        }
     }
 
     /// The same registry with watch caches whose windows of recent changes, and whose clients'

@@ -20,13 +20,17 @@ pub enum Part {
     /// it as a write of the object; it leaves `metadata.generation` as stored, since placement
     /// is the control plane's decision and not a new desired state from the object's author.
     Binding,
+    /// A door subresource (`freeze`, `thaw`): a write of the object that may change the field
+    /// only that door writes (`Strategy::doors`). It moves `generation` as any spec change
+    /// does, and adds no history entry: an operation, not a new state from the author.
+    Door(&'static str),
 }
 
 impl Part {
     /// Whether a write of this part changes the object itself (not only its status): what
     /// admission's rules about the object decide.
     pub fn writes_object(self) -> bool {
-        matches!(self, Part::Main | Part::Binding)
+        matches!(self, Part::Main | Part::Binding | Part::Door(_))
     }
 }
 
@@ -39,12 +43,15 @@ pub struct WriteOptions {
     pub part: Part,
     /// Who decides what this writer may write, on the object as it would be stored.
     pub admit: Admit,
+    /// The writer's user, as the object's history records it.
+    pub author: Option<String>,
 }
 
 impl WriteOptions {
-    /// A write of the object itself (not a dry run), admitted by `admit`.
+    /// A write of the object itself (not a dry run) by no one in particular, admitted by
+    /// `admit`.
     pub fn new(admit: Admit) -> WriteOptions {
-        WriteOptions { dry_run: false, part: Part::Main, admit }
+        WriteOptions { dry_run: false, part: Part::Main, admit, author: None }
     }
 }
 

@@ -9,7 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{Condition, ConditionType, Kind};
-use crate::scheme::{BINDING, KindInfo, LOG, METRICS, NameRule, STATUS, TOKEN, typed};
+use crate::scheme::{
+    BINDING, FREEZE, FROZEN, HISTORY, KindInfo, LOG, METRICS, NameRule, ROLLBACK, STATUS, THAW, TOKEN, typed,
+};
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
 
@@ -119,6 +121,12 @@ pub struct ApplicationSpec {
     /// The service-account tokens the process is given (one for the API by default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub identity: Option<WorkloadIdentity>,
+    /// Whether the process is frozen: held where it is by the node (its cgroup frozen, or its
+    /// process group stopped), probes suspended, no restart counted, until thawed. Written only
+    /// through the `freeze` and `thaw` subresources (for a set's child, the set's); an ordinary
+    /// write that changes it is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen: bool,
 }
 
 /// The identity the process runs as. When the node agent runs as root, the process runs as
@@ -410,6 +418,22 @@ impl Kind for Application {
         }
     }
 
+    /// A rollback restores what the author asked for, not where the process runs: the node
+    /// stays as it is now (placed by the scheduler or pinned since).
+    fn restored(current: &Map<String, Value>, restored: &mut Map<String, Value>) {
+        let node = bound_node(current).map(str::to_owned);
+        let Some(spec) = restored.get_mut("spec").and_then(Value::as_object_mut) else { return };
+        let placement = spec.entry("placement").or_insert_with(|| Value::Object(Map::new()));
+        let Some(placement) = placement.as_object_mut() else { return };
+        match node {
+            Some(node) => placement.insert("nodeName".into(), Value::String(node)),
+            None => placement.remove("nodeName"),
+        };
+        if placement.is_empty() {
+            spec.remove("placement");
+        }
+    }
+
     fn default_fields(&mut self) {
         let lifecycle = &mut self.spec.lifecycle;
         lifecycle.restart_policy.get_or_insert_with(|| "Always".to_owned());
@@ -447,7 +471,8 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
         short_names: &["app", "apps"],
         categories: &["all"],
-        subresources: &[STATUS, LOG, BINDING, METRICS, TOKEN],
+        subresources: &[STATUS, LOG, BINDING, METRICS, TOKEN, HISTORY, ROLLBACK, FREEZE, THAW],
+        doors: &[FROZEN],
         field_labels: &[NODE_NAME_FIELD, "spec.serviceName", "status.phase"],
         columns: &[
             Column {

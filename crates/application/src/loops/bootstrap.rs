@@ -39,6 +39,14 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     // workload presents; as Kubernetes' admin and edit may create `serviceaccounts/token`.
     let tokens =
         json!({"apis": [fleet, ""], "resources": ["applications/token", "pods/token"], "verbs": ["create"]});
+    // The spec states the workloads' histories keep, which whoever reads the workloads reads;
+    // a rollback is an update, which whoever updates them may make.
+    let history = json!({"apis": [fleet], "resources": ["applications/history", "applicationsets/history", "services/history"], "verbs": ["get"]});
+    let rollback = json!({"apis": [fleet], "resources": ["applications/rollback", "applicationsets/rollback", "services/rollback"], "verbs": ["create"]});
+    // Freezing and thawing a workload (both `create` on `<resource>/freeze`): admin's alone, as
+    // a permission of its own to grant.
+    let freeze =
+        json!({"apis": [fleet], "resources": ["applications/freeze", "applicationsets/freeze"], "verbs": ["create"]});
     let roles = vec![
         role(
             "cluster-admin",
@@ -76,6 +84,9 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 pod_metrics.clone(),
                 eviction.clone(),
                 tokens.clone(),
+                history.clone(),
+                rollback.clone(),
+                freeze,
             ]),
         ),
         role(
@@ -90,6 +101,8 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 pod_metrics.clone(),
                 eviction,
                 tokens,
+                history.clone(),
+                rollback,
             ]),
         ),
         role(
@@ -101,6 +114,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
                 logs,
                 pod_metrics,
+                history,
             ]),
         ),
         // A node writes its own Node (NodeRestriction admission confines it to that one), renews

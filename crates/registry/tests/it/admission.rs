@@ -79,7 +79,7 @@ impl Admission for Recorder {
 }
 
 fn write(admission: &Arc<Recorder>, part: Part, dry_run: bool) -> WriteOptions {
-    WriteOptions { dry_run, part, admit: Admit::by(admission.clone()) }
+    WriteOptions { dry_run, part, ..WriteOptions::new(Admit::by(admission.clone())) }
 }
 
 fn delete(admission: &Arc<Recorder>, dry_run: bool) -> DeleteOptions {

@@ -1,6 +1,7 @@
 //! The registry's Kubernetes semantics, over the in-memory store.
 
 mod admission;
+mod history;
 mod list;
 mod patch;
 mod watch;

@@ -11,9 +11,9 @@ use serde_json::json;
 use super::{meta, unadmitted, unadmitted_delete, widget, widgets, world};
 
 const DRY_RUN: WriteOptions =
-    WriteOptions { dry_run: true, part: Part::Main, admit: Admit::unadmitted_housekeeping() };
+    WriteOptions { dry_run: true, part: Part::Main, admit: Admit::unadmitted_housekeeping(), author: None };
 const STATUS: WriteOptions =
-    WriteOptions { dry_run: false, part: Part::Status, admit: Admit::unadmitted_housekeeping() };
+    WriteOptions { dry_run: false, part: Part::Status, admit: Admit::unadmitted_housekeeping(), author: None };
 
 #[tokio::test]
 async fn create_stamps_identity_and_get_reads_it_back() {
@@ -164,7 +164,7 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     body["status"] = json!({"phase": "Forged", "conditions": [{"type": "Approved", "status": "True"}]});
     body["spec"]["size"] = json!(99);
     let approval =
-        WriteOptions { dry_run: false, part: Part::Approval, admit: Admit::unadmitted_housekeeping() };
+        WriteOptions { part: Part::Approval, ..unadmitted() };
     let approved = w.registry.update(&w.widgets, Some("default"), "u", body, approval).await.unwrap();
     assert_eq!(
         approved["status"],
