@@ -1,6 +1,8 @@
 //! One Application's task: starts its runs, waits on its supervisor (a pidfd, so the kernel
 //! says when it ends), applies the restart policy and back-off, runs its probes, stops it on a
-//! new generation or when it is forgotten, and reports each change.
+//! new spec or when it is forgotten, freezes and thaws it as `spec.frozen` says (by its cgroup,
+//! else by stopping its process group; probes suspended meanwhile, nothing restarted), and
+//! reports each change.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kayra_api::kinds::Condition;
-use kayra_api::kinds::application::{Application, ApplicationStatus, Probe};
+use kayra_api::kinds::application::{Application, ApplicationSpec, ApplicationStatus, Probe};
 use serde::{Deserialize, Serialize};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -18,6 +20,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{AppEntry, EventType, Shared, create_dir};
+use crate::cgroup::Freezing;
 use crate::launch::{self, Refused};
 use crate::lifecycle::{self, History, Next, Outcome, Phase, RestartPolicy};
 use crate::probe::{self, Counter, ExecContext, Timing};
@@ -66,6 +69,10 @@ pub(super) struct Record {
     handled: u64,
     /// When a job first started, for its active deadline.
     job_started_at: Option<Timestamp>,
+    /// How the current run's processes are held while the Application is frozen; `None` when
+    /// they are not held.
+    #[serde(default)]
+    frozen: Option<Freezing>,
 }
 
 impl Record {
@@ -76,7 +83,15 @@ impl Record {
             observed_generation: application.metadata.generation,
             ..ApplicationStatus::default()
         };
-        Record { application, status, history: History::default(), run: 0, handled: 0, job_started_at: None }
+        Record {
+            application,
+            status,
+            history: History::default(),
+            run: 0,
+            handled: 0,
+            job_started_at: None,
+            frozen: None,
+        }
     }
 
     /// The record kept in `dir`, when there is a readable one.
@@ -134,6 +149,8 @@ enum State {
     Running(Box<Run>),
     /// Done: a job that ended, or one that cannot go on.
     Finished,
+    /// Frozen while no process runs: none is started until the Application is thawed.
+    Held,
     /// The task ends.
     Gone,
 }
@@ -142,8 +159,13 @@ enum State {
 struct Run {
     state: RunState,
     supervisor: AsyncFd<OwnedFd>,
-    /// The probe tasks, aborted when the run is dropped.
-    _probes: Vec<AbortOnDrop>,
+    /// The probe tasks, aborted when the run is dropped or frozen.
+    probes: Vec<AbortOnDrop>,
+    /// What the probes check with, to start them again on thaw.
+    context: Option<ExecContext>,
+    /// Held so the channel stays open while no probe runs: a closed one would answer the run's
+    /// loop at once, again and again.
+    sender: mpsc::Sender<ProbeSignal>,
     signals: mpsc::Receiver<ProbeSignal>,
 }
 
@@ -178,10 +200,18 @@ impl Task {
                         command = self.commands.recv() => self.idle_command(command, State::Waiting(until)).await,
                     }
                 }
-                State::Running(run) => self.running(run).await,
+                State::Running(mut run) => {
+                    // Started, reattached or adopted: its processes as `spec.frozen` says.
+                    self.hold(&mut run).await;
+                    self.running(run).await
+                }
                 State::Finished => {
                     let command = self.commands.recv().await;
                     self.idle_command(command, State::Finished).await
+                }
+                State::Held => {
+                    let command = self.commands.recv().await;
+                    self.idle_command(command, State::Held).await
                 }
                 State::Gone => return,
             };
@@ -233,10 +263,19 @@ impl Task {
     async fn idle_command(&mut self, command: Option<Command>, unchanged: State) -> State {
         match command {
             Some(Command::Apply(application)) => {
-                if self.adopt(*application) {
-                    State::Start
-                } else {
-                    unchanged
+                let changed = self.adopt(*application);
+                let frozen = self.record.application.spec.frozen;
+                match unchanged {
+                    State::Finished if !changed => State::Finished,
+                    State::Held if frozen && !changed => State::Held,
+                    // Thawed: the run it held back starts now, the back-off long over.
+                    State::Held => {
+                        self.set_frozen_condition(false, "Thawed", "thawed: a process starts");
+                        State::Start
+                    }
+                    _ if frozen => self.held(),
+                    _ if changed => State::Start,
+                    unchanged => unchanged,
                 }
             }
             Some(Command::Forget) => {
@@ -247,24 +286,98 @@ impl Task {
         }
     }
 
-    /// Takes the Application as now desired; `true` when its generation changed, so the next
-    /// run starts afresh. At the same generation, a stored status that says otherwise than
-    /// this node (a write the node did not make, such as an unbinding that a binding to this
-    /// node undid before the node heard of either) is corrected by reporting it again.
+    /// Takes the Application as now desired; `true` when its spec changed (a new generation
+    /// beyond `spec.frozen`, which freezes and thaws the run in place), so the next run starts
+    /// afresh. A new generation that changed only `spec.frozen` is observed at once. At the same
+    /// generation, a stored status that says otherwise than this node (a write the node did
+    /// not make, such as an unbinding that a binding to this node undid before the node heard of
+    /// either) is corrected by reporting it again.
     fn adopt(&mut self, application: Application) -> bool {
-        let changed = application.metadata.generation != self.record.application.metadata.generation;
+        let moved = application.metadata.generation != self.record.application.metadata.generation;
+        let thawed = |spec: &ApplicationSpec| ApplicationSpec { frozen: false, ..spec.clone() };
+        let changed = moved && thawed(&application.spec) != thawed(&self.record.application.spec);
         let contradicted = !changed && says_otherwise(application.status.as_ref(), &self.record.status);
         self.record.application = application;
         if changed {
             self.record.history = History::default();
             self.record.job_started_at = None;
+        } else if moved {
+            self.record.status.observed_generation = self.record.application.metadata.generation;
         }
-        if contradicted {
+        if contradicted || (moved && !changed) {
             self.publish();
         } else {
             self.save();
         }
         changed
+    }
+
+    /// Frozen while no process runs: none starts until the Application is thawed.
+    fn held(&mut self) -> State {
+        self.set_frozen_condition(
+            true,
+            "NotRunning",
+            "frozen while no process runs: none is started until the Application is thawed",
+        );
+        self.publish();
+        State::Held
+    }
+
+    /// Brings a run to what `spec.frozen` asks: its processes held (by their cgroup, else by
+    /// SIGSTOP to the process group) with its probes suspended, or let go with its probes
+    /// started afresh. A frozen run is never restarted: it cannot end by itself, and no
+    /// liveness probe runs.
+    async fn hold(&mut self, run: &mut Run) {
+        let pid = run.state.workload.pid;
+        match (self.record.application.spec.frozen, self.record.frozen) {
+            (true, None) => {
+                run.probes.clear();
+                let (cgroups, uid) = (self.shared.cgroups.clone(), self.names.uid.clone());
+                let by_cgroup =
+                    tokio::task::spawn_blocking(move || cgroups.freeze(&uid, pid)).await.ok().flatten();
+                let how = by_cgroup.unwrap_or_else(|| {
+                    signal_group(pid, rustix::process::Signal::STOP);
+                    Freezing::Signal
+                });
+                self.record.frozen = Some(how);
+                self.set_frozen_condition(true, how.reason(), how.describe());
+                self.set_ready(false, "Frozen");
+                let event = format!("Process {pid} {}", how.describe());
+                self.shared.emit(&self.names, EventType::Normal, "Frozen", event);
+                self.publish();
+            }
+            (false, Some(_)) => {
+                self.release(run.state.workload);
+                self.set_frozen_condition(false, "Thawed", "thawed: the process goes on where it was");
+                let ready = self.probe_spec(false).is_none();
+                self.set_ready(ready, if ready { "ProcessRunning" } else { "ReadinessProbePending" });
+                run.probes = self.start_probes(run);
+                self.shared.emit(&self.names, EventType::Normal, "Thawed", format!("Process {pid} thawed"));
+                self.publish();
+            }
+            _ => {}
+        }
+    }
+
+    /// Lets go of a run's held processes (before it is stopped, after it ended, on thaw).
+    fn release(&mut self, workload: ProcessId) {
+        let Some(how) = self.record.frozen.take() else { return };
+        match how {
+            // Never a group its pid names after the workload is gone.
+            Freezing::Signal if workload.is_alive() => {
+                signal_group(workload.pid, rustix::process::Signal::CONT)
+            }
+            Freezing::Signal => {}
+            how => {
+                if let Err(error) = self.shared.cgroups.thaw(&self.names.uid, how) {
+                    tracing::warn!(uid = %self.names.uid, %error, "thawing the cgroup");
+                }
+            }
+        }
+    }
+
+    fn set_frozen_condition(&mut self, frozen: bool, reason: &str, message: &str) {
+        set_condition(&mut self.record.status, "Frozen", frozen, reason, Some(message));
     }
 
     fn policy(&self) -> RestartPolicy {
@@ -297,6 +410,9 @@ impl Task {
     async fn start(&mut self) -> State {
         if self.deadline().is_some_and(|deadline| deadline <= Instant::now()) {
             return self.deadline_exceeded();
+        }
+        if self.record.application.spec.frozen {
+            return self.held();
         }
         let work = self.shared.work_dir(&self.names.uid);
         let secrets = self.shared.secrets.lock().expect("the secrets are never poisoned").clone();
@@ -461,24 +577,28 @@ impl Task {
             .ok()
         });
         let (sender, signals) = mpsc::channel(16);
-        let mut probes = Vec::new();
-        if let Some(spec) = spec {
-            let context = ExecContext { working_dir: spec.working_dir, env: spec.env, user: spec.user };
-            for liveness in [false, true] {
-                if let Some(probe) = self.probe_spec(liveness).cloned() {
-                    let ready_now = self.ready();
-                    probes.push(AbortOnDrop(tokio::spawn(run_probe(
-                        probe,
-                        liveness,
-                        ready_now,
-                        context.clone(),
-                        sender.clone(),
-                    ))));
-                }
-            }
+        let context =
+            spec.map(|spec| ExecContext { working_dir: spec.working_dir, env: spec.env, user: spec.user });
+        let mut run = Run { state, supervisor, probes: Vec::new(), context, sender, signals };
+        // A run found frozen stays so, its probes suspended, until it is thawed.
+        if self.record.frozen.is_none() {
+            run.probes = self.start_probes(&run);
         }
         self.publish();
-        Run { state, supervisor, _probes: probes, signals }
+        run
+    }
+
+    /// The run's probes, started afresh.
+    fn start_probes(&self, run: &Run) -> Vec<AbortOnDrop> {
+        let Some(context) = &run.context else { return Vec::new() };
+        [false, true]
+            .into_iter()
+            .filter_map(|liveness| {
+                let probe = self.probe_spec(liveness)?.clone();
+                let (context, sender) = (context.clone(), run.sender.clone());
+                Some(AbortOnDrop(tokio::spawn(run_probe(probe, liveness, self.ready(), context, sender))))
+            })
+            .collect()
     }
 
     fn probe_spec(&self, liveness: bool) -> Option<&Probe> {
@@ -504,6 +624,8 @@ impl Task {
                     return self.deadline_exceeded();
                 }
                 signal = run.signals.recv() => match signal {
+                    // A verdict sent before the run was frozen says nothing of it now.
+                    Some(_) if self.record.frozen.is_some() => {}
                     Some(ProbeSignal::Failed { liveness, message }) => {
                         let which = if liveness { "Liveness" } else { "Readiness" };
                         self.shared.emit(&self.names, EventType::Warning, "Unhealthy", format!("{which} probe failed: {message}"));
@@ -528,6 +650,7 @@ impl Task {
                             self.record_exit(&exit);
                             return State::Start;
                         }
+                        self.hold(&mut run).await;
                     }
                     Some(Command::Forget) => {
                         self.stop(&run, None, "Stopping process: the application is gone from this node").await;
@@ -541,8 +664,10 @@ impl Task {
         }
     }
 
-    /// Asks the supervisor to stop the workload and waits for the run to end.
+    /// Asks the supervisor to stop the workload and waits for the run to end (a frozen one is
+    /// let go first: a held process does not take its stop signal).
     async fn stop(&mut self, run: &Run, grace: Option<u64>, message: &str) -> Exit {
+        self.release(run.state.workload);
         self.shared.emit(&self.names, EventType::Normal, "Killing", message.to_owned());
         let run_dir = self.dir.join("run");
         let asked = {
@@ -592,6 +717,8 @@ impl Task {
     /// A run ended with `exit`: account for it and decide what comes next.
     fn ended(&mut self, state: &RunState, exit: Exit) -> State {
         self.record.handled = state.run;
+        // What held it goes with it, so that the next run starts thawed.
+        self.release(state.workload);
         if let Some(why) = &exit.not_started {
             self.set_ready(false, "ProcessNotRunning");
             return self.could_not_start(not_started(why));
@@ -726,6 +853,13 @@ async fn run_probe(
             let _ = signals.send(ProbeSignal::Verdict { liveness, passing }).await;
         }
         tokio::time::sleep(timing.period).await;
+    }
+}
+
+/// Sends `signal` to the process group of the workload `pid` leads.
+fn signal_group(pid: u32, signal: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process_group(pid, signal);
     }
 }
 
