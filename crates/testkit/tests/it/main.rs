@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 mod catalog;
 mod check;
 mod consul;
+mod history;
 mod identity;
 mod in_cluster;
 mod leases;
