@@ -56,6 +56,9 @@ pub struct Child {
     pub deleting: bool,
     /// It is frozen (`spec.frozen`).
     pub frozen: bool,
+    /// Its node still reports it frozen (condition `Frozen=True`, on a Ready node): a thaw
+    /// written is not done until its node says so.
+    pub held: bool,
 }
 
 impl Child {
@@ -74,11 +77,14 @@ impl Child {
                 .map(str::to_owned)
         };
         let node = bound_node(object).map(str::to_owned);
-        let ready = pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == ConditionType::Ready.as_str() && c["status"] == "True");
+        let holds = |type_: ConditionType| {
+            pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == type_.as_str() && c["status"] == "True")
+        };
+        let ready = holds(ConditionType::Ready);
         let generation = pointer("/metadata/generation").and_then(Value::as_i64);
         let observed = pointer("/status/observedGeneration").and_then(Value::as_i64);
         let node_ready = node.as_ref().and_then(|n| nodes.get(n)).is_some_and(|n| n.ready);
@@ -97,6 +103,7 @@ impl Child {
             attempt: annotation(attempt_annotation(domain)).and_then(|a| a.parse().ok()),
             deleting: pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
             frozen: pointer("/spec/frozen").and_then(Value::as_bool).unwrap_or(false),
+            held: holds(ConditionType::Frozen) && node_ready,
         }
     }
 }
@@ -341,14 +348,15 @@ pub fn plan(input: &Input<'_>) -> Plan {
         }
     }
 
-    // A frozen set holds everything but freezing its children; a thawed one thaws them before
-    // anything else moves.
+    // A frozen set holds everything but freezing its children; a thawed one thaws them, and
+    // moves nothing else until their nodes say they go on (and whether they are ready).
     let doors: Vec<Step> = children
         .iter()
         .filter(|(_, child)| !child.deleting && child.frozen != input.frozen)
         .map(|(name, _)| Step::Freeze { name: name.clone(), frozen: input.frozen })
         .collect();
-    let thawing = !input.frozen && !doors.is_empty();
+    let thawing =
+        !input.frozen && (!doors.is_empty() || children.values().any(|child| child.held && !child.deleting));
     if input.frozen || thawing {
         steps = doors;
     }

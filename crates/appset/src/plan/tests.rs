@@ -429,8 +429,16 @@ fn a_frozen_set_only_freezes_its_children_and_a_thawed_one_thaws_them_before_rol
     let plan = case.plan();
     assert_eq!(steps(&plan), ["thaw web-api-0", "thaw web-api-1", "thaw web-api-2", "thaw web-gone"]);
     assert_eq!(condition(&plan, "Progressing"), ("True", "Thawing", condition(&plan, "Progressing").2));
+    // Thawed as stored, but their nodes still say they are held: still nothing moves.
     for child in case.children.values_mut() {
         child.frozen = false;
+        child.held = true;
+    }
+    let plan = case.plan();
+    assert!(plan.steps.is_empty(), "{:?}", steps(&plan));
+    assert_eq!(condition(&plan, "Progressing").1, "Thawing");
+    for child in case.children.values_mut() {
+        child.held = false;
         child.available = true;
     }
     // Then the rollout resumes within its budget (25% of 4: one unavailable at a time, which

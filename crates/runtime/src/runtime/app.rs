@@ -72,7 +72,15 @@ pub(super) struct Record {
     /// How the current run's processes are held while the Application is frozen; `None` when
     /// they are not held.
     #[serde(default)]
-    frozen: Option<Freezing>,
+    frozen: Option<Held>,
+}
+
+/// How a frozen run is held, and whether it was ready when it was frozen (as it is again once
+/// thawed: it goes on where it was).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct Held {
+    how: Freezing,
+    ready: bool,
 }
 
 impl Record {
@@ -339,18 +347,24 @@ impl Task {
                     signal_group(pid, rustix::process::Signal::STOP);
                     Freezing::Signal
                 });
-                self.record.frozen = Some(how);
+                self.record.frozen = Some(Held { how, ready: self.ready() });
                 self.set_frozen_condition(true, how.reason(), how.describe());
                 self.set_ready(false, "Frozen");
                 let event = format!("Process {pid} {}", how.describe());
                 self.shared.emit(&self.names, EventType::Normal, "Frozen", event);
                 self.publish();
             }
-            (false, Some(_)) => {
+            (false, Some(held)) => {
                 self.release(run.state.workload);
                 self.set_frozen_condition(false, "Thawed", "thawed: the process goes on where it was");
-                let ready = self.probe_spec(false).is_none();
-                self.set_ready(ready, if ready { "ProcessRunning" } else { "ReadinessProbePending" });
+                // Ready again if it was when frozen: its readiness probe, started afresh, keeps
+                // it so until it fails.
+                let reason = match (self.probe_spec(false).is_some(), held.ready) {
+                    (false, _) => "ProcessRunning",
+                    (true, true) => "ReadinessProbePassed",
+                    (true, false) => "ReadinessProbePending",
+                };
+                self.set_ready(held.ready || self.probe_spec(false).is_none(), reason);
                 run.probes = self.start_probes(run);
                 self.shared.emit(&self.names, EventType::Normal, "Thawed", format!("Process {pid} thawed"));
                 self.publish();
@@ -361,7 +375,7 @@ impl Task {
 
     /// Lets go of a run's held processes (before it is stopped, after it ended, on thaw).
     fn release(&mut self, workload: ProcessId) {
-        let Some(how) = self.record.frozen.take() else { return };
+        let Some(Held { how, .. }) = self.record.frozen.take() else { return };
         match how {
             // Never a group its pid names after the workload is gone.
             Freezing::Signal if workload.is_alive() => {
