@@ -78,7 +78,8 @@ pub const APPROVAL: Subresource =
 
 /// The `history` subresource of a Kind that keeps history: the last spec states of the object,
 /// a core `v1` List of [`Revision`](crate::kinds::revision::Revision)s.
-pub const HISTORY: Subresource = Subresource { name: "history", verbs: &[Verb::Get], response: Some(("", "v1", "List")) };
+pub const HISTORY: Subresource =
+    Subresource { name: "history", verbs: &[Verb::Get], response: Some(("", "v1", "List")) };
 
 /// The `rollback` subresource of a Kind that keeps history: a
 /// [`RollbackRequest`](crate::kinds::revision::RollbackRequest) created there restores the spec
@@ -110,8 +111,12 @@ pub struct Door {
 }
 
 /// `spec.frozen`, written only through `freeze` (set) and `thaw` (cleared).
-pub const FROZEN: Door =
-    Door { field: "spec.frozen", pointer: "/spec/frozen", subresources: &["freeze", "thaw"], permission: "freeze" };
+pub const FROZEN: Door = Door {
+    field: "spec.frozen",
+    pointer: "/spec/frozen",
+    subresources: &["freeze", "thaw"],
+    permission: "freeze",
+};
 
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
@@ -162,7 +167,11 @@ pub trait Behaviour: Send + Sync {
 
     /// Adjusts an object restored from its history from the current one (see
     /// [`Kind::restored`]).
-    fn restored(&self, current: &serde_json::Map<String, Value>, restored: &mut serde_json::Map<String, Value>) {
+    fn restored(
+        &self,
+        current: &serde_json::Map<String, Value>,
+        restored: &mut serde_json::Map<String, Value>,
+    ) {
         let _ = (current, restored);
     }
 
@@ -234,7 +243,11 @@ impl<T: Kind> Behaviour for Typed<T> {
         T::carried_status(old, object);
     }
 
-    fn restored(&self, current: &serde_json::Map<String, Value>, restored: &mut serde_json::Map<String, Value>) {
+    fn restored(
+        &self,
+        current: &serde_json::Map<String, Value>,
+        restored: &mut serde_json::Map<String, Value>,
+    ) {
         T::restored(current, restored);
     }
 

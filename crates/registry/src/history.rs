@@ -5,8 +5,8 @@
 //! the slot is the object's `generation` modulo the registry's history limit: a write that moves
 //! `generation` puts its entry in the same transaction as the object, overwriting the entry the
 //! limit lets go, so recording costs one more put and no read, and an object never has more
-//! entries than the limit (a limit lowered later leaves older slots, which no listing shows and
-//! the object's delete removes). An entry's resourceVersion is its key's modification revision:
+//! entries than the limit (a limit lowered later leaves the higher slots, which the listing
+//! passes over beyond the limit and the object's delete removes). An entry's resourceVersion is its key's modification revision:
 //! the object's write and its entry share one revision. A delete reads the object's entries and
 //! deletes them in the same transaction as the object, compared on the object's revision, so no
 //! entry outlives it and none is written meanwhile.
@@ -120,7 +120,11 @@ impl Registry {
     /// The deletes of every entry of the object at `key`'s history, for the transaction that
     /// deletes the object: read now, so the transaction must compare the object's revision
     /// read before this (no entry is written without the object).
-    pub(crate) async fn history_deletes(&self, resource: &Resource, key: &str) -> Result<Vec<Op>, RegistryError> {
+    pub(crate) async fn history_deletes(
+        &self,
+        resource: &Resource,
+        key: &str,
+    ) -> Result<Vec<Op>, RegistryError> {
         if !resource.strategy.keeps_history() {
             return Ok(Vec::new());
         }
@@ -250,7 +254,9 @@ impl Registry {
             let annotations = metadata.entry("annotations").or_insert_with(|| Value::Object(Map::new()));
             if let Some(annotations) = annotations.as_object_mut() {
                 match &entry.change_cause {
-                    Some(cause) => annotations.insert(CHANGE_CAUSE_ANNOTATION.into(), Value::String(cause.clone())),
+                    Some(cause) => {
+                        annotations.insert(CHANGE_CAUSE_ANNOTATION.into(), Value::String(cause.clone()))
+                    }
                     None => annotations.remove(CHANGE_CAUSE_ANNOTATION),
                 };
                 if annotations.is_empty() {
@@ -293,7 +299,12 @@ fn clear(document: &mut Value, pointer: &str) {
 
 /// The refusals of a write that changes a field only a door writes, when the write does not
 /// come through that door: on create, a door field may not be set at all.
-pub(crate) fn door_causes(resource: &Resource, object: &Object, old: Option<&Object>, part: Part) -> Vec<FieldError> {
+pub(crate) fn door_causes(
+    resource: &Resource,
+    object: &Object,
+    old: Option<&Object>,
+    part: Part,
+) -> Vec<FieldError> {
     let doors = resource.strategy.doors();
     if doors.is_empty() {
         return Vec::new();
@@ -318,7 +329,8 @@ pub(crate) fn door_causes(resource: &Resource, object: &Object, old: Option<&Obj
             }
         })
         .map(|door| {
-            let doors = door.subresources.iter().map(|sub| format!("POST .../{}/<name>/{sub}", resource.plural));
+            let doors =
+                door.subresources.iter().map(|sub| format!("POST .../{}/<name>/{sub}", resource.plural));
             FieldError::forbidden(
                 door.field,
                 &format!(

@@ -81,8 +81,12 @@ impl Freezing {
     /// How the processes are held, for people.
     pub fn describe(self) -> &'static str {
         match self {
-            Freezing::CgroupV2 => "frozen by its cgroup (cgroup v2 cgroup.freeze): every process in it is held",
-            Freezing::CgroupV1 => "frozen by its cgroup (cgroup v1 freezer.state FROZEN): every process in it is held",
+            Freezing::CgroupV2 => {
+                "frozen by its cgroup (cgroup v2 cgroup.freeze): every process in it is held"
+            }
+            Freezing::CgroupV1 => {
+                "frozen by its cgroup (cgroup v1 freezer.state FROZEN): every process in it is held"
+            }
             Freezing::Signal => {
                 "no writable cgroup freezer on this node: its process group is stopped with SIGSTOP \
                  (a process that left the group is not held)"

@@ -8,7 +8,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agents::{Agent, application, apply, get_json, is_supervisor, join_line, kill_all_with, kubectl_ok, processes_with, unique, wait_for};
+use crate::agents::{
+    Agent, application, apply, get_json, is_supervisor, join_line, kill_all_with, kubectl_ok, processes_with,
+    unique, wait_for,
+};
 use crate::{Controller, have_kubectl};
 
 const APPS: &str = "/apis/fleet.example.com/v1/namespaces/default/applications";
@@ -44,7 +47,8 @@ fn held(pid: u32) -> bool {
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
     let frozen = cgroups.lines().any(|line| {
         let mut fields = line.splitn(3, ':');
-        let (_, controllers, path) = (fields.next(), fields.next().unwrap_or_default(), fields.next().unwrap_or_default());
+        let (_, controllers, path) =
+            (fields.next(), fields.next().unwrap_or_default(), fields.next().unwrap_or_default());
         match controllers {
             "freezer" => std::fs::read_to_string(format!("/sys/fs/cgroup/freezer{path}/freezer.state"))
                 .is_ok_and(|state| state.trim() == "FROZEN"),
@@ -77,16 +81,25 @@ fn a_counter_stops_within_a_second_of_freeze_and_goes_on_without_a_restart_on_th
     let script = format!("i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done; : {marker}");
     apply(&controller, &application("counter", &agent.name, json!({"command": ["/bin/sh", "-c", script]})));
     kubectl_ok(&controller, &["wait", "--for=condition=Ready", "app/counter", "--timeout=60s"]);
-    let uid = get_json(&controller, &["get", "app", "counter"]).unwrap()["metadata"]["uid"].as_str().unwrap().to_owned();
+    let uid = get_json(&controller, &["get", "app", "counter"]).unwrap()["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let pid = wait_for("the workload", Duration::from_secs(10), || {
         processes_with(&marker).into_iter().map(|(pid, _)| pid).find(|pid| !is_supervisor(*pid))
     });
-    wait_for("the counter to count", Duration::from_secs(10), || (last_count(&agent, &uid) > 3).then_some(()));
+    wait_for("the counter to count", Duration::from_secs(10), || {
+        (last_count(&agent, &uid) > 3).then_some(())
+    });
 
     // Not through a write of the object, whoever writes it.
-    let patched = controller.kubectl(&["patch", "app", "counter", "--type=merge", "-p", r#"{"spec":{"frozen":true}}"#]);
+    let patched =
+        controller.kubectl(&["patch", "app", "counter", "--type=merge", "-p", r#"{"spec":{"frozen":true}}"#]);
     let said = String::from_utf8_lossy(&patched.stderr);
-    assert!(!patched.status.success() && said.contains("is invalid") && said.contains("spec.frozen"), "{said}");
+    assert!(
+        !patched.status.success() && said.contains("is invalid") && said.contains("spec.frozen"),
+        "{said}"
+    );
     assert!(said.contains("/applications/<name>/freeze"), "the refusal names the door: {said}");
     // Not by `edit`.
     controller.add_token("editor-token", "editor");
@@ -95,12 +108,19 @@ fn a_counter_stops_within_a_second_of_freeze_and_goes_on_without_a_restart_on_th
         "subjects": [{"kind": "User", "name": "editor"}], "roleRef": {"kind": "ClusterRole", "name": "edit"}});
     apply(&controller, &binding);
     wait_for("the editor's binding", Duration::from_secs(20), || {
-        controller.kubectl_with_token("editor-token", &["get", "app", "counter"]).status.success().then_some(())
+        controller
+            .kubectl_with_token("editor-token", &["get", "app", "counter"])
+            .status
+            .success()
+            .then_some(())
     });
     for subresource in ["freeze", "thaw"] {
         let refused = door(&controller, Some("editor-token"), &format!("{APPS}/counter/{subresource}"));
         let said = String::from_utf8_lossy(&refused.stderr);
-        assert!(!refused.status.success() && said.contains("Forbidden") && said.contains("applications/freeze"), "{said}");
+        assert!(
+            !refused.status.success() && said.contains("Forbidden") && said.contains("applications/freeze"),
+            "{said}"
+        );
     }
     assert!(!held(pid));
 
@@ -129,12 +149,17 @@ fn a_counter_stops_within_a_second_of_freeze_and_goes_on_without_a_restart_on_th
     // Thawed: it goes on from where it was, in the same process.
     let thawed = door(&controller, None, &format!("{APPS}/counter/thaw"));
     assert!(thawed.status.success(), "{}", String::from_utf8_lossy(&thawed.stderr));
-    wait_for("the counter to go on", Duration::from_secs(10), || (last_count(&agent, &uid) > count).then_some(()));
+    wait_for("the counter to go on", Duration::from_secs(10), || {
+        (last_count(&agent, &uid) > count).then_some(())
+    });
     kubectl_ok(&controller, &["wait", "--for=condition=Ready", "app/counter", "--timeout=20s"]);
     let app = get_json(&controller, &["get", "app", "counter"]).unwrap();
     assert_eq!(condition(&app, "Frozen"), Some(("False".to_owned(), "Thawed".to_owned())), "{app}");
     assert_eq!(app["status"]["restarts"].as_i64().unwrap_or(0), 0, "{app}");
     assert_eq!(app["status"]["observedGeneration"], app["metadata"]["generation"]);
-    assert!(processes_with(&marker).iter().any(|(found, _)| *found == pid), "the same process, never restarted");
+    assert!(
+        processes_with(&marker).iter().any(|(found, _)| *found == pid),
+        "the same process, never restarted"
+    );
     assert!(!held(pid));
 }

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agents::{Agent, get_json, is_supervisor, kill_all_with, kubectl_ok, processes_with, two_nodes, unique, wait_for};
+use crate::agents::{
+    Agent, get_json, is_supervisor, kill_all_with, kubectl_ok, processes_with, two_nodes, unique, wait_for,
+};
 use crate::{Controller, have_kubectl};
 
 const SET_LABEL: &str = "fleet.example.com/application-set";
@@ -25,7 +27,11 @@ fn cli_binary() -> PathBuf {
 
 /// `kayra-cli` with the controller's admin kubeconfig.
 fn cli(controller: &Controller, args: &[&str]) -> Output {
-    Command::new(cli_binary()).args(args).env("KUBECONFIG", controller.kubeconfig()).output().expect("kayra-cli runs")
+    Command::new(cli_binary())
+        .args(args)
+        .env("KUBECONFIG", controller.kubeconfig())
+        .output()
+        .expect("kayra-cli runs")
 }
 
 fn cli_ok(controller: &Controller, args: &[&str]) -> String {
@@ -131,7 +137,9 @@ fn ten_templates_are_ten_revisions_and_a_rollback_to_the_third_rolls_the_set_bac
     }
 
     // Ten revisions, oldest first, each with its generation, writer and change cause.
-    let history: Value = serde_json::from_str(&cli_ok(&controller, &["get", "fleet", "applicationsets", "shop/history"])).unwrap();
+    let history: Value =
+        serde_json::from_str(&cli_ok(&controller, &["get", "fleet", "applicationsets", "shop/history"]))
+            .unwrap();
     let items = history["items"].as_array().unwrap();
     let causes: Vec<&str> = items.iter().map(|item| item["changeCause"].as_str().unwrap()).collect();
     assert_eq!(causes, (1..=10).map(|r| format!("release r{r}")).collect::<Vec<_>>(), "{history}");
@@ -152,8 +160,11 @@ fn ten_templates_are_ten_revisions_and_a_rollback_to_the_third_rolls_the_set_bac
     // Back to the third: a new revision, rolled out one child at a time.
     let third = items[2]["revision"].as_str().unwrap().to_owned();
     let body = format!("{{\"toRevision\": \"{third}\"}}");
-    let rolled: Value =
-        serde_json::from_str(&cli_ok(&controller, &["create", "fleet", "applicationsets", "shop/rollback", "-d", &body])).unwrap();
+    let rolled: Value = serde_json::from_str(&cli_ok(
+        &controller,
+        &["create", "fleet", "applicationsets", "shop/rollback", "-d", &body],
+    ))
+    .unwrap();
     assert_eq!(rolled["metadata"]["generation"], 11, "{rolled}");
     let command = rolled["spec"]["applications"][0]["spec"]["command"][2].as_str().unwrap();
     assert!(command.contains(&tag(3)), "{command}");
@@ -162,11 +173,17 @@ fn ten_templates_are_ten_revisions_and_a_rollback_to_the_third_rolls_the_set_bac
     wait_for("the third template on every child", Duration::from_secs(30), || {
         (running(&tag(3)) == 4 && running(&tag(10)) == 0).then_some(())
     });
-    let history: Value = serde_json::from_str(&cli_ok(&controller, &["get", "fleet", "applicationsets", "shop/history"])).unwrap();
+    let history: Value =
+        serde_json::from_str(&cli_ok(&controller, &["get", "fleet", "applicationsets", "shop/history"]))
+            .unwrap();
     let items = history["items"].as_array().unwrap();
     assert_eq!(items.len(), 10, "bounded by historyLimit (10)");
     let last = items.last().unwrap();
-    assert_eq!((last["generation"].clone(), last["changeCause"].clone()), (json!(11), json!("release r3")), "{history}");
+    assert_eq!(
+        (last["generation"].clone(), last["changeCause"].clone()),
+        (json!(11), json!("release r3")),
+        "{history}"
+    );
     assert_eq!(last["revision"], rolled["metadata"]["resourceVersion"]);
 
     // A Kind that keeps no history: 404. A caller without the grant: 403.
@@ -176,7 +193,11 @@ fn ten_templates_are_ten_revisions_and_a_rollback_to_the_third_rolls_the_set_bac
     kubectl_ok(&controller, &["apply", "-f", path.to_str().unwrap()]);
     let refused = cli(&controller, &["create", "fleet", "secrets", "db/rollback", "-d", "{}"]);
     assert!(!refused.status.success());
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("(404)"), "{}", String::from_utf8_lossy(&refused.stderr));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("(404)"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     controller.add_token("viewer-token", "viewer");
     let binding = json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding",
         "metadata": {"name": "viewer-view", "namespace": "default"},
@@ -185,13 +206,21 @@ fn ten_templates_are_ten_revisions_and_a_rollback_to_the_third_rolls_the_set_bac
     std::fs::write(&path, binding.to_string()).unwrap();
     kubectl_ok(&controller, &["apply", "-f", path.to_str().unwrap()]);
     wait_for("the viewer's binding", Duration::from_secs(20), || {
-        controller.kubectl_with_token("viewer-token", &["get", "appset", "shop"]).status.success().then_some(())
+        controller
+            .kubectl_with_token("viewer-token", &["get", "appset", "shop"])
+            .status
+            .success()
+            .then_some(())
     });
-    let history = controller.kubectl_with_token("viewer-token", &["get", "--raw", &format!("{SETS}/shop/history")]);
+    let history =
+        controller.kubectl_with_token("viewer-token", &["get", "--raw", &format!("{SETS}/shop/history")]);
     assert!(history.status.success(), "view reads a history: {}", String::from_utf8_lossy(&history.stderr));
     let refused = raw_create(&controller, Some("viewer-token"), &format!("{SETS}/shop/rollback"), &json!({}));
     let said = String::from_utf8_lossy(&refused.stderr);
-    assert!(!refused.status.success() && said.contains("Forbidden") && said.contains("applicationsets/rollback"), "{said}");
+    assert!(
+        !refused.status.success() && said.contains("Forbidden") && said.contains("applicationsets/rollback"),
+        "{said}"
+    );
 }
 
 #[test]
@@ -207,8 +236,11 @@ fn a_frozen_set_holds_its_rollout_and_its_childrens_processes_until_thawed() {
     apply(&controller, &shop(&marker, 1));
     roll(&controller);
 
-    let frozen: Value =
-        serde_json::from_str(&cli_ok(&controller, &["create", "fleet", "applicationsets", "shop/freeze", "-d", "{}"])).unwrap();
+    let frozen: Value = serde_json::from_str(&cli_ok(
+        &controller,
+        &["create", "fleet", "applicationsets", "shop/freeze", "-d", "{}"],
+    ))
+    .unwrap();
     assert_eq!(frozen["spec"]["frozen"], true, "{frozen}");
     // Every child frozen by its node, the rollout held.
     let children = wait_for("every child frozen", Duration::from_secs(30), || {
@@ -216,7 +248,8 @@ fn a_frozen_set_holds_its_rollout_and_its_childrens_processes_until_thawed() {
         let items = apps["items"].as_array()?.clone();
         let all = items.len() == 4
             && items.iter().all(|app| {
-                app["spec"]["frozen"] == true && condition(app, "Frozen").is_some_and(|c| c["status"] == "True")
+                app["spec"]["frozen"] == true
+                    && condition(app, "Frozen").is_some_and(|c| c["status"] == "True")
             });
         all.then_some(items)
     });
@@ -224,7 +257,12 @@ fn a_frozen_set_holds_its_rollout_and_its_childrens_processes_until_thawed() {
     assert!(["CgroupFreezer", "CgroupFreeze", "SIGSTOP"].contains(&reason.as_str()), "{reason}");
     // A child's own door is the set's.
     let child = children[0]["metadata"]["name"].as_str().unwrap();
-    let refused = raw_create(&controller, None, &format!("/apis/fleet.example.com/v1/namespaces/default/applications/{child}/thaw"), &json!({}));
+    let refused = raw_create(
+        &controller,
+        None,
+        &format!("/apis/fleet.example.com/v1/namespaces/default/applications/{child}/thaw"),
+        &json!({}),
+    );
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && said.contains("applicationsets/shop/thaw"), "{said}");
     // A new template while frozen is seen and held.

@@ -149,7 +149,9 @@ fn clients_cannot_claim_a_set_or_change_what_it_renders() {
             Part::Door("freeze"),
             frozen(app("1", true)),
             Some(app("1", true)),
-            Err("its Applications are frozen and thawed with it: POST .../applicationsets/web/freeze instead"),
+            Err(
+                "its Applications are frozen and thawed with it: POST .../applicationsets/web/freeze instead",
+            ),
             "a child's freeze is the set's",
         ),
         (

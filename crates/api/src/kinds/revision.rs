@@ -69,7 +69,11 @@ impl RollbackRequest {
     /// number, as a string or a number, is refused naming `toRevision`.
     pub fn revision(&self) -> Result<Option<u64>, FieldError> {
         let invalid = |value: &Value| {
-            FieldError::invalid("toRevision", value, "must be a resourceVersion the history lists, or 0 for the previous revision")
+            FieldError::invalid(
+                "toRevision",
+                value,
+                "must be a resourceVersion the history lists, or 0 for the previous revision",
+            )
         };
         let number = match &self.to_revision {
             None | Some(Value::Null) => return Ok(None),

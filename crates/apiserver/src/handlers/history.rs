@@ -24,7 +24,9 @@ pub(crate) async fn history(call: &Call<'_>) -> Result<Response, ApiError> {
     let revisions = call.permitted.history().await?;
     let metadata = json!({"resourceVersion": revisions.resource_version});
     let body = match output {
-        Output::Json => json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": revisions.items}),
+        Output::Json => {
+            json!({"apiVersion": "v1", "kind": "List", "metadata": metadata, "items": revisions.items})
+        }
         Output::Table(version) => table::render_columns(
             kayra_api::kinds::revision::COLUMNS,
             &revisions.items,

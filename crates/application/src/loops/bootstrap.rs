@@ -45,8 +45,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     let rollback = json!({"apis": [fleet], "resources": ["applications/rollback", "applicationsets/rollback", "services/rollback"], "verbs": ["create"]});
     // Freezing and thawing a workload (both `create` on `<resource>/freeze`): admin's alone, as
     // a permission of its own to grant.
-    let freeze =
-        json!({"apis": [fleet], "resources": ["applications/freeze", "applicationsets/freeze"], "verbs": ["create"]});
+    let freeze = json!({"apis": [fleet], "resources": ["applications/freeze", "applicationsets/freeze"], "verbs": ["create"]});
     let roles = vec![
         role(
             "cluster-admin",

@@ -24,10 +24,16 @@ impl Permitted {
     }
 
     /// Sets the flag the door `subresource` writes to `raised`.
-    async fn through_door(&self, subresource: &str, raised: bool, dry_run: bool) -> Result<Object, RegistryError> {
+    async fn through_door(
+        &self,
+        subresource: &str,
+        raised: bool,
+        dry_run: bool,
+    ) -> Result<Object, RegistryError> {
         let target = self.target(Verb::Create, Some(subresource))?;
         let (resource, name) = (self.stored(target)?, named(target)?);
-        let door = target.kind.door(subresource).ok_or_else(|| self.misused(Verb::Create, Some(subresource)))?;
+        let door =
+            target.kind.door(subresource).ok_or_else(|| self.misused(Verb::Create, Some(subresource)))?;
         let through = door
             .subresources
             .iter()
@@ -35,7 +41,8 @@ impl Permitted {
             .find(|sub| *sub == subresource)
             .ok_or_else(|| self.misused(Verb::Create, Some(subresource)))?;
         let layer = self.layer();
-        let options = layer.write_options(self.identity(), resource, Part::Door(through), None, dry_run).await;
+        let options =
+            layer.write_options(self.identity(), resource, Part::Door(through), None, dry_run).await;
         let pointer = door.pointer;
         let set = |current: &Object| -> Result<Object, RegistryError> {
             let mut document = Value::Object(current.clone());

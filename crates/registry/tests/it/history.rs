@@ -13,8 +13,7 @@ use kayra_registry::{
 };
 use kayra_store::mvcc::{MvccStore, Options};
 use kayra_store::{
-    KeyValue, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult,
-    Watcher,
+    KeyValue, Lease, LeaseId, RangeRequest, RangeResult, Revision, Store, StoreError, Txn, TxnResult, Watcher,
 };
 use serde_json::{Value, json};
 
@@ -213,12 +212,17 @@ async fn recording_a_state_is_one_more_put_in_the_objects_own_transaction_and_no
         let patch = br#"{"spec": {"size": 3}}"#;
         r.patch(&resource, NS, &name, PatchKind::Merge, patch, unadmitted()).await.unwrap();
         let patched = w.store.counts();
-        let cost = |from: [usize; 4], to: [usize; 4]| -> [usize; 4] { std::array::from_fn(|i| to[i] - from[i]) };
+        let cost =
+            |from: [usize; 4], to: [usize; 4]| -> [usize; 4] { std::array::from_fn(|i| to[i] - from[i]) };
         costs.push([cost(before, created), cost(created, updated), cost(updated, patched)]);
     }
     for (plain, kept) in costs[0].iter().zip(&costs[1]) {
         let [gets, ranges, txns, ops] = *plain;
-        assert_eq!(*kept, [gets, ranges, txns, ops + 1], "one more put, in the same transaction, nothing read");
+        assert_eq!(
+            *kept,
+            [gets, ranges, txns, ops + 1],
+            "one more put, in the same transaction, nothing read"
+        );
     }
 }
 
@@ -239,7 +243,11 @@ async fn an_objects_history_goes_with_it_in_one_transaction_even_after_the_limit
     assert_eq!(history_keys(&w).await.len(), 5);
     let before = w.store.inner.revision().await.unwrap();
     lowered.delete(&kept(), NS, "w", &unadmitted_delete()).await.unwrap();
-    assert_eq!(w.store.inner.revision().await.unwrap(), before + 1, "the object and its history at one revision");
+    assert_eq!(
+        w.store.inner.revision().await.unwrap(),
+        before + 1,
+        "the object and its history at one revision"
+    );
     assert!(history_keys(&w).await.is_empty(), "{:?}", history_keys(&w).await);
     // A new object of the same name starts a history of its own.
     w.registry.create(&kept(), NS, widget(9, None), unadmitted()).await.unwrap();
@@ -317,7 +325,11 @@ async fn a_field_only_a_door_writes_is_refused_to_every_other_write() {
     let door_refusal = |result: Result<Object, RegistryError>, why: &str| match result {
         Err(RegistryError::Invalid { causes, .. }) => {
             assert_eq!(causes[0].field, "spec.frozen", "{why}");
-            assert!(causes[0].message.contains("POST .../widgets/<name>/freeze"), "{why}: {}", causes[0].message);
+            assert!(
+                causes[0].message.contains("POST .../widgets/<name>/freeze"),
+                "{why}: {}",
+                causes[0].message
+            );
         }
         other => panic!("{why}: {other:?}"),
     };
@@ -358,5 +370,8 @@ async fn a_field_only_a_door_writes_is_refused_to_every_other_write() {
     r.create(&kept(), NS, other, unadmitted()).await.unwrap();
     r.delete(&kept(), NS, "w", &unadmitted_delete()).await.unwrap();
     let left = history_keys(&w).await;
-    assert!(left.iter().all(|key| key.starts_with("/registry/history/fleet.example.com/widgets/default/w2/")), "{left:?}");
+    assert!(
+        left.iter().all(|key| key.starts_with("/registry/history/fleet.example.com/widgets/default/w2/")),
+        "{left:?}"
+    );
 }

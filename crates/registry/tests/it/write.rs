@@ -12,8 +12,12 @@ use super::{meta, unadmitted, unadmitted_delete, widget, widgets, world};
 
 const DRY_RUN: WriteOptions =
     WriteOptions { dry_run: true, part: Part::Main, admit: Admit::unadmitted_housekeeping(), author: None };
-const STATUS: WriteOptions =
-    WriteOptions { dry_run: false, part: Part::Status, admit: Admit::unadmitted_housekeeping(), author: None };
+const STATUS: WriteOptions = WriteOptions {
+    dry_run: false,
+    part: Part::Status,
+    admit: Admit::unadmitted_housekeeping(),
+    author: None,
+};
 
 #[tokio::test]
 async fn create_stamps_identity_and_get_reads_it_back() {
@@ -163,8 +167,7 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     let mut body = serde_json::Value::Object(status.clone());
     body["status"] = json!({"phase": "Forged", "conditions": [{"type": "Approved", "status": "True"}]});
     body["spec"]["size"] = json!(99);
-    let approval =
-        WriteOptions { part: Part::Approval, ..unadmitted() };
+    let approval = WriteOptions { part: Part::Approval, ..unadmitted() };
     let approved = w.registry.update(&w.widgets, Some("default"), "u", body, approval).await.unwrap();
     assert_eq!(
         approved["status"],

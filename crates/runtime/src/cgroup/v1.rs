@@ -33,7 +33,11 @@ fn writable(mount: &Path, controller: &str) -> bool {
 
 /// The directories of the cgroup at `relative`, one per controller (the freezer's too when
 /// `freezer`).
-pub(crate) fn dirs<'a>(mount: &'a Path, relative: &'a Path, freezer: bool) -> impl Iterator<Item = PathBuf> + 'a {
+pub(crate) fn dirs<'a>(
+    mount: &'a Path,
+    relative: &'a Path,
+    freezer: bool,
+) -> impl Iterator<Item = PathBuf> + 'a {
     let controllers: &[&str] = if freezer { &WITH_FREEZER } else { &CONTROLLERS };
     controllers.iter().map(move |controller| mount.join(controller).join(relative))
 }

@@ -11,8 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kayra_api::kinds::Condition;
-use kayra_api::kinds::application::{Application, ApplicationSpec, ApplicationStatus, Probe};
+use kayra_api::kinds::application::{Application, ApplicationSpec, ApplicationStatus};
 use serde::{Deserialize, Serialize};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -20,12 +19,19 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::{AppEntry, EventType, Shared, create_dir};
-use crate::cgroup::Freezing;
 use crate::launch::{self, Refused};
 use crate::lifecycle::{self, History, Next, Outcome, Phase, RestartPolicy};
-use crate::probe::{self, Counter, ExecContext, Timing};
+use crate::probe::ExecContext;
 use crate::proc::ProcessId;
 use crate::supervisor::{self, Exit, RunSpec, RunState};
+
+mod frozen;
+mod probes;
+mod status;
+
+use frozen::Held;
+use probes::{AbortOnDrop, ProbeSignal};
+use status::{rfc3339, says_otherwise, set_condition};
 
 /// What the runtime asks of an Application's task.
 #[derive(Debug)]
@@ -73,14 +79,6 @@ pub(super) struct Record {
     /// they are not held.
     #[serde(default)]
     frozen: Option<Held>,
-}
-
-/// How a frozen run is held, and whether it was ready when it was frozen (as it is again once
-/// thawed: it goes on where it was).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-struct Held {
-    how: Freezing,
-    ready: bool,
 }
 
 impl Record {
@@ -175,20 +173,6 @@ struct Run {
     /// loop at once, again and again.
     sender: mpsc::Sender<ProbeSignal>,
     signals: mpsc::Receiver<ProbeSignal>,
-}
-
-/// What a probe task tells the Application's task.
-enum ProbeSignal {
-    Failed { liveness: bool, message: String },
-    Verdict { liveness: bool, passing: bool },
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl Task {
@@ -318,80 +302,6 @@ impl Task {
             self.save();
         }
         changed
-    }
-
-    /// Frozen while no process runs: none starts until the Application is thawed.
-    fn held(&mut self) -> State {
-        self.set_frozen_condition(
-            true,
-            "NotRunning",
-            "frozen while no process runs: none is started until the Application is thawed",
-        );
-        self.publish();
-        State::Held
-    }
-
-    /// Brings a run to what `spec.frozen` asks: its processes held (by their cgroup, else by
-    /// SIGSTOP to the process group) with its probes suspended, or let go with its probes
-    /// started afresh. A frozen run is never restarted: it cannot end by itself, and no
-    /// liveness probe runs.
-    async fn hold(&mut self, run: &mut Run) {
-        let pid = run.state.workload.pid;
-        match (self.record.application.spec.frozen, self.record.frozen) {
-            (true, None) => {
-                run.probes.clear();
-                let (cgroups, uid) = (self.shared.cgroups.clone(), self.names.uid.clone());
-                let by_cgroup =
-                    tokio::task::spawn_blocking(move || cgroups.freeze(&uid, pid)).await.ok().flatten();
-                let how = by_cgroup.unwrap_or_else(|| {
-                    signal_group(pid, rustix::process::Signal::STOP);
-                    Freezing::Signal
-                });
-                self.record.frozen = Some(Held { how, ready: self.ready() });
-                self.set_frozen_condition(true, how.reason(), how.describe());
-                self.set_ready(false, "Frozen");
-                let event = format!("Process {pid} {}", how.describe());
-                self.shared.emit(&self.names, EventType::Normal, "Frozen", event);
-                self.publish();
-            }
-            (false, Some(held)) => {
-                self.release(run.state.workload);
-                self.set_frozen_condition(false, "Thawed", "thawed: the process goes on where it was");
-                // Ready again if it was when frozen: its readiness probe, started afresh, keeps
-                // it so until it fails.
-                let reason = match (self.probe_spec(false).is_some(), held.ready) {
-                    (false, _) => "ProcessRunning",
-                    (true, true) => "ReadinessProbePassed",
-                    (true, false) => "ReadinessProbePending",
-                };
-                self.set_ready(held.ready || self.probe_spec(false).is_none(), reason);
-                run.probes = self.start_probes(run);
-                self.shared.emit(&self.names, EventType::Normal, "Thawed", format!("Process {pid} thawed"));
-                self.publish();
-            }
-            _ => {}
-        }
-    }
-
-    /// Lets go of a run's held processes (before it is stopped, after it ended, on thaw).
-    fn release(&mut self, workload: ProcessId) {
-        let Some(Held { how, .. }) = self.record.frozen.take() else { return };
-        match how {
-            // Never a group its pid names after the workload is gone.
-            Freezing::Signal if workload.is_alive() => {
-                signal_group(workload.pid, rustix::process::Signal::CONT)
-            }
-            Freezing::Signal => {}
-            how => {
-                if let Err(error) = self.shared.cgroups.thaw(&self.names.uid, how) {
-                    tracing::warn!(uid = %self.names.uid, %error, "thawing the cgroup");
-                }
-            }
-        }
-    }
-
-    fn set_frozen_condition(&mut self, frozen: bool, reason: &str, message: &str) {
-        set_condition(&mut self.record.status, "Frozen", frozen, reason, Some(message));
     }
 
     fn policy(&self) -> RestartPolicy {
@@ -600,24 +510,6 @@ impl Task {
         }
         self.publish();
         run
-    }
-
-    /// The run's probes, started afresh.
-    fn start_probes(&self, run: &Run) -> Vec<AbortOnDrop> {
-        let Some(context) = &run.context else { return Vec::new() };
-        [false, true]
-            .into_iter()
-            .filter_map(|liveness| {
-                let probe = self.probe_spec(liveness)?.clone();
-                let (context, sender) = (context.clone(), run.sender.clone());
-                Some(AbortOnDrop(tokio::spawn(run_probe(probe, liveness, self.ready(), context, sender))))
-            })
-            .collect()
-    }
-
-    fn probe_spec(&self, liveness: bool) -> Option<&Probe> {
-        let probes = self.record.application.spec.probes.as_ref()?;
-        if liveness { probes.liveness.as_ref() } else { probes.readiness.as_ref() }
     }
 
     /// While a run is on: its end, commands, probe verdicts and a job's deadline.
@@ -834,49 +726,6 @@ impl Task {
     }
 }
 
-/// Whether the status stored for an Application says otherwise than the node's about what its
-/// readers act on: its phase, and whether it is Ready.
-fn says_otherwise(stored: Option<&ApplicationStatus>, own: &ApplicationStatus) -> bool {
-    let ready = |status: &ApplicationStatus| {
-        status.conditions.iter().find(|condition| condition.type_ == "Ready").map(|c| c.status.clone())
-    };
-    stored.is_none_or(|stored| stored.phase != own.phase || ready(stored) != ready(own))
-}
-
-/// Runs one probe until aborted, sending each failure and each change of verdict.
-async fn run_probe(
-    probe: Probe,
-    liveness: bool,
-    ready_now: bool,
-    context: ExecContext,
-    signals: mpsc::Sender<ProbeSignal>,
-) {
-    let timing = Timing::of(&probe);
-    let mut counter = if liveness { Counter::liveness(&probe) } else { Counter::readiness(&probe) };
-    if !liveness && ready_now {
-        // Reattached to a process already found ready: it stays ready until the probe fails.
-        counter = Counter::liveness(&probe);
-    }
-    tokio::time::sleep(timing.initial_delay).await;
-    loop {
-        let result = probe::check(&probe, timing.timeout, &context).await;
-        if let Err(message) = &result {
-            let _ = signals.send(ProbeSignal::Failed { liveness, message: message.clone() }).await;
-        }
-        if let Some(passing) = counter.record(result.is_ok()) {
-            let _ = signals.send(ProbeSignal::Verdict { liveness, passing }).await;
-        }
-        tokio::time::sleep(timing.period).await;
-    }
-}
-
-/// Sends `signal` to the process group of the workload `pid` leads.
-fn signal_group(pid: u32, signal: rustix::process::Signal) {
-    if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process_group(pid, signal);
-    }
-}
-
 /// What the status and Events say of a run whose process never started.
 fn not_started(why: &str) -> String {
     format!("the supervisor could not start the process: {why}")
@@ -912,39 +761,5 @@ fn prune_logs(dir: &Path, run: u64) {
         if number.is_some_and(|number| number + 1 < run) {
             let _ = std::fs::remove_file(entry.path());
         }
-    }
-}
-
-fn rfc3339(at: Timestamp) -> String {
-    format!("{at:.0}")
-}
-
-/// Sets the condition `type_`, moving its transition time only when its status changes.
-fn set_condition(
-    status: &mut ApplicationStatus,
-    type_: &str,
-    value: bool,
-    reason: &str,
-    message: Option<&str>,
-) {
-    let word = if value { "True" } else { "False" };
-    let now = rfc3339(Timestamp::now());
-    match status.conditions.iter_mut().find(|condition| condition.type_ == type_) {
-        Some(condition) => {
-            if condition.status != word {
-                condition.status = word.to_owned();
-                condition.last_transition_time = Some(now);
-            }
-            condition.reason = Some(reason.to_owned());
-            condition.message = message.map(str::to_owned);
-        }
-        None => status.conditions.push(Condition {
-            type_: type_.to_owned(),
-            status: word.to_owned(),
-            reason: Some(reason.to_owned()),
-            message: message.map(str::to_owned),
-            last_transition_time: Some(now),
-            observed_generation: None,
-        }),
     }
 }

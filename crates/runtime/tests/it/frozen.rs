@@ -17,10 +17,8 @@ fn desired(application: Application) -> Desired {
 /// Prints a counter 20 times a second and touches `beat` each time; its liveness probe fails
 /// once `beat` is two seconds old, so a probe that ran while it is frozen would restart it.
 fn counter(node: &Node, name: &str) -> Application {
-    let mut app = application(
-        name,
-        node.shell("i=0; while :; do i=$((i+1)); echo $i; touch beat; sleep 0.05; done"),
-    );
+    let mut app =
+        application(name, node.shell("i=0; while :; do i=$((i+1)); echo $i; touch beat; sleep 0.05; done"));
     let stale = "test $(date +%s) -lt $(( $(stat -c %Y beat) + 2 ))";
     app.spec.probes = Some(Probes {
         liveness: Some(Probe {
@@ -135,11 +133,13 @@ async fn freeze_hold_and_thaw(node: &Node, runtime: &Runtime, app: Application, 
     assert_eq!(status.restarts.unwrap_or(0), 0, "no restart counted: {status:?}");
     assert_eq!(status.observed_generation, Some(3));
     assert!(alive_with_marker(pid, &node.marker));
-    assert!(!std::path::Path::new(&node.dir.path().join(format!(
-        "data/apps/{}/logs/2.log",
-        app.metadata.uid.as_deref().unwrap()
-    )))
-    .exists(), "no second run");
+    assert!(
+        !std::path::Path::new(
+            &node.dir.path().join(format!("data/apps/{}/logs/2.log", app.metadata.uid.as_deref().unwrap()))
+        )
+        .exists(),
+        "no second run"
+    );
 
     runtime.apply(Desired::default());
     wait_gone(&mut reports, &name).await;
@@ -188,7 +188,11 @@ async fn a_frozen_application_stays_frozen_across_the_agent_starts_nothing_and_s
     runtime.apply(desired(app.clone()));
     let pid = started_pid(&wait_event(&mut events, "held", "Started").await);
     runtime.apply(desired(frozen(app.clone(), 2)));
-    wait_status(&mut reports, "held", "Frozen=True", |s| condition(s, "Frozen") == Some(("True", "CgroupFreezer")) || condition(s, "Frozen") == Some(("True", "CgroupFreeze"))).await;
+    wait_status(&mut reports, "held", "Frozen=True", |s| {
+        condition(s, "Frozen") == Some(("True", "CgroupFreezer"))
+            || condition(s, "Frozen") == Some(("True", "CgroupFreeze"))
+    })
+    .await;
     runtime.close().await;
     assert!(cgroup_frozen(&node, &app), "closing the agent lets nothing go");
 

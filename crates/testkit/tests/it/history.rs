@@ -19,7 +19,13 @@ fn web(version: &str, cause: &str, env: Value) -> Value {
            "spec": {"command": ["/bin/sleep", version], "env": env}})
 }
 
-async fn send(client: &Client, server: &TestServer, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
+async fn send(
+    client: &Client,
+    server: &TestServer,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
     let mut request = client.request(method, format!("{}{path}", server.url()));
     if let Some(body) = body {
         request = request.json(&body);
@@ -35,8 +41,14 @@ async fn user(server: &TestServer, name: &str, role: &str) -> Client {
     let binding = json!({"apiVersion": "authorization.example.com/v1", "kind": "RoleBinding",
         "metadata": {"name": format!("{name}-{role}")},
         "subjects": [{"kind": "User", "name": name}], "roleRef": {"kind": "ClusterRole", "name": role}});
-    let (code, answer) =
-        send(&server.admin(), server, Method::POST, &format!("{RBAC}/namespaces/default/rolebindings"), Some(binding)).await;
+    let (code, answer) = send(
+        &server.admin(),
+        server,
+        Method::POST,
+        &format!("{RBAC}/namespaces/default/rolebindings"),
+        Some(binding),
+    )
+    .await;
     assert_eq!(code, StatusCode::CREATED, "{answer}");
     server.token_builder(&format!("{name}-token")).build().unwrap()
 }
@@ -45,14 +57,16 @@ async fn user(server: &TestServer, name: &str, role: &str) -> Client {
 async fn role(server: &TestServer, name: &str, rules: Value) {
     let role = json!({"apiVersion": "authorization.example.com/v1", "kind": "ClusterRole",
                       "metadata": {"name": name}, "rules": rules});
-    let (code, answer) = send(&server.admin(), server, Method::POST, &format!("{RBAC}/clusterroles"), Some(role)).await;
+    let (code, answer) =
+        send(&server.admin(), server, Method::POST, &format!("{RBAC}/clusterroles"), Some(role)).await;
     assert_eq!(code, StatusCode::CREATED, "{answer}");
 }
 
 /// Waits until `client` may read the Application `web` (its binding has reached the RBAC index).
 async fn until_bound(client: &Client, server: &TestServer) {
     let deadline = Instant::now() + Duration::from_secs(20);
-    while send(client, server, Method::GET, &format!("{NS}/applications/web"), None).await.0 != StatusCode::OK {
+    while send(client, server, Method::GET, &format!("{NS}/applications/web"), None).await.0 != StatusCode::OK
+    {
         assert!(Instant::now() < deadline, "the binding never took effect");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -62,26 +76,38 @@ async fn until_bound(client: &Client, server: &TestServer) {
 async fn an_applications_spec_states_are_listed_and_one_is_rolled_back_to_as_an_update() {
     let server = TestServer::start_with(Store::Memory, |config| config.agent = false).await;
     let admin = server.admin();
-    let (code, created) = send(&admin, &server, Method::POST, &format!("{NS}/applications"), Some(web("1", "one", json!([])))).await;
+    let (code, created) =
+        send(&admin, &server, Method::POST, &format!("{NS}/applications"), Some(web("1", "one", json!([]))))
+            .await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     let mut versions = vec![created["metadata"]["resourceVersion"].clone()];
     for (version, cause) in [("2", "two"), ("3", "three")] {
-        let (code, written) =
-            send(&admin, &server, Method::PUT, &format!("{NS}/applications/web"), Some(web(version, cause, json!([])))).await;
+        let (code, written) = send(
+            &admin,
+            &server,
+            Method::PUT,
+            &format!("{NS}/applications/web"),
+            Some(web(version, cause, json!([]))),
+        )
+        .await;
         assert_eq!(code, StatusCode::OK, "{written}");
         versions.push(written["metadata"]["resourceVersion"].clone());
     }
     let mut status = web("3", "three", json!([]));
     status["status"] = json!({"phase": "Running", "restarts": 2});
-    let (code, answer) = send(&admin, &server, Method::PUT, &format!("{NS}/applications/web/status"), Some(status)).await;
+    let (code, answer) =
+        send(&admin, &server, Method::PUT, &format!("{NS}/applications/web/status"), Some(status)).await;
     assert_eq!(code, StatusCode::OK, "{answer}");
 
-    let (code, history) = send(&admin, &server, Method::GET, &format!("{NS}/applications/web/history"), None).await;
+    let (code, history) =
+        send(&admin, &server, Method::GET, &format!("{NS}/applications/web/history"), None).await;
     assert_eq!(code, StatusCode::OK, "{history}");
     assert_eq!((history["apiVersion"].as_str(), history["kind"].as_str()), (Some("v1"), Some("List")));
     let items = history["items"].as_array().unwrap();
-    let listed: Vec<(Value, Value, Value)> =
-        items.iter().map(|item| (item["revision"].clone(), item["generation"].clone(), item["changeCause"].clone())).collect();
+    let listed: Vec<(Value, Value, Value)> = items
+        .iter()
+        .map(|item| (item["revision"].clone(), item["generation"].clone(), item["changeCause"].clone()))
+        .collect();
     assert_eq!(
         listed,
         [
@@ -90,7 +116,10 @@ async fn an_applications_spec_states_are_listed_and_one_is_rolled_back_to_as_an_
             (versions[2].clone(), json!(3), json!("three"))
         ]
     );
-    assert_eq!((items[0]["kind"].as_str(), items[0]["apiVersion"].as_str()), (Some("Revision"), Some("fleet.example.com/v1")));
+    assert_eq!(
+        (items[0]["kind"].as_str(), items[0]["apiVersion"].as_str()),
+        (Some("Revision"), Some("fleet.example.com/v1"))
+    );
     assert_eq!(items[0]["state"]["spec"]["command"], json!(["/bin/sleep", "1"]));
     assert!(items.iter().all(|item| item["user"].as_str().is_some_and(|user| !user.is_empty())));
     let table: Value = admin
@@ -117,13 +146,18 @@ async fn an_applications_spec_states_are_listed_and_one_is_rolled_back_to_as_an_
     assert_eq!(rolled["status"]["restarts"], 2, "the status stays");
     assert_eq!(rolled["metadata"]["generation"], 4);
     assert_eq!(rolled["metadata"]["annotations"]["kubernetes.io/change-cause"], "one");
-    let (_, history) = send(&admin, &server, Method::GET, &format!("{NS}/applications/web/history"), None).await;
+    let (_, history) =
+        send(&admin, &server, Method::GET, &format!("{NS}/applications/web/history"), None).await;
     let last = history["items"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!((last["revision"].clone(), last["generation"].clone()), (rolled["metadata"]["resourceVersion"].clone(), json!(4)));
+    assert_eq!(
+        (last["revision"].clone(), last["generation"].clone()),
+        (rolled["metadata"]["resourceVersion"].clone(), json!(4))
+    );
     // Nothing named: the latest spec that differs from the current one (the third).
     let (code, previous) = send(&admin, &server, Method::POST, &path, Some(json!({}))).await;
     assert_eq!((code, &previous["spec"]["command"][1]), (StatusCode::OK, &json!("3")), "{previous}");
-    let (code, refused) = send(&admin, &server, Method::POST, &path, Some(json!({"toRevision": "123456789"}))).await;
+    let (code, refused) =
+        send(&admin, &server, Method::POST, &path, Some(json!({"toRevision": "123456789"}))).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
     assert_eq!(refused["details"]["causes"][0]["field"], "toRevision", "{refused}");
     let (code, refused) = send(&admin, &server, Method::POST, &path, Some(json!({"toRevision": "x"}))).await;
@@ -131,7 +165,10 @@ async fn an_applications_spec_states_are_listed_and_one_is_rolled_back_to_as_an_
 
     // Kinds that keep no history have neither subresource.
     let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": "db"}, "stringData": {"k": "v"}});
-    assert_eq!(send(&admin, &server, Method::POST, &format!("{NS}/secrets"), Some(secret)).await.0, StatusCode::CREATED);
+    assert_eq!(
+        send(&admin, &server, Method::POST, &format!("{NS}/secrets"), Some(secret)).await.0,
+        StatusCode::CREATED
+    );
     for (method, path) in [
         (Method::GET, format!("{NS}/secrets/db/history")),
         (Method::POST, format!("{NS}/secrets/db/rollback")),
@@ -141,7 +178,9 @@ async fn an_applications_spec_states_are_listed_and_one_is_rolled_back_to_as_an_
         assert_eq!(code, StatusCode::NOT_FOUND, "{path}: {answer}");
     }
     assert_eq!(
-        send(&admin, &server, Method::PUT, &format!("{NS}/applications/web/rollback"), Some(json!({}))).await.0,
+        send(&admin, &server, Method::PUT, &format!("{NS}/applications/web/rollback"), Some(json!({})))
+            .await
+            .0,
         StatusCode::METHOD_NOT_ALLOWED
     );
 }
@@ -152,25 +191,39 @@ async fn a_rollback_needs_its_own_grant_and_the_update_it_is_and_is_admitted_as_
     let admin = server.admin();
     // The first spec names a Secret; the second does not.
     let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": "hidden"}, "stringData": {"k": "v"}});
-    assert_eq!(send(&admin, &server, Method::POST, &format!("{NS}/secrets"), Some(secret)).await.0, StatusCode::CREATED);
+    assert_eq!(
+        send(&admin, &server, Method::POST, &format!("{NS}/secrets"), Some(secret)).await.0,
+        StatusCode::CREATED
+    );
     let named = json!([{"name": "K", "secretRef": {"name": "hidden", "key": "k"}}]);
-    let (code, created) = send(&admin, &server, Method::POST, &format!("{NS}/applications"), Some(web("1", "one", named))).await;
+    let (code, created) =
+        send(&admin, &server, Method::POST, &format!("{NS}/applications"), Some(web("1", "one", named)))
+            .await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     let first = created["metadata"]["resourceVersion"].clone();
-    let (code, _) = send(&admin, &server, Method::PUT, &format!("{NS}/applications/web"), Some(web("2", "two", json!([])))).await;
+    let (code, _) = send(
+        &admin,
+        &server,
+        Method::PUT,
+        &format!("{NS}/applications/web"),
+        Some(web("2", "two", json!([]))),
+    )
+    .await;
     assert_eq!(code, StatusCode::OK);
 
     let read = json!({"apis": ["fleet.example.com"], "resources": ["applications"], "verbs": ["get"]});
     let update = json!({"apis": ["fleet.example.com"], "resources": ["applications"], "verbs": ["update"]});
-    let rollback = json!({"apis": ["fleet.example.com"], "resources": ["applications/rollback"], "verbs": ["create"]});
+    let rollback =
+        json!({"apis": ["fleet.example.com"], "resources": ["applications/rollback"], "verbs": ["create"]});
     role(&server, "rolls-only", json!([read, rollback])).await;
     role(&server, "updates-only", json!([read, update])).await;
     role(&server, "rolls-and-updates", json!([read, update, rollback])).await;
     let path = format!("{NS}/applications/web/rollback");
     let to_first = Some(json!({"toRevision": first}));
-    for (name, role, needs) in
-        [("ron", "rolls-only", "cannot update resource \"applications\""), ("uma", "updates-only", "applications/rollback")]
-    {
+    for (name, role, needs) in [
+        ("ron", "rolls-only", "cannot update resource \"applications\""),
+        ("uma", "updates-only", "applications/rollback"),
+    ] {
         let client = user(&server, name, role).await;
         until_bound(&client, &server).await;
         let (code, refused) = send(&client, &server, Method::POST, &path, to_first.clone()).await;
@@ -194,7 +247,8 @@ async fn a_rollback_needs_its_own_grant_and_the_update_it_is_and_is_admitted_as_
     // `view` reads histories, as it reads the workloads.
     let viewer = user(&server, "vic", "view").await;
     until_bound(&viewer, &server).await;
-    let (code, history) = send(&viewer, &server, Method::GET, &format!("{NS}/applications/web/history"), None).await;
+    let (code, history) =
+        send(&viewer, &server, Method::GET, &format!("{NS}/applications/web/history"), None).await;
     assert_eq!((code, history["items"].as_array().map(Vec::len)), (StatusCode::OK, Some(4)), "{history}");
 }
 
@@ -202,7 +256,9 @@ async fn a_rollback_needs_its_own_grant_and_the_update_it_is_and_is_admitted_as_
 async fn only_the_freeze_and_thaw_doors_write_spec_frozen_and_edit_may_use_neither() {
     let server = TestServer::start_with(Store::Memory, |config| config.agent = false).await;
     let admin = server.admin();
-    let (code, created) = send(&admin, &server, Method::POST, &format!("{NS}/applications"), Some(web("1", "one", json!([])))).await;
+    let (code, created) =
+        send(&admin, &server, Method::POST, &format!("{NS}/applications"), Some(web("1", "one", json!([]))))
+            .await;
     assert_eq!(code, StatusCode::CREATED, "{created}");
     let app = format!("{NS}/applications/web");
 
@@ -221,7 +277,10 @@ async fn only_the_freeze_and_thaw_doors_write_spec_frozen_and_edit_may_use_neith
     assert!(cause["message"].as_str().unwrap().contains("/applications/<name>/freeze"), "{refused}");
     let mut frozen = web("1", "one", json!([]));
     frozen["spec"]["frozen"] = json!(true);
-    assert_eq!(send(&admin, &server, Method::PUT, &app, Some(frozen.clone())).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        send(&admin, &server, Method::PUT, &app, Some(frozen.clone())).await.0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
     frozen["metadata"]["name"] = json!("born-frozen");
     let (code, _) = send(&admin, &server, Method::POST, &format!("{NS}/applications"), Some(frozen)).await;
     assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "nor is an Application created frozen");
@@ -236,7 +295,10 @@ async fn only_the_freeze_and_thaw_doors_write_spec_frozen_and_edit_may_use_neith
     }
     let (code, written) = send(&admin, &server, Method::POST, &format!("{app}/freeze"), None).await;
     assert_eq!(code, StatusCode::OK, "{written}");
-    assert_eq!((written["spec"]["frozen"].clone(), written["metadata"]["generation"].clone()), (json!(true), json!(2)));
+    assert_eq!(
+        (written["spec"]["frozen"].clone(), written["metadata"]["generation"].clone()),
+        (json!(true), json!(2))
+    );
     // What stays frozen through later writes that leave the field alone.
     let patched = editor
         .patch(format!("{}{app}", server.url()))
@@ -246,13 +308,19 @@ async fn only_the_freeze_and_thaw_doors_write_spec_frozen_and_edit_may_use_neith
         .await
         .unwrap();
     let patched: Value = patched.json().await.unwrap();
-    assert_eq!((patched["spec"]["frozen"].clone(), patched["spec"]["args"].clone()), (json!(true), json!(["x"])), "{patched}");
+    assert_eq!(
+        (patched["spec"]["frozen"].clone(), patched["spec"]["args"].clone()),
+        (json!(true), json!(["x"])),
+        "{patched}"
+    );
     // A door's write is an operation, not a spec state of the history.
     let (_, history) = send(&admin, &server, Method::GET, &format!("{app}/history"), None).await;
-    let generations: Vec<&Value> = history["items"].as_array().unwrap().iter().map(|item| &item["generation"]).collect();
+    let generations: Vec<&Value> =
+        history["items"].as_array().unwrap().iter().map(|item| &item["generation"]).collect();
     assert_eq!(generations, [&json!(1), &json!(3)]);
     // A rollback leaves the field as it is.
-    let (code, rolled) = send(&admin, &server, Method::POST, &format!("{app}/rollback"), Some(json!({}))).await;
+    let (code, rolled) =
+        send(&admin, &server, Method::POST, &format!("{app}/rollback"), Some(json!({}))).await;
     assert_eq!((code, &rolled["spec"]["frozen"]), (StatusCode::OK, &json!(true)), "{rolled}");
     // Thawing is granted as freezing is: `create` on applications/freeze.
     role(&server, "freezer", json!([{"apis": ["fleet.example.com"], "resources": ["applications", "applications/freeze"], "verbs": ["get", "create"]}])).await;
