@@ -39,7 +39,7 @@ fn door(controller: &Controller, token: Option<&str>, path: &str) -> Output {
 fn last_count(agent: &Agent, uid: &str) -> u64 {
     let log = agent.data().join(format!("apps/{uid}/logs/1.log"));
     let text = std::fs::read_to_string(log).unwrap_or_default();
-    text.lines().filter_map(|line| line.rsplit(' ').next()?.parse().ok()).last().unwrap_or(0)
+    text.lines().rev().find_map(|line| line.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
 }
 
 /// Whether the process is held: its freezer cgroup (v1) or cgroup (v2) frozen, or its state `T`.

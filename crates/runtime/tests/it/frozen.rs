@@ -57,7 +57,7 @@ fn last_count(node: &Node, app: &Application, run: u64) -> u64 {
     let uid = app.metadata.uid.as_deref().unwrap();
     let log = node.dir.path().join(format!("data/apps/{uid}/logs/{run}.log"));
     let text = std::fs::read_to_string(&log).unwrap_or_default();
-    text.lines().filter_map(|line| line.rsplit(' ').next()?.parse().ok()).last().unwrap_or(0)
+    text.lines().rev().find_map(|line| line.rsplit(' ').next()?.parse().ok()).unwrap_or(0)
 }
 
 /// Waits until the counter has gone past `count`.
