@@ -65,9 +65,9 @@ fn main() -> ExitCode {
         match args.as_slice() {
             ["ci"] => ci(),
             ["tidy"] => tidy().and_then(|()| boundaries()),
-            // The controller's end-to-end tests run the agent binary beside it: build it first,
-            // so they never find it missing or run a stale one.
-            ["e2e"] => cargo(&["build", "--package", "kayra-agent"])
+            // The controller's end-to-end tests run the agent and the command line beside it:
+            // build them first, so they never find one missing or run a stale one.
+            ["e2e"] => cargo(&["build", "--package", "kayra-agent", "--package", "kayra-cli"])
                 .and_then(|()| tests(&["--package", "kayra-controller"], &mut Vec::new())),
             ["bench", "--smoke"] => smoke::run(&root()),
             ["bench", which @ ("store" | "api" | "catalog" | "loop")] => {
@@ -126,10 +126,11 @@ fn ci() -> Result<(), String> {
         ])
     })?;
     step("deny", || deny(&mut skipped))?;
-    // The controller's end-to-end tests run the agent binary beside it, which no test of its own
-    // package builds: build it first, so they never find it missing or run a stale one.
+    // The controller's end-to-end tests run the agent and the command line beside it, which no
+    // test of their own packages builds: build them first, so they never find one missing or
+    // run a stale one.
     step("test", || {
-        cargo(&["build", "--package", "kayra-agent", "--locked"])
+        cargo(&["build", "--package", "kayra-agent", "--package", "kayra-cli", "--locked"])
             .and_then(|()| tests(&["--workspace", "--locked"], &mut skipped))
     })?;
     // Every benchmark still runs and prints its figures; none of its targets is checked.

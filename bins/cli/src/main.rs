@@ -1,8 +1,9 @@
 //! `kayra-cli <verb> <group> <resource> [name[/subresource]] [-n ns] [-d JSON | -f file]`, and
 //! `kayra-cli apis`: the API catalog's documented command line, over the kubeconfig kubectl
-//! uses. `<group>` may be a group's first label (`catalog` for `catalog.<domain>`). Output is
-//! the server's JSON, pretty-printed, or `-o table` for lists; a refusal prints the server's
-//! message and exits non-zero.
+//! uses. `<group>` may be a group's first label (`catalog` for `catalog.<domain>`); a named
+//! object of a namespaced resource is in the context's namespace unless `-n` says otherwise.
+//! Output is the server's JSON, pretty-printed, or `-o table` for what the server prints as a
+//! table (lists, a history); a refusal prints the server's message and exits non-zero.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -43,7 +44,7 @@ struct Target {
     resource: String,
     /// The object's name, optionally `/subresource`.
     name: Option<String>,
-    /// The namespace, for namespaced resources.
+    /// The namespace, for namespaced resources (default: the context's, for a named object).
     #[arg(short = 'n', long)]
     namespace: Option<String>,
     /// The request body, as JSON.
@@ -105,7 +106,16 @@ async fn run(command: Command) -> Result<String, String> {
         return Err("a name is required".to_owned());
     }
     let mut path = format!("/apis/{group}/v1");
-    if let Some(namespace) = &target.namespace {
+    // A named object of a namespaced resource is in the context's namespace unless told, as
+    // kubectl has it; a collection without `-n` is every namespace's.
+    let namespace = match (&target.namespace, &target.name) {
+        (Some(namespace), _) => Some(namespace.clone()),
+        (None, Some(_)) if namespaced(&client, &path, &target.resource).await => {
+            Some(client.namespace().to_owned())
+        }
+        (None, _) => None,
+    };
+    if let Some(namespace) = &namespace {
         path.push_str(&format!("/namespaces/{namespace}"));
     }
     path.push_str(&format!("/{}", target.resource));
@@ -117,7 +127,7 @@ async fn run(command: Command) -> Result<String, String> {
     if wants_body && body.is_none() {
         return Err("-d JSON or -f file is required".to_owned());
     }
-    let table = matches!(target.output, Output::Table) && target.name.is_none() && method == Method::GET;
+    let table = matches!(target.output, Output::Table) && method == Method::GET;
     let accept = if table {
         "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
     } else {
@@ -138,6 +148,17 @@ fn body(target: &Target) -> Result<Option<Value>, String> {
         (None, None) => return Ok(None),
     };
     serde_json::from_str(&text).map(Some).map_err(|e| format!("the body is not JSON: {e}"))
+}
+
+/// Whether the group-version at `path` serves `resource` in namespaces, from its discovery.
+async fn namespaced(client: &Client, path: &str, resource: &str) -> bool {
+    let Ok(resources) = client.send(Method::GET, path, None).await else { return false };
+    resources["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|entry| entry["name"] == resource)
+        .is_some_and(|entry| entry["namespaced"] == true)
 }
 
 /// `catalog` → `catalog.<domain>`, from the server's group list; a full group name is kept.

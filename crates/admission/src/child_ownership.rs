@@ -15,7 +15,7 @@
 //!   annotations stay writable, and a child may be deleted (the set renders it again).
 
 use kayra_api::kinds::applicationset::{OWNER_KIND, component_label, set_label, spec_hash_annotation};
-use kayra_registry::{Object, Operation, Refusal};
+use kayra_registry::{Object, Operation, Part, Refusal};
 use serde_json::{Map, Value};
 
 use crate::{Mutating, Validating, Write, control_plane};
@@ -171,6 +171,13 @@ impl Validating for ChildOwnership {
                 };
                 if write.object.get("spec") == old.get("spec") {
                     return Ok(());
+                }
+                if let Part::Door(door) = write.part {
+                    return Err(Refusal::Forbidden(format!(
+                        "application \"{}\" is managed by ApplicationSet \"{set}\"; its Applications are frozen and \
+                         thawed with it: POST .../applicationsets/{set}/{door} instead (user \"{}\" may not {door} a set's child)",
+                        write.name, write.caller.user
+                    )));
                 }
                 Err(Refusal::Forbidden(format!(
                     "application \"{}\" is managed by ApplicationSet \"{set}\"; change the set instead \

@@ -97,6 +97,48 @@ pub const STREAMS: [&str; 3] = [EXEC.name, ATTACH.name, PORTFORWARD.name];
 pub const APPROVAL: Subresource =
     Subresource { name: "approval", verbs: &[Verb::Get, Verb::Patch, Verb::Update], response: None };
 
+/// The `history` subresource of a Kind that keeps history: the last spec states of the object,
+/// a core `v1` List of [`Revision`](crate::kinds::revision::Revision)s.
+pub const HISTORY: Subresource =
+    Subresource { name: "history", verbs: &[Verb::Get], response: Some(("", "v1", "List")) };
+
+/// The `rollback` subresource of a Kind that keeps history: a
+/// [`RollbackRequest`](crate::kinds::revision::RollbackRequest) created there restores the spec
+/// of one revision of the history, answered with the object written.
+pub const ROLLBACK: Subresource = Subresource { name: "rollback", verbs: &[Verb::Create], response: None };
+
+/// The `freeze` door: creating there sets the Kind's [`FROZEN`] field, answered with the object
+/// written.
+pub const FREEZE: Subresource = Subresource { name: "freeze", verbs: &[Verb::Create], response: None };
+
+/// The `thaw` door: creating there clears the Kind's [`FROZEN`] field, answered with the object
+/// written.
+pub const THAW: Subresource = Subresource { name: "thaw", verbs: &[Verb::Create], response: None };
+
+/// A field of a Kind's spec that only its door subresources write (the reference's
+/// `UpdateThrough`): an ordinary create, update or patch that changes it is refused, naming the
+/// door, so that the permission to use the door can be granted on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Door {
+    /// The field, dotted, as field errors name it (`spec.frozen`).
+    pub field: &'static str,
+    /// The same field as a JSON pointer (`/spec/frozen`).
+    pub pointer: &'static str,
+    /// The subresources that write it (`freeze` sets it, `thaw` clears it).
+    pub subresources: &'static [&'static str],
+    /// The subresource every one of them is authorized as: both `freeze` and `thaw` are
+    /// `create` on `<resource>/freeze`.
+    pub permission: &'static str,
+}
+
+/// `spec.frozen`, written only through `freeze` (set) and `thaw` (cleared).
+pub const FROZEN: Door = Door {
+    field: "spec.frozen",
+    pointer: "/spec/frozen",
+    subresources: &["freeze", "thaw"],
+    permission: "freeze",
+};
+
 /// A Kind's behaviour on its JSON form: decoding, defaults, validation and schema.
 pub trait Behaviour: Send + Sync {
     /// Decodes the object into its shape, fills defaults, and answers it as JSON again with
@@ -142,6 +184,16 @@ pub trait Behaviour: Send + Sync {
         object: &mut serde_json::Map<String, Value>,
     ) {
         let _ = (old, object);
+    }
+
+    /// Adjusts an object restored from its history from the current one (see
+    /// [`Kind::restored`]).
+    fn restored(
+        &self,
+        current: &serde_json::Map<String, Value>,
+        restored: &mut serde_json::Map<String, Value>,
+    ) {
+        let _ = (current, restored);
     }
 
     /// Whether [`expires_at`](Self::expires_at) can answer a time for some object of the Kind.
@@ -210,6 +262,14 @@ impl<T: Kind> Behaviour for Typed<T> {
         object: &mut serde_json::Map<String, Value>,
     ) {
         T::carried_status(old, object);
+    }
+
+    fn restored(
+        &self,
+        current: &serde_json::Map<String, Value>,
+        restored: &mut serde_json::Map<String, Value>,
+    ) {
+        T::restored(current, restored);
     }
 
     fn owns_dependents(&self) -> bool {
@@ -283,6 +343,8 @@ pub struct KindInfo {
     pub namespaced: bool,
     /// Subresources served (`status`), each with its verbs.
     pub subresources: &'static [Subresource],
+    /// The fields of the spec only a door subresource writes.
+    pub doors: &'static [Door],
     /// Fields beyond `metadata.name` and `metadata.namespace` that field selectors may use.
     pub field_labels: &'static [&'static str],
     /// Table columns after `Name`; `Age` is appended unless the Kind shows its own time.
@@ -342,6 +404,7 @@ impl KindInfo {
             categories: &[],
             namespaced,
             subresources: &[],
+            doors: &[],
             field_labels: &[],
             columns: &[],
             verbs: ALL_VERBS,
@@ -378,6 +441,17 @@ impl KindInfo {
     /// The subresource called `name`, when the Kind has one.
     pub fn subresource(&self, name: &str) -> Option<&Subresource> {
         self.subresources.iter().find(|sub| sub.name == name)
+    }
+
+    /// Whether the Kind keeps the last spec states of each object (it serves `history` and
+    /// `rollback`).
+    pub fn keeps_history(&self) -> bool {
+        self.subresource(HISTORY.name).is_some()
+    }
+
+    /// The door the subresource `name` writes through, when it is one.
+    pub fn door(&self, name: &str) -> Option<&Door> {
+        self.doors.iter().find(|door| door.subresources.contains(&name))
     }
 
     /// The full table columns: `Name`, the Kind's own, `Age` (unless the Kind places it itself

@@ -3,12 +3,14 @@
 //! allows, and encodes the answer (JSON, a Table, a stream). No rule lives here.
 //!
 //! By concern: [`read`] (get and list), [`watch`], [`write`] (create, update, patch, delete,
-//! delete-collection), [`reviews`], [`subresources`] (binding, eviction, scale, token), [`logs`],
-//! [`usage`] and [`streams`] (exec, attach, port-forward, served from the dispatcher, which hands
-//! them the connection to upgrade);
+//! delete-collection), [`reviews`], [`subresources`] (binding, eviction, scale, token),
+//! [`history`] (history, rollback and the freeze and thaw doors), [`logs`], [`usage`] and
+//! [`streams`] (exec, attach, port-forward, served from the dispatcher, which hands them the
+//! connection to upgrade);
 //! [`options`] and [`body`] read what the request asks, [`respond`] writes the answer.
 
 pub(crate) mod body;
+pub(crate) mod history;
 pub(crate) mod logs;
 pub(crate) mod options;
 pub(crate) mod read;
@@ -62,6 +64,10 @@ pub(crate) async fn serve(call: Call<'_>) -> Result<Response, ApiError> {
         (_, Some("token")) => subresources::token(&call).await,
         (_, Some("scale")) => subresources::scale(&call).await,
         (_, Some("metrics")) => usage::application(&call).await,
+        (_, Some("history")) => history::history(&call).await,
+        (_, Some("rollback")) => history::rollback(&call).await,
+        (_, Some("freeze")) => history::freeze(&call).await,
+        (_, Some("thaw")) => history::thaw(&call).await,
         (Verb::Get, None) if call.target.kind.usage => usage::get(&call).await,
         (Verb::List, None) if call.target.kind.usage => usage::list(&call).await,
         (Verb::Create, None) if call.target.kind.review => reviews::serve(&call).await,

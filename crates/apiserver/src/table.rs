@@ -2,6 +2,7 @@
 //! Kind's columns and `PartialObjectMetadata` rows.
 
 use kayra_api::scheme::KindInfo;
+use kayra_api::table::Column;
 use kayra_registry::Object;
 use serde_json::{Value, json};
 
@@ -15,8 +16,20 @@ pub(crate) fn render(
     include: Option<&str>,
     definitions: bool,
 ) -> Value {
+    render_columns(&kind.table_columns(), objects, metadata, version, include, definitions)
+}
+
+/// A Table of `objects` in `columns` (a history's Revisions, which are no Kind of the scheme);
+/// otherwise as [`render`].
+pub(crate) fn render_columns(
+    columns: &[Column],
+    objects: &[Object],
+    metadata: Value,
+    version: &str,
+    include: Option<&str>,
+    definitions: bool,
+) -> Value {
     let now = jiff::Timestamp::now();
-    let columns = kind.table_columns();
     let definitions: Vec<Value> = if definitions {
         columns
             .iter()

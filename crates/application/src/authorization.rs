@@ -217,8 +217,13 @@ impl ApplicationLayer {
     fn action(&self, request: &Request) -> Action {
         match &request.target {
             Target::Kind(target) => {
-                let resource = match &target.subresource {
-                    Some(sub) => format!("{}/{sub}", target.kind.plural),
+                // Every door of one field is one permission: `thaw` is `create` on
+                // `<resource>/freeze`, as `freeze` is.
+                let resource = match target.subresource.as_deref() {
+                    Some(sub) => {
+                        let sub = target.kind.door(sub).map_or(sub, |door| door.permission);
+                        format!("{}/{sub}", target.kind.plural)
+                    }
                     None => target.kind.plural.to_owned(),
                 };
                 // A list or watch whose field selector requires one name is about that object,

@@ -269,6 +269,21 @@ impl Client {
         self.authorize(request)?.unbind(resource_version).await
     }
 
+    /// Freezes (`frozen`) or thaws an object through its `freeze` or `thaw` door (authorized
+    /// as `create` of `<resource>/freeze`); answers the object written.
+    pub async fn set_frozen(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+        frozen: bool,
+    ) -> Result<Object, RegistryError> {
+        let door = if frozen { "freeze" } else { "thaw" };
+        let request = self.request(Verb::Create, resource, namespace, Some(name))?.subresource(door);
+        let permitted = self.authorize(request)?;
+        if frozen { permitted.freeze(false).await } else { permitted.thaw(false).await }
+    }
+
     /// Patches an object.
     pub async fn patch(
         &self,

@@ -187,7 +187,13 @@ impl ApplicationLayer {
     /// until the caller names another.
     pub(crate) fn admitted(&self, identity: &Identity, part: Part, dry_run: bool) -> WriteOptions {
         let manager = FieldManager { name: options::manager_of(identity), subresource: String::new() };
-        WriteOptions { dry_run, part, manager, ..WriteOptions::new(Admit::by(self.admission(identity))) }
+        WriteOptions {
+            dry_run,
+            part,
+            manager,
+            author: Some(identity.user.clone()),
+            ..WriteOptions::new(Admit::by(self.admission(identity)))
+        }
     }
 
     /// The options of a delete of a `resource` object by `identity`, as `request` asks it:

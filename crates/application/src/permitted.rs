@@ -6,6 +6,8 @@
 //!
 //! [`Client::authorize`]: crate::client::Client::authorize
 
+pub mod doors;
+pub mod history;
 pub mod read;
 pub mod subresources;
 pub mod token;

@@ -1,10 +1,10 @@
 //! The bridge from the scheme's Kinds to the registry's generic strategy: each Kind's defaults,
-//! validation, naming rule, deletion behaviour and merge schema (its published OpenAPI
-//! schema), as the registry asks for them.
+//! validation, naming rule, deletion behaviour, merge schema (its published OpenAPI schema),
+//! history and doors, as the registry asks for them.
 
 use std::sync::{Arc, OnceLock};
 
-use kayra_api::scheme::{Behaviour, KindInfo, NameRule};
+use kayra_api::scheme::{Behaviour, Door, KindInfo, NameRule};
 use kayra_api::validation::FieldError;
 use kayra_merge::schema::Schema;
 use kayra_registry::{Object, Resource, Strategy};
@@ -26,6 +26,8 @@ pub(crate) fn resource(kind: &KindInfo) -> Resource {
             create_keeps_status: kind.create_keeps_status,
             kind: kind.clone(),
             merge_schema: OnceLock::new(),
+            keeps_history: kind.keeps_history(),
+            doors: kind.doors,
         }),
     }
 }
@@ -39,6 +41,8 @@ struct KindStrategy {
     kind: KindInfo,
     /// The merge schema, read from the published schema at the Kind's first write.
     merge_schema: OnceLock<Schema>,
+    keeps_history: bool,
+    doors: &'static [Door],
 }
 
 impl Strategy for KindStrategy {
@@ -96,6 +100,18 @@ impl Strategy for KindStrategy {
 
     fn carried_status(&self, old: &Object, object: &mut Object) {
         self.behaviour.carried_status(old, object);
+    }
+
+    fn keeps_history(&self) -> bool {
+        self.keeps_history
+    }
+
+    fn doors(&self) -> &[Door] {
+        self.doors
+    }
+
+    fn restored(&self, current: &Object, restored: &mut Object) {
+        self.behaviour.restored(current, restored);
     }
 
     fn mark_deleting(&self, object: &mut Object) {

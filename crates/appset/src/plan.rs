@@ -9,7 +9,8 @@
 //! join them. A changed child is updated in name order within the rolling budget: only a child
 //! that is available (Ready, at its current generation, on a Ready node) costs one; creates
 //! cost nothing. Owned children no longer rendered are pruned, and owned Services without
-//! members.
+//! members. A frozen set does nothing but freeze its children (`Progressing=False`, reason
+//! `Frozen`); once thawed, it thaws them before anything else moves.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -53,6 +54,11 @@ pub struct Child {
     pub attempt: Option<i64>,
     /// It is being deleted.
     pub deleting: bool,
+    /// It is frozen (`spec.frozen`).
+    pub frozen: bool,
+    /// Its node still reports it frozen (condition `Frozen=True`, on a Ready node): a thaw
+    /// written is not done until its node says so.
+    pub held: bool,
 }
 
 impl Child {
@@ -71,11 +77,14 @@ impl Child {
                 .map(str::to_owned)
         };
         let node = bound_node(object).map(str::to_owned);
-        let ready = pointer("/status/conditions")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == ConditionType::Ready.as_str() && c["status"] == "True");
+        let holds = |type_: ConditionType| {
+            pointer("/status/conditions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == type_.as_str() && c["status"] == "True")
+        };
+        let ready = holds(ConditionType::Ready);
         let generation = pointer("/metadata/generation").and_then(Value::as_i64);
         let observed = pointer("/status/observedGeneration").and_then(Value::as_i64);
         let node_ready = node.as_ref().and_then(|n| nodes.get(n)).is_some_and(|n| n.ready);
@@ -93,6 +102,8 @@ impl Child {
             exit_code: pointer("/status/exitCode").and_then(Value::as_i64),
             attempt: annotation(attempt_annotation(domain)).and_then(|a| a.parse().ok()),
             deleting: pointer("/metadata/deletionTimestamp").is_some_and(|t| !t.is_null()),
+            frozen: pointer("/spec/frozen").and_then(Value::as_bool).unwrap_or(false),
+            held: holds(ConditionType::Frozen) && node_ready,
         }
     }
 }
@@ -121,6 +132,8 @@ pub struct Input<'a> {
     pub prune: bool,
     /// `rollout.maxUnavailable`.
     pub max_unavailable: Option<&'a IntOrString>,
+    /// `spec.frozen`: the rollout is held and the children are frozen with the set.
+    pub frozen: bool,
     /// The children the set owns, by name.
     pub children: &'a BTreeMap<String, Child>,
     /// The Services the set owns or renders, by name.
@@ -151,6 +164,13 @@ pub enum Step {
     Update(Box<Application>),
     /// Delete the Application.
     Delete(String),
+    /// Freeze (`true`) or thaw the Application through its door, in place.
+    Freeze {
+        /// The Application.
+        name: String,
+        /// Frozen or thawed.
+        frozen: bool,
+    },
 }
 
 /// The writes and the status.
@@ -328,6 +348,19 @@ pub fn plan(input: &Input<'_>) -> Plan {
         }
     }
 
+    // A frozen set holds everything but freezing its children; a thawed one thaws them, and
+    // moves nothing else until their nodes say they go on (and whether they are ready).
+    let doors: Vec<Step> = children
+        .iter()
+        .filter(|(_, child)| !child.deleting && child.frozen != input.frozen)
+        .map(|(name, _)| Step::Freeze { name: name.clone(), frozen: input.frozen })
+        .collect();
+    let thawing =
+        !input.frozen && (!doors.is_empty() || children.values().any(|child| child.held && !child.deleting));
+    if input.frozen || thawing {
+        steps = doors;
+    }
+
     // Status.
     let is_main = |name: &str| !init_names.contains(name);
     let main_children = || children.iter().filter(|(name, _)| is_main(name));
@@ -369,7 +402,9 @@ pub fn plan(input: &Input<'_>) -> Plan {
             ),
         });
     }
-    let converged = initialized
+    let converged = !input.frozen
+        && !thawing
+        && initialized
         && !awaiting_anchor
         && !held
         && steps.is_empty()
@@ -386,6 +421,18 @@ pub fn plan(input: &Input<'_>) -> Plan {
                 &format!("{desired} Applications run the current template"),
             ),
             condition("Progressing", true, "Complete", "the set runs its current template"),
+        )
+    } else if input.frozen {
+        let message = format!("the set is frozen: its rollout is held and its Applications frozen; {counts}");
+        (
+            condition(ConditionType::Converged.as_str(), false, "Frozen", &message),
+            condition(ConditionType::Progressing.as_str(), false, "Frozen", &message),
+        )
+    } else if thawing {
+        let message = format!("thawing the set's Applications before its rollout resumes; {counts}");
+        (
+            condition(ConditionType::Converged.as_str(), false, "Thawing", &message),
+            condition(ConditionType::Progressing.as_str(), true, "Thawing", &message),
         )
     } else if let Some(message) = &init_failed {
         (

@@ -384,6 +384,7 @@ impl SetLoop {
             same_node: set.spec.placement.as_ref().is_some_and(|p| p.mode == "sameNode"),
             prune: rollout.prune.unwrap_or(true),
             max_unavailable: rollout.max_unavailable.as_ref(),
+            frozen: set.spec.frozen,
             children: &states,
             services: &service_states,
             previous: set.status.as_ref(),
@@ -490,15 +491,22 @@ impl SetLoop {
                 for (key, value) in application.metadata.annotations.iter().flatten() {
                     annotations[key] = json!(value);
                 }
-                object.insert(
-                    "spec".into(),
-                    serde_json::to_value(&application.spec).expect("a spec serialises"),
-                );
+                // Whether a child is frozen is the set's door's to say, never a template's.
+                let frozen = stored.get("spec").and_then(|spec| spec.get("frozen")).cloned();
+                let mut spec = serde_json::to_value(&application.spec).expect("a spec serialises");
+                if let (Some(frozen), Some(spec)) = (frozen, spec.as_object_mut()) {
+                    spec.insert("frozen".into(), frozen);
+                }
+                object.insert("spec".into(), spec);
                 let written = client.update(&self.inner.applications, namespace, &name, &object).await?;
                 self.cache().put(Collection::Applications, Arc::new(written));
             }
             Step::Delete(name) => {
                 self.delete(&self.inner.applications, Collection::Applications, namespace, &name).await?;
+            }
+            Step::Freeze { name, frozen } => {
+                let written = client.set_frozen(&self.inner.applications, namespace, &name, frozen).await?;
+                self.cache().put(Collection::Applications, Arc::new(written));
             }
         }
         Ok(())

@@ -177,6 +177,17 @@ impl Kubeconfig {
         let user = self.users.iter().find(|u| u.name == context.context.user).map(|u| &u.user);
         Ok((&cluster.cluster, user))
     }
+
+    /// The current context's namespace, `default` when it names none (as kubectl reads it).
+    pub fn current_namespace(&self) -> &str {
+        self.contexts
+            .iter()
+            .find(|c| c.name == self.current_context)
+            .or_else(|| self.contexts.first())
+            .and_then(|c| c.context.namespace.as_deref())
+            .filter(|namespace| !namespace.is_empty())
+            .unwrap_or("default")
+    }
 }
 
 #[cfg(test)]

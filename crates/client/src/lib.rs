@@ -62,6 +62,7 @@ pub struct Client {
     http: reqwest::Client,
     server: String,
     token: Option<String>,
+    namespace: String,
 }
 
 impl Client {
@@ -109,12 +110,19 @@ impl Client {
             token.clone_from(&user.token);
         }
         let http = builder.build().map_err(|e| fail(e.to_string()))?;
-        Ok(Client { http, server: cluster.server.trim_end_matches('/').to_owned(), token })
+        let namespace = config.current_namespace().to_owned();
+        Ok(Client { http, server: cluster.server.trim_end_matches('/').to_owned(), token, namespace })
     }
 
     /// The server's URL.
     pub fn server(&self) -> &str {
         &self.server
+    }
+
+    /// The namespace of the current context (`default` when it names none): where a named
+    /// object of a namespaced resource is looked for when no namespace is given.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
     }
 
     /// Sends `method` to `path` with an optional JSON body; answers the JSON reply.
@@ -174,6 +182,13 @@ mod tests {
         let client = Client::from_kubeconfig(&path).unwrap();
         assert_eq!(client.server(), "https://127.0.0.1:6443");
         assert_eq!(client.token.as_deref(), Some("abc"));
+        assert_eq!(client.namespace(), "default", "a context naming no namespace");
+        std::fs::write(
+            &path,
+            "clusters:\n- name: c\n  cluster:\n    server: https://h/\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n    namespace: shop\ncurrent-context: x\nusers:\n- name: u\n  user:\n    token: abc\n",
+        )
+        .unwrap();
+        assert_eq!(Client::from_kubeconfig(&path).unwrap().namespace(), "shop");
         std::fs::write(&path, "contexts: []\n").unwrap();
         assert!(Client::from_kubeconfig(&path).unwrap_err().to_string().contains("no context"));
         std::fs::remove_dir_all(&dir).unwrap();

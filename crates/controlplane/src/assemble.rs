@@ -64,7 +64,8 @@ pub async fn assemble(config: &Config, store: Arc<dyn Store>) -> Result<ControlP
     let store = crate::metered::metered(store, engine, &mut metrics_registry);
     let scheme = Arc::new(Scheme::new(&config.domain));
     let registry = Registry::new(store.clone(), Arc::new(SystemClock), "/registry/")
-        .with_watch_window_bytes(config.watch_window_bytes);
+        .with_watch_window_bytes(config.watch_window_bytes)
+        .with_history_limit(config.history_limit);
     let watch_caches = crate::watch_metrics::WatchCacheCollector { registry: registry.clone() };
     let application = Arc::new(ApplicationLayer::new(scheme.clone(), registry));
     let client = application.client(kayra_application::controller_identity("controller"));

@@ -83,6 +83,9 @@ pub struct Config {
     /// The most such streams one user has open at once, across nodes (default 64); each
     /// connection a port-forward carries counts.
     pub max_streams_per_user: usize,
+    /// How many past spec states of each Application, ApplicationSet and Service are kept for
+    /// `history` and `rollback` (default 10, at most 100; 0 keeps none). Secrets keep none.
+    pub history_limit: usize,
     /// The scheduler: `policy` is `spread` (the default: the emptiest node wins) or `binpack`
     /// (the fullest node that fits wins).
     pub scheduler: SchedulerConfig,
@@ -183,6 +186,7 @@ impl Default for Config {
             stream_idle_timeout_seconds: 4 * 60 * 60,
             max_streams_per_node: 128,
             max_streams_per_user: 64,
+            history_limit: kayra_registry::DEFAULT_HISTORY_LIMIT,
             scheduler: SchedulerConfig::default(),
             feature_gates: BTreeMap::new(),
         }
@@ -248,6 +252,9 @@ impl Config {
         }
         if self.watch_window_bytes < 1 << 20 {
             return Err("watchWindowBytes must be at least 1048576 (1 MiB)".to_owned());
+        }
+        if self.history_limit > kayra_registry::MAX_HISTORY_LIMIT {
+            return Err(format!("historyLimit must be at most {}", kayra_registry::MAX_HISTORY_LIMIT));
         }
         if !kayra_api::validation::is_dns_label(&self.consul.datacenter) {
             return Err(format!("consul.datacenter {:?} is not a DNS label", self.consul.datacenter));

@@ -71,6 +71,7 @@ impl Registry {
             causes.extend(name_causes(resource, meta_str(&object, "name")));
         }
         causes.extend(resource.strategy.validate(&object, None));
+        causes.extend(crate::history::door_causes(resource, &object, None, options.part));
         if !causes.is_empty() {
             return Err(invalid(resource, &object, causes));
         }
@@ -98,7 +99,7 @@ impl Registry {
                 }
                 return Ok(object);
             }
-            match self.create_key(resource, &object, &key).await? {
+            match self.create_key(resource, &object, &key, &options).await? {
                 Outcome::Applied(revision) => {
                     object::metadata_mut(&mut object)
                         .insert("resourceVersion".into(), Value::String(revision.to_string()));
@@ -115,24 +116,33 @@ impl Registry {
         })
     }
 
-    /// Writes a new object's key; one that expires is attached to a lease that ends then.
+    /// Writes a new object's key, with its first history entry when its Kind keeps history;
+    /// one that expires is attached to a lease that ends then.
     async fn create_key(
         &self,
         resource: &Resource,
         object: &Object,
         key: &str,
+        options: &WriteOptions,
     ) -> Result<Outcome, RegistryError> {
+        let history = self.history_put(resource, key, object, options);
         let Some(expires) = resource.strategy.expires_at(object) else {
-            return Ok(self.store.create(key, Self::encode(object)).await?);
+            let Some(history) = history else {
+                return Ok(self.store.create(key, Self::encode(object)).await?);
+            };
+            let txn = Txn {
+                compares: vec![Compare::Absent(key.to_owned())],
+                ops: vec![Op::put(key, Self::encode(object)), history],
+            };
+            return Ok(Outcome::from(self.store.txn(txn).await?));
         };
         let value = Self::encode(object);
         let mut lease = self.lease_until(resource, object, expires).await?;
         let mut ended = false;
         let outcome = loop {
-            let txn = Txn {
-                compares: vec![Compare::Absent(key.to_owned())],
-                ops: vec![Op::Put { key: key.to_owned(), value: value.clone(), lease: Some(lease) }],
-            };
+            let mut ops = vec![Op::Put { key: key.to_owned(), value: value.clone(), lease: Some(lease) }];
+            ops.extend(history.clone());
+            let txn = Txn { compares: vec![Compare::Absent(key.to_owned())], ops };
             match self.store.txn(txn).await {
                 // A shared lease that ended early (revoked with everything on it): a fresh one.
                 Err(kayra_store::StoreError::LeaseNotFound(_)) if !ended => {

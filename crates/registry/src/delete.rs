@@ -144,7 +144,7 @@ impl Registry {
             if options.dry_run {
                 return Ok(Deleted::Gone(object));
             }
-            match self.store.delete_if(&key, current.mod_revision).await? {
+            match self.delete_with_history(resource, &key, current.mod_revision).await? {
                 Outcome::Applied(_) => return Ok(Deleted::Gone(object)),
                 Outcome::Conflict(_) => continue,
             }

@@ -11,7 +11,9 @@
 //! policy), `list` (pages, continue tokens, answers from the watch cache) and `namespaces`
 //! (which namespaces take new objects, and finalizing one). `options` holds what callers pass
 //! and get back, `admission` the port through which a writer's admission decides, `leases` the
-//! shared leases of expiring objects, and `watch` the watch caches.
+//! shared leases of expiring objects, `history` the last spec states of the Kinds that keep
+//! them (recorded in the same transaction as each write), rollback and the fields only a door
+//! writes, and `watch` the watch caches.
 //!
 //! It knows nothing of HTTP (errors are [`RegistryError`]s that the HTTP adapter maps), of any
 //! particular Kind (a [`Resource`] describes one and its [`Strategy`] adds its rules; only the
@@ -24,6 +26,7 @@ mod create;
 mod delete;
 mod error;
 pub mod fields;
+mod history;
 pub mod labels;
 mod leases;
 mod list;
@@ -48,11 +51,12 @@ use serde_json::{Map, Value};
 pub use admission::{Admission, AdmissionRequest, Admit, Operation, Refusal};
 pub use delete::{FOREGROUND_FINALIZER, ORPHAN_FINALIZER};
 pub use error::RegistryError;
+pub use history::{DEFAULT_HISTORY_LIMIT, History, HistoryEntry, MAX_HISTORY_LIMIT};
 pub use namespaces::namespace_terminating;
 pub use object::{Object, finalizers, labels as object_labels, meta_str};
 pub use options::{
-    Applied, ApplyOptions, Creation, DeleteOptions, Deleted, FieldManager, JsonItems, JsonList, List, ListOptions,
-    Part, PatchKind, WriteOptions,
+    Applied, ApplyOptions, Creation, DeleteOptions, Deleted, FieldManager, JsonItems, JsonList, List,
+    ListOptions, Part, PatchKind, WriteOptions,
 };
 pub use resource::{NoRules, Resource, Strategy, path};
 pub use update::MAX_PATCH_OPERATIONS;
@@ -74,6 +78,7 @@ pub struct Registry {
     root: String,
     caches: Arc<watch::Caches>,
     leases: Arc<Mutex<HashMap<String, SharedLease>>>,
+    history_limit: usize,
 }
 
 impl std::fmt::Debug for Registry {
@@ -85,7 +90,14 @@ impl std::fmt::Debug for Registry {
 impl Registry {
     /// A registry keeping its objects under `root` (such as `/registry/`) in the store.
     pub fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>, root: impl Into<String>) -> Registry {
-        Registry { store, clock, root: root.into(), caches: Arc::default(), leases: Arc::default() }
+        Registry {
+            store,
+            clock,
+            root: root.into(),
+            caches: Arc::default(),
+            leases: Arc::default(),
+            history_limit: DEFAULT_HISTORY_LIMIT,
+        }
     }
 
     /// The same registry with watch caches whose windows of recent changes, and whose clients'
@@ -266,8 +278,8 @@ pub(crate) enum Managed {
 pub(crate) fn scope(resource: &Resource, part: Part) -> Scope {
     match part {
         Part::Status | Part::Approval => Scope::OnlyStatus,
-        Part::Main if resource.status_subresource => Scope::AllButStatus,
-        Part::Main | Part::Binding => Scope::Whole,
+        Part::Main | Part::Door(_) if resource.status_subresource => Scope::AllButStatus,
+        Part::Main | Part::Door(_) | Part::Binding => Scope::Whole,
     }
 }
 

@@ -20,13 +20,17 @@ pub enum Part {
     /// it as a write of the object; it leaves `metadata.generation` as stored, since placement
     /// is the control plane's decision and not a new desired state from the object's author.
     Binding,
+    /// A door subresource (`freeze`, `thaw`): a write of the object that may change the field
+    /// only that door writes (`Strategy::doors`). It moves `generation` as any spec change
+    /// does, and adds no history entry: an operation, not a new state from the author.
+    Door(&'static str),
 }
 
 impl Part {
     /// Whether a write of this part changes the object itself (not only its status): what
     /// admission's rules about the object decide.
     pub fn writes_object(self) -> bool {
-        matches!(self, Part::Main | Part::Binding)
+        matches!(self, Part::Main | Part::Binding | Part::Door(_))
     }
 }
 
@@ -39,6 +43,7 @@ impl Part {
             Part::Status => "status",
             Part::Approval => "approval",
             Part::Binding => "binding",
+            Part::Door(door) => door,
         }
     }
 }
@@ -54,13 +59,21 @@ pub struct WriteOptions {
     pub admit: Admit,
     /// Who the write is recorded as in `metadata.managedFields`.
     pub manager: FieldManager,
+    /// The writer's user, as the object's history records it.
+    pub author: Option<String>,
 }
 
 impl WriteOptions {
-    /// A write of the object itself (not a dry run), admitted by `admit`, recorded as an
-    /// unnamed manager until one is named.
+    /// A write of the object itself (not a dry run) by no one in particular, admitted by
+    /// `admit`, recorded as an unnamed manager until one is named.
     pub fn new(admit: Admit) -> WriteOptions {
-        WriteOptions { dry_run: false, part: Part::Main, admit, manager: FieldManager::default() }
+        WriteOptions {
+            dry_run: false,
+            part: Part::Main,
+            admit,
+            manager: FieldManager::default(),
+            author: None,
+        }
     }
 
     /// The subresource the write is recorded as coming through.

@@ -6,6 +6,7 @@ use std::sync::{Arc, LazyLock};
 use kayra_merge::schema::Schema;
 use serde_json::Value;
 
+use kayra_api::scheme::Door;
 use kayra_api::validation::FieldError;
 
 use crate::Object;
@@ -114,6 +115,23 @@ pub trait Strategy: Send + Sync {
     fn merge_schema(&self) -> &Schema {
         static UNTYPED: LazyLock<Schema> = LazyLock::new(Schema::untyped);
         &UNTYPED
+    }
+
+    /// Whether the last spec states of each object are kept (see `Registry::history`).
+    fn keeps_history(&self) -> bool {
+        false
+    }
+
+    /// The fields only a door subresource writes: an ordinary write that changes one is
+    /// refused, naming the door.
+    fn doors(&self) -> &[Door] {
+        &[]
+    }
+
+    /// Adjusts an object restored from its history from the current one: what the control
+    /// plane decided since stays. By default nothing.
+    fn restored(&self, current: &Object, restored: &mut Object) {
+        let _ = (current, restored);
     }
 
     /// Checks an object's name; the default accepts DNS subdomains.

@@ -173,13 +173,15 @@ impl Registry {
                 carry_over(resource, &old, &mut object, options.part);
             }
             causes.extend(resource.strategy.validate(&object, Some(&old)));
+            causes.extend(crate::history::door_causes(resource, &object, Some(&old), options.part));
             if !causes.is_empty() {
                 return Err(invalid(resource, &object, causes));
             }
             options.validate(resource, Operation::Update, &object, Some(&old))?;
             // `generation` counts the author's changes to the spec. A binding's placement (or its
             // undoing) is the control plane's decision, and leaves it, as `pods/binding` does.
-            if options.part != Part::Binding && object::spec_of(&object) != object::spec_of(&old) {
+            let moved = options.part != Part::Binding && object::spec_of(&object) != object::spec_of(&old);
+            if moved {
                 let generation = path(&old, "metadata.generation").and_then(Value::as_i64).unwrap_or(0) + 1;
                 object::metadata_mut(&mut object).insert("generation".into(), json!(generation));
             }
@@ -189,7 +191,7 @@ impl Registry {
                 return Ok(object);
             }
             if finished {
-                match self.store.delete_if(&key, current.mod_revision).await? {
+                match self.delete_with_history(resource, &key, current.mod_revision).await? {
                     Outcome::Applied(_) => return Ok(object),
                     Outcome::Conflict(_) if expected.is_none() => continue,
                     Outcome::Conflict(_) => return Err(stale(resource, name)),
@@ -199,10 +201,11 @@ impl Registry {
                 return Ok(old);
             }
             let (lease, granted) = self.lease_for_update(resource, &old, &object, current.lease).await?;
-            let txn = Txn {
-                compares: vec![Compare::ModifiedAt(key.clone(), current.mod_revision)],
-                ops: vec![Op::Put { key: key.clone(), value: Self::encode(&object), lease }],
-            };
+            let mut ops = vec![Op::Put { key: key.clone(), value: Self::encode(&object), lease }];
+            if moved {
+                ops.extend(self.history_put(resource, &key, &object, &options));
+            }
+            let txn = Txn { compares: vec![Compare::ModifiedAt(key.clone(), current.mod_revision)], ops };
             let outcome = match (self.store.txn(txn).await, granted) {
                 // A shared lease that ended early (revoked with everything on it): the next
                 // attempt is granted a fresh one.
@@ -287,7 +290,7 @@ fn carry_over(resource: &Resource, old: &Object, object: &mut Object, part: Part
         };
         return;
     }
-    if resource.status_subresource && part == Part::Main {
+    if resource.status_subresource && matches!(part, Part::Main | Part::Door(_)) {
         match old.get("status") {
             Some(status) => object.insert("status".into(), status.clone()),
             None => object.remove("status"),

@@ -7,6 +7,11 @@
 //! [`v2`] is used where `/sys/fs/cgroup` is the unified hierarchy with the `memory`, `cpu` and
 //! `pids` controllers; [`v1`] where those controllers are mounted one per directory (the hybrid
 //! layout of these machines); otherwise limits fall back to `setrlimit` ([`crate::rlimit`]).
+//!
+//! A frozen Application ([`Freezing`]) is held by its cgroup: v2's `cgroup.freeze`, or v1's
+//! `freezer.state` where the `freezer` hierarchy is mounted and writable (its cgroup is then
+//! created there too); where neither can be written, the runtime stops its process group with
+//! `SIGSTOP` instead.
 
 pub(crate) mod v1;
 pub(crate) mod v2;
@@ -47,6 +52,44 @@ impl Enforcement {
             }
             Enforcement::Rlimit => {
                 "no usable cgroups: memory and process count limited by setrlimit (RLIMIT_AS, RLIMIT_NPROC), CPU not limited"
+            }
+        }
+    }
+}
+
+/// How a node holds a frozen Application's processes where they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Freezing {
+    /// cgroup v2: `cgroup.freeze` of the Application's cgroup.
+    CgroupV2,
+    /// cgroup v1: `freezer.state` of the Application's cgroup in the `freezer` hierarchy.
+    CgroupV1,
+    /// No writable freezer: `SIGSTOP` to the process group, `SIGCONT` to thaw it.
+    Signal,
+}
+
+impl Freezing {
+    /// The CamelCase word the `Frozen` condition's reason carries.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Freezing::CgroupV2 => "CgroupFreeze",
+            Freezing::CgroupV1 => "CgroupFreezer",
+            Freezing::Signal => "SIGSTOP",
+        }
+    }
+
+    /// How the processes are held, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Freezing::CgroupV2 => {
+                "frozen by its cgroup (cgroup v2 cgroup.freeze): every process in it is held"
+            }
+            Freezing::CgroupV1 => {
+                "frozen by its cgroup (cgroup v1 freezer.state FROZEN): every process in it is held"
+            }
+            Freezing::Signal => {
+                "no writable cgroup freezer on this node: its process group is stopped with SIGSTOP \
+                 (a process that left the group is not held)"
             }
         }
     }
@@ -117,7 +160,8 @@ pub(crate) struct Cgroups {
 #[derive(Debug, Clone)]
 enum Hierarchy {
     V2(PathBuf),
-    V1(PathBuf),
+    /// The mount, and whether its `freezer` hierarchy is usable.
+    V1(PathBuf, bool),
     None,
 }
 
@@ -128,7 +172,7 @@ impl Cgroups {
         let hierarchy = if v2::usable(mount) {
             Hierarchy::V2(mount.to_owned())
         } else if v1::usable(mount) {
-            Hierarchy::V1(mount.to_owned())
+            Hierarchy::V1(mount.to_owned(), v1::freezer_usable(mount))
         } else {
             Hierarchy::None
         };
@@ -139,7 +183,7 @@ impl Cgroups {
     pub(crate) fn enforcement(&self) -> Enforcement {
         match self.hierarchy {
             Hierarchy::V2(_) => Enforcement::CgroupV2,
-            Hierarchy::V1(_) => Enforcement::CgroupV1,
+            Hierarchy::V1(..) => Enforcement::CgroupV1,
             Hierarchy::None => Enforcement::Rlimit,
         }
     }
@@ -149,7 +193,7 @@ impl Cgroups {
         let relative = self.parent.join(app);
         match &self.hierarchy {
             Hierarchy::V2(mount) => v2::create(mount, &relative, limits),
-            Hierarchy::V1(mount) => v1::create(mount, &relative, limits),
+            Hierarchy::V1(mount, freezer) => v1::create(mount, &relative, limits, *freezer),
             Hierarchy::None => Ok(()),
         }
     }
@@ -159,7 +203,9 @@ impl Cgroups {
         let relative = self.parent.join(app);
         match &self.hierarchy {
             Hierarchy::V2(mount) => vec![mount.join(&relative).join("cgroup.procs")],
-            Hierarchy::V1(mount) => v1::dirs(mount, &relative).map(|dir| dir.join("cgroup.procs")).collect(),
+            Hierarchy::V1(mount, freezer) => {
+                v1::dirs(mount, &relative, *freezer).map(|dir| dir.join("cgroup.procs")).collect()
+            }
             Hierarchy::None => Vec::new(),
         }
     }
@@ -169,7 +215,7 @@ impl Cgroups {
         let relative = self.parent.join(app);
         match &self.hierarchy {
             Hierarchy::V2(mount) => Some(OomCounter { path: mount.join(&relative).join("memory.events") }),
-            Hierarchy::V1(mount) => {
+            Hierarchy::V1(mount, _) => {
                 Some(OomCounter { path: mount.join("memory").join(&relative).join("memory.oom_control") })
             }
             Hierarchy::None => None,
@@ -181,21 +227,80 @@ impl Cgroups {
         let relative = self.parent.join(app);
         match &self.hierarchy {
             Hierarchy::V2(mount) => v2::usage(&mount.join(relative)),
-            Hierarchy::V1(mount) => v1::usage(mount, &relative),
+            Hierarchy::V1(mount, _) => v1::usage(mount, &relative),
             Hierarchy::None => None,
         }
     }
 
-    /// Kills whatever is left in `app`'s cgroup and removes it.
+    /// Freezes `app`'s cgroup, in which `pid` runs, and waits (up to a second) until the
+    /// kernel says every process in it is held; answers how. `None` when this node's cgroups
+    /// cannot freeze it (no writable freezer, or a workload started outside the freezer's
+    /// cgroup): the caller stops the process group instead.
+    pub(crate) fn freeze(&self, app: &str, pid: u32) -> Option<Freezing> {
+        let relative = self.parent.join(app);
+        let (how, held): (Freezing, Box<dyn Fn() -> bool>) = match &self.hierarchy {
+            Hierarchy::V2(mount) => {
+                let dir = mount.join(&relative);
+                if !holds(&dir, pid) || v2::set_frozen(&dir, true).is_err() {
+                    return None;
+                }
+                (Freezing::CgroupV2, Box::new(move || v2::frozen(&dir)))
+            }
+            Hierarchy::V1(mount, true) => {
+                if !holds(&mount.join(v1::FREEZER).join(&relative), pid)
+                    || v1::set_frozen(mount, &relative, true).is_err()
+                {
+                    return None;
+                }
+                let mount = mount.clone();
+                (Freezing::CgroupV1, Box::new(move || v1::frozen(&mount, &relative)))
+            }
+            Hierarchy::V1(_, false) | Hierarchy::None => return None,
+        };
+        for _ in 0..100 {
+            if held() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Some(how)
+    }
+
+    /// Thaws `app`'s cgroup, frozen as `how` said.
+    pub(crate) fn thaw(&self, app: &str, how: Freezing) -> io::Result<()> {
+        let relative = self.parent.join(app);
+        match (&self.hierarchy, how) {
+            (Hierarchy::V2(mount), Freezing::CgroupV2) => v2::set_frozen(&mount.join(&relative), false),
+            (Hierarchy::V1(mount, _), Freezing::CgroupV1) => v1::set_frozen(mount, &relative, false),
+            _ => Ok(()),
+        }
+    }
+
+    /// Kills whatever is left in `app`'s cgroup and removes it (thawed first: a frozen
+    /// process does not die until it is thawed).
     pub(crate) fn remove(&self, app: &str) -> io::Result<()> {
         let relative = self.parent.join(app);
         let dirs: Vec<PathBuf> = match &self.hierarchy {
-            Hierarchy::V2(mount) => vec![mount.join(&relative)],
-            Hierarchy::V1(mount) => v1::dirs(mount, &relative).collect(),
+            Hierarchy::V2(mount) => {
+                let _ = v2::set_frozen(&mount.join(&relative), false);
+                vec![mount.join(&relative)]
+            }
+            Hierarchy::V1(mount, freezer) => {
+                if *freezer {
+                    let _ = v1::set_frozen(mount, &relative, false);
+                }
+                v1::dirs(mount, &relative, *freezer).collect()
+            }
             Hierarchy::None => return Ok(()),
         };
         remove_dirs(&dirs)
     }
+}
+
+/// Whether the cgroup at `dir` holds the process `pid`.
+fn holds(dir: &Path, pid: u32) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .is_ok_and(|procs| procs.lines().any(|line| line.trim() == pid.to_string()))
 }
 
 /// Removes cgroup directories, killing their remaining processes first; a directory only goes

@@ -28,6 +28,14 @@ impl ProcessId {
         };
         start_time_from_stat(&stat) == Some(self.start_time) && state_from_stat(&stat) != Some(b'Z')
     }
+
+    /// Whether this very process is stopped by a signal (state `T`).
+    pub(crate) fn is_stopped(self) -> bool {
+        let Ok(stat) = std::fs::read(Path::new("/proc").join(self.pid.to_string()).join("stat")) else {
+            return false;
+        };
+        start_time_from_stat(&stat) == Some(self.start_time) && state_from_stat(&stat) == Some(b'T')
+    }
 }
 
 /// Field 22 of a `/proc/<pid>/stat` line. The command name (field 2) is in parentheses and may

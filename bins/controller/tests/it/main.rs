@@ -9,6 +9,8 @@ mod csr;
 mod draining;
 mod failover;
 mod features;
+mod freezing;
+mod history;
 mod kubectl;
 mod leases;
 mod logs;

@@ -76,6 +76,10 @@ fn clients_cannot_claim_a_set_or_change_what_it_renders() {
         *value.pointer_mut(pointer).expect("the field's parent exists") = field;
         value
     };
+    let frozen = |mut value: Value| {
+        value["spec"]["frozen"] = json!(true);
+        value
+    };
     let mut only_label = app("1", false);
     only_label["metadata"]["labels"][SET] = json!("web");
     let mut only_hash = app("1", false);
@@ -139,6 +143,35 @@ fn clients_cannot_claim_a_set_or_change_what_it_renders() {
             "the set rolls its children",
         ),
         ("alice", "applications", Main, app("2", false), Some(app("1", false)), Ok(()), "a plain update"),
+        (
+            "alice",
+            "applications",
+            Part::Door("freeze"),
+            frozen(app("1", true)),
+            Some(app("1", true)),
+            Err(
+                "its Applications are frozen and thawed with it: POST .../applicationsets/web/freeze instead",
+            ),
+            "a child's freeze is the set's",
+        ),
+        (
+            "appset",
+            "applications",
+            Part::Door("freeze"),
+            frozen(app("1", true)),
+            Some(app("1", true)),
+            Ok(()),
+            "the set freezes its children",
+        ),
+        (
+            "alice",
+            "applications",
+            Part::Door("freeze"),
+            frozen(app("1", false)),
+            Some(app("1", false)),
+            Ok(()),
+            "an Application of no set",
+        ),
         (
             "alice",
             "applications",

@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 use super::{Condition, ConditionType, Kind};
 use crate::scheme::{
-    ATTACH, BINDING, EXEC, KindInfo, LOG, METRICS, NameRule, PORTFORWARD, STATUS, TOKEN, typed,
+    ATTACH, BINDING, EXEC, FREEZE, FROZEN, HISTORY, KindInfo, LOG, METRICS, NameRule, PORTFORWARD, ROLLBACK,
+    STATUS, THAW, TOKEN, typed,
 };
 use crate::table::{Column, text_or_none};
 use crate::validation::FieldError;
@@ -130,6 +131,12 @@ pub struct ApplicationSpec {
     /// empty.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stdin: bool,
+    /// Whether the process is frozen: held where it is by the node (its cgroup frozen, or its
+    /// process group stopped), probes suspended, no restart counted, until thawed. Written only
+    /// through the `freeze` and `thaw` subresources (for a set's child, the set's); an ordinary
+    /// write that changes it is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen: bool,
 }
 
 /// The identity the process runs as. When the node agent runs as root, the process runs as
@@ -430,6 +437,22 @@ impl Kind for Application {
         }
     }
 
+    /// A rollback restores what the author asked for, not where the process runs: the node
+    /// stays as it is now (placed by the scheduler or pinned since).
+    fn restored(current: &Map<String, Value>, restored: &mut Map<String, Value>) {
+        let node = bound_node(current).map(str::to_owned);
+        let Some(spec) = restored.get_mut("spec").and_then(Value::as_object_mut) else { return };
+        let placement = spec.entry("placement").or_insert_with(|| Value::Object(Map::new()));
+        let Some(placement) = placement.as_object_mut() else { return };
+        match node {
+            Some(node) => placement.insert("nodeName".into(), Value::String(node)),
+            None => placement.remove("nodeName"),
+        };
+        if placement.is_empty() {
+            spec.remove("placement");
+        }
+    }
+
     fn default_fields(&mut self) {
         let lifecycle = &mut self.spec.lifecycle;
         lifecycle.restart_policy.get_or_insert_with(|| "Always".to_owned());
@@ -467,7 +490,21 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
         short_names: &["app", "apps"],
         categories: &["all"],
-        subresources: &[STATUS, LOG, BINDING, METRICS, TOKEN, EXEC, ATTACH, PORTFORWARD],
+        subresources: &[
+            STATUS,
+            LOG,
+            BINDING,
+            METRICS,
+            TOKEN,
+            EXEC,
+            ATTACH,
+            PORTFORWARD,
+            HISTORY,
+            ROLLBACK,
+            FREEZE,
+            THAW,
+        ],
+        doors: &[FROZEN],
         field_labels: &[NODE_NAME_FIELD, "spec.serviceName", "status.phase"],
         columns: &[
             Column {

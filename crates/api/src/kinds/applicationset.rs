@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::application::{Application, ApplicationSpec, EnvVar};
 use super::{Condition, Kind, duplicates, validate_conditions};
-use crate::scheme::{KindInfo, NameRule, SCALE, STATUS, typed};
+use crate::scheme::{FREEZE, FROZEN, HISTORY, KindInfo, NameRule, ROLLBACK, SCALE, STATUS, THAW, typed};
 use crate::table::{Column, text_or_none};
 use crate::validation::{FieldError, is_dns_label};
 
@@ -77,6 +77,12 @@ pub struct ApplicationSetSpec {
     /// How changes roll out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Whether the set is frozen: its rollout is held (nothing is created, replaced or pruned;
+    /// `Progressing=False` with reason `Frozen`) and its Applications are frozen with it, until
+    /// thawed. Written only through the set's `freeze` and `thaw` subresources; an ordinary
+    /// write that changes it is refused.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub frozen: bool,
 }
 
 /// One component of a set.
@@ -300,6 +306,12 @@ impl Kind for ApplicationSet {
                     "must be a DNS label",
                 ));
             }
+            if component.spec.frozen {
+                errors.push(FieldError::forbidden(
+                    format!("{field}.spec.frozen"),
+                    "a set's Applications are frozen with the set: POST .../applicationsets/<name>/freeze",
+                ));
+            }
             let application = Application { spec: component.spec.clone(), ..Application::default() };
             for error in application.validate(None) {
                 errors.push(FieldError {
@@ -354,7 +366,8 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
         short_names: &["appset", "appsets"],
         categories: &["all"],
-        subresources: &[STATUS, SCALE],
+        subresources: &[STATUS, SCALE, HISTORY, ROLLBACK, FREEZE, THAW],
+        doors: &[FROZEN],
         field_labels: &["status.phase"],
         columns: &[
             Column {

@@ -13,6 +13,7 @@ pub mod core;
 pub mod csr;
 pub mod lease;
 pub mod rbac;
+pub mod revision;
 pub mod secret;
 pub mod service;
 pub mod usage;
@@ -45,6 +46,16 @@ pub trait Kind: Serialize + DeserializeOwned + schemars::JsonSchema + Send + Syn
         object: &mut serde_json::Map<String, serde_json::Value>,
     ) {
         let _ = (old, object);
+    }
+
+    /// Adjusts an object restored from its history (a rollback) from the current one, on the
+    /// JSON forms: what the control plane decided since (a placement, an allocated address)
+    /// stays as it is now.
+    fn restored(
+        current: &serde_json::Map<String, serde_json::Value>,
+        restored: &mut serde_json::Map<String, serde_json::Value>,
+    ) {
+        let _ = (current, restored);
     }
 
     /// Whether objects of this Kind may expire ([`Kind::expires_at`] can answer a time): when
@@ -103,6 +114,12 @@ pub enum ConditionType {
     NodeLost,
     /// An ApplicationSet's Applications are what its template asks for.
     Converged,
+    /// An Application's processes are frozen (`spec.frozen`); the reason says how the node
+    /// holds them.
+    Frozen,
+    /// An ApplicationSet's rollout is moving (`False` with reason `Frozen` while the set is
+    /// frozen).
+    Progressing,
 }
 
 impl ConditionType {
@@ -113,6 +130,8 @@ impl ConditionType {
             ConditionType::Scheduled => "Scheduled",
             ConditionType::NodeLost => "NodeLost",
             ConditionType::Converged => "Converged",
+            ConditionType::Frozen => "Frozen",
+            ConditionType::Progressing => "Progressing",
         }
     }
 }

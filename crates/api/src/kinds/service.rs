@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{Kind, duplicates};
-use crate::scheme::{KindInfo, NameRule, STATUS, typed};
+use crate::scheme::{HISTORY, KindInfo, NameRule, ROLLBACK, STATUS, typed};
 use crate::table::{Column, text, text_or_none};
 use crate::validation::{FieldError, is_dns_label};
 
@@ -133,6 +133,17 @@ pub struct ServicePort {
 }
 
 impl Kind for Service {
+    /// A rollback restores the ports, tags and meta the author wrote; the Service keeps the
+    /// address it has now.
+    fn restored(current: &serde_json::Map<String, Value>, restored: &mut serde_json::Map<String, Value>) {
+        let address = current.get("spec").and_then(|spec| spec.get("clusterIP")).cloned();
+        let Some(spec) = restored.get_mut("spec").and_then(Value::as_object_mut) else { return };
+        match address {
+            Some(address) => spec.insert("clusterIP".into(), address),
+            None => spec.remove("clusterIP"),
+        };
+    }
+
     fn default_fields(&mut self) {
         for port in &mut self.spec.ports {
             port.protocol.get_or_insert_with(|| "TCP".to_owned());
@@ -255,7 +266,7 @@ pub(crate) fn kind_info(fleet: &str) -> KindInfo {
     KindInfo {
         short_names: &["svc"],
         categories: &["all"],
-        subresources: &[STATUS],
+        subresources: &[STATUS, HISTORY, ROLLBACK],
         columns: &[
             Column {
                 name: "Cluster-IP",

@@ -270,7 +270,7 @@ fn application_sets_roll_by_an_int_or_percent_budget_and_print_ready_of_desired(
         assert_eq!(rolling_budget(max.as_ref(), desired), budget, "{max:?} of {desired}");
     }
     let subresources: Vec<&str> = set.subresources.iter().map(|sub| sub.name).collect();
-    assert_eq!(subresources, ["status", "scale"]);
+    assert_eq!(subresources, ["status", "scale", "history", "rollback", "freeze", "thaw"]);
     let columns: Vec<&str> = set.table_columns().iter().map(|c| c.name).collect();
     assert_eq!(columns, ["Name", "Ready", "Up-to-date", "Phase", "Age"]);
     let object = json!({"metadata": {"name": "web"}, "status": {"desired": 4, "ready": 3, "updated": 2}});
@@ -351,4 +351,32 @@ fn the_rbac_check_is_a_create_only_review_of_the_authorization_group() {
         .unwrap();
     let plurals: Vec<&str> = kinds.iter().map(|kind| kind.plural).collect();
     assert_eq!(plurals, ["roles", "rolebindings", "clusterroles", "clusterrolebindings", "check"]);
+}
+
+#[test]
+fn the_workloads_keep_history_secrets_do_not_and_only_freeze_and_thaw_write_spec_frozen() {
+    let scheme = Scheme::new("example.com");
+    let fleet = |plural: &str| scheme.find("fleet.example.com", "v1", plural).unwrap();
+    for plural in ["applications", "applicationsets", "services"] {
+        assert!(fleet(plural).keeps_history(), "{plural}");
+        let rollback = fleet(plural).subresource("rollback").unwrap();
+        assert_eq!(rollback.verbs, [Verb::Create], "{plural}");
+        assert_eq!(fleet(plural).subresource("history").unwrap().verbs, [Verb::Get], "{plural}");
+    }
+    assert!(!fleet("secrets").keeps_history());
+    assert!(fleet("secrets").subresource("rollback").is_none());
+    assert!(!scheme.find("", "v1", "namespaces").unwrap().keeps_history());
+    for plural in ["applications", "applicationsets"] {
+        let kind = fleet(plural);
+        for door in ["freeze", "thaw"] {
+            let found = kind.door(door).unwrap_or_else(|| panic!("{plural}/{door}"));
+            assert_eq!(
+                (found.field, found.pointer, found.permission),
+                ("spec.frozen", "/spec/frozen", "freeze")
+            );
+            assert_eq!(kind.subresource(door).unwrap().verbs, [Verb::Create]);
+        }
+        assert!(kind.door("status").is_none());
+    }
+    assert!(fleet("services").doors.is_empty());
 }

@@ -43,6 +43,13 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
     // exec`, `cp`, `attach`, `port-forward`): each a `create` of a stream, as Kubernetes' admin
     // and edit may, and view may not.
     let streams = json!({"apis": [fleet, ""], "resources": ["applications/exec", "applications/attach", "applications/portforward", "pods/exec", "pods/attach", "pods/portforward"], "verbs": ["create"]});
+    // The spec states the workloads' histories keep, which whoever reads the workloads reads;
+    // a rollback is an update, which whoever updates them may make.
+    let history = json!({"apis": [fleet], "resources": ["applications/history", "applicationsets/history", "services/history"], "verbs": ["get"]});
+    let rollback = json!({"apis": [fleet], "resources": ["applications/rollback", "applicationsets/rollback", "services/rollback"], "verbs": ["create"]});
+    // Freezing and thawing a workload (both `create` on `<resource>/freeze`): admin's alone, as
+    // a permission of its own to grant.
+    let freeze = json!({"apis": [fleet], "resources": ["applications/freeze", "applicationsets/freeze"], "verbs": ["create"]});
     let roles = vec![
         role(
             "cluster-admin",
@@ -81,6 +88,9 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 eviction.clone(),
                 tokens.clone(),
                 streams.clone(),
+                history.clone(),
+                rollback.clone(),
+                freeze,
             ]),
         ),
         role(
@@ -96,6 +106,8 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 eviction,
                 tokens,
                 streams,
+                history.clone(),
+                rollback,
             ]),
         ),
         role(
@@ -107,6 +119,7 @@ pub fn defaults(domain: &str) -> (Vec<Value>, Vec<Value>) {
                 {"apis": [fleet], "resources": statuses, "verbs": ["get", "list", "watch"]},
                 logs,
                 pod_metrics,
+                history,
             ]),
         ),
         // A node writes its own Node (NodeRestriction admission confines it to that one), renews

@@ -215,6 +215,7 @@ fn subresource(part: Part) -> Option<&'static str> {
         Part::Status => Some("status"),
         Part::Approval => Some("approval"),
         Part::Binding => Some("binding"),
+        Part::Door(door) => Some(door),
     }
 }
 

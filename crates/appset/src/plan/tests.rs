@@ -42,6 +42,7 @@ struct Case<'a> {
     same_node: bool,
     prune: bool,
     generation: i64,
+    frozen: bool,
 }
 
 impl<'a> Case<'a> {
@@ -54,6 +55,7 @@ impl<'a> Case<'a> {
             same_node: false,
             prune: true,
             generation: 1,
+            frozen: false,
         }
     }
 
@@ -64,6 +66,7 @@ impl<'a> Case<'a> {
             same_node: self.same_node,
             prune: self.prune,
             max_unavailable: self.max_unavailable.as_ref(),
+            frozen: self.frozen,
             children: &self.children,
             services: &self.services,
             previous: None,
@@ -91,6 +94,8 @@ fn steps(plan: &Plan) -> Vec<String> {
                 a.bound_node().map(|n| format!("@{n}")).unwrap_or_default()
             ),
             Step::Delete(name) => format!("delete {name}"),
+            Step::Freeze { name, frozen: true } => format!("freeze {name}"),
+            Step::Freeze { name, frozen: false } => format!("thaw {name}"),
         })
         .collect()
 }
@@ -332,6 +337,7 @@ fn a_render_error_changes_nothing_and_says_why() {
         same_node: false,
         prune: true,
         max_unavailable: None,
+        frozen: false,
         children: &children,
         services: &services,
         previous: Some(&previous),
@@ -354,6 +360,7 @@ fn a_condition_keeps_its_transition_time_until_its_status_changes() {
         same_node: false,
         prune: true,
         max_unavailable: None,
+        frozen: false,
         children: &children,
         services: &services,
         previous,
@@ -390,4 +397,53 @@ fn a_child_is_available_only_when_ready_at_its_generation_on_a_ready_node() {
     assert!(!Child::from_object(&object("up", 3, 2, "True"), "example.com", &nodes).available);
     assert!(!Child::from_object(&object("up", 2, 2, "False"), "example.com", &nodes).available);
     assert!(!Child::from_object(&object("gone", 2, 2, "True"), "example.com", &nodes).available);
+}
+
+#[test]
+fn a_frozen_set_only_freezes_its_children_and_a_thawed_one_thaws_them_before_rolling_on() {
+    let old = replicas(3, "/v1");
+    let new = replicas(4, "/v2");
+    let mut case = Case::new(&new);
+    for r in &old.children {
+        case.children.insert(r.name().into(), child_of(r, Some("n1"), true));
+    }
+    case.children.insert("web-gone".into(), child_of(&old.children[0], Some("n1"), true));
+
+    // Frozen mid-change: no create, replacement or prune; every child frozen, in place.
+    case.frozen = true;
+    let plan = case.plan();
+    assert_eq!(steps(&plan), ["freeze web-api-0", "freeze web-api-1", "freeze web-api-2", "freeze web-gone"]);
+    let (status, reason, message) = condition(&plan, "Progressing");
+    assert_eq!((status, reason), ("False", "Frozen"), "{message}");
+    assert_eq!(condition(&plan, "Converged").1, "Frozen");
+    for child in case.children.values_mut() {
+        child.frozen = true;
+        child.available = false;
+    }
+    let plan = case.plan();
+    assert!(plan.steps.is_empty(), "held: {:?}", steps(&plan));
+    assert_eq!(condition(&plan, "Progressing").1, "Frozen");
+
+    // Thawed: the children first, and nothing else in that pass.
+    case.frozen = false;
+    let plan = case.plan();
+    assert_eq!(steps(&plan), ["thaw web-api-0", "thaw web-api-1", "thaw web-api-2", "thaw web-gone"]);
+    assert_eq!(condition(&plan, "Progressing"), ("True", "Thawing", condition(&plan, "Progressing").2));
+    // Thawed as stored, but their nodes still say they are held: still nothing moves.
+    for child in case.children.values_mut() {
+        child.frozen = false;
+        child.held = true;
+    }
+    let plan = case.plan();
+    assert!(plan.steps.is_empty(), "{:?}", steps(&plan));
+    assert_eq!(condition(&plan, "Progressing").1, "Thawing");
+    for child in case.children.values_mut() {
+        child.held = false;
+        child.available = true;
+    }
+    // Then the rollout resumes within its budget (25% of 4: one unavailable at a time, which
+    // the child still to be created is).
+    let plan = case.plan();
+    assert_eq!(steps(&plan), ["create web-api-3", "delete web-gone"]);
+    assert_eq!(condition(&plan, "Progressing").1, "RollingOut");
 }

@@ -85,3 +85,15 @@ fn the_issuer_defaults_to_the_first_server_name_and_must_be_an_https_url() {
         assert!(error.contains("serviceAccountIssuer"), "{error}");
     }
 }
+
+#[test]
+fn ten_spec_states_are_kept_unless_told_and_never_more_than_a_hundred() {
+    assert_eq!(Config::from_yaml("").unwrap().history_limit, 10);
+    let told = Config::from_yaml("historyLimit: 3\n").unwrap();
+    assert_eq!(told.history_limit, 3);
+    assert!(told.validate().is_ok());
+    assert!(Config::from_yaml("historyLimit: 0\n").unwrap().validate().is_ok(), "0 keeps none");
+    let error = Config { history_limit: 101, ..Config::default() }.validate().unwrap_err();
+    assert!(error.contains("historyLimit must be at most 100"), "{error}");
+    assert!(Config::from_yaml("historyLimit: -1\n").is_err());
+}

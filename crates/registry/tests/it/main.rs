@@ -2,6 +2,7 @@
 
 mod admission;
 mod apply;
+mod history;
 mod list;
 mod patch;
 mod watch;

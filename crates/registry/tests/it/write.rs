@@ -17,12 +17,14 @@ const DRY_RUN: WriteOptions = WriteOptions {
     part: Part::Main,
     admit: Admit::unadmitted_housekeeping(),
     manager: UNNAMED,
+    author: None,
 };
 const STATUS: WriteOptions = WriteOptions {
     dry_run: false,
     part: Part::Status,
     admit: Admit::unadmitted_housekeeping(),
     manager: UNNAMED,
+    author: None,
 };
 
 #[tokio::test]
@@ -173,12 +175,7 @@ async fn updates_are_optimistic_and_generation_follows_the_spec() {
     let mut body = serde_json::Value::Object(status.clone());
     body["status"] = json!({"phase": "Forged", "conditions": [{"type": "Approved", "status": "True"}]});
     body["spec"]["size"] = json!(99);
-    let approval = WriteOptions {
-        dry_run: false,
-        part: Part::Approval,
-        admit: Admit::unadmitted_housekeeping(),
-        manager: UNNAMED,
-    };
+    let approval = WriteOptions { part: Part::Approval, ..unadmitted() };
     let approved = w.registry.update(&w.widgets, Some("default"), "u", body, approval).await.unwrap();
     assert_eq!(
         approved["status"],

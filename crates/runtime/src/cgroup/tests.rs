@@ -55,7 +55,7 @@ fn v2_enables_controllers_down_the_path_and_writes_its_limits() {
 #[test]
 fn v1_writes_each_controller_its_own_limit() {
     let mount = tempfile::tempdir().unwrap();
-    v1::create(mount.path(), Path::new("kayra/node-a/app"), &limits()).unwrap();
+    v1::create(mount.path(), Path::new("kayra/node-a/app"), &limits(), false).unwrap();
     let at = |controller: &str, file: &str| {
         read(&mount.path().join(controller).join("kayra/node-a/app").join(file))
     };
@@ -64,6 +64,84 @@ fn v1_writes_each_controller_its_own_limit() {
     assert_eq!(at("cpu", "cpu.cfs_period_us"), "100000");
     assert_eq!(at("pids", "pids.max"), "100");
     assert!(mount.path().join("cpuacct/kayra/node-a/app").is_dir());
+    assert!(!mount.path().join("freezer/kayra/node-a/app").exists(), "no freezer asked for");
+    v1::create(mount.path(), Path::new("kayra/node-a/app"), &limits(), true).unwrap();
+    assert!(mount.path().join("freezer/kayra/node-a/app").is_dir(), "a cgroup in the freezer too");
+    v1::set_frozen(mount.path(), Path::new("kayra/node-a/app"), true).unwrap();
+    assert_eq!(at("freezer", "freezer.state"), "FROZEN");
+    v1::set_frozen(mount.path(), Path::new("kayra/node-a/app"), false).unwrap();
+    assert_eq!(at("freezer", "freezer.state"), "THAWED");
+}
+
+#[test]
+fn v1_joins_the_freezer_only_where_it_is_mounted_and_v2_freezes_through_cgroup_freeze() {
+    let v1 = tempfile::tempdir().unwrap();
+    for controller in ["memory", "cpu", "cpuacct", "pids"] {
+        std::fs::create_dir(v1.path().join(controller)).unwrap();
+        std::fs::write(v1.path().join(controller).join("cgroup.procs"), "").unwrap();
+    }
+    let procs = |cgroups: &Cgroups| cgroups.procs_files("app").len();
+    assert_eq!(procs(&Cgroups::detect(v1.path(), Path::new("kayra/n"))), 4);
+    std::fs::create_dir(v1.path().join("freezer")).unwrap();
+    std::fs::write(v1.path().join("freezer/cgroup.procs"), "").unwrap();
+    let with_freezer = Cgroups::detect(v1.path(), Path::new("kayra/n"));
+    assert_eq!(procs(&with_freezer), 5, "the workload joins the freezer's cgroup too");
+    assert!(with_freezer.procs_files("app").contains(&v1.path().join("freezer/kayra/n/app/cgroup.procs")));
+
+    let v2 = tempfile::tempdir().unwrap();
+    let dir = v2.path().join("kayra/n/app");
+    std::fs::create_dir_all(&dir).unwrap();
+    assert!(v2::set_frozen(&dir, true).is_err(), "a kernel without cgroup.freeze cannot");
+    std::fs::write(dir.join("cgroup.freeze"), "0").unwrap();
+    v2::set_frozen(&dir, true).unwrap();
+    assert_eq!(read(&dir.join("cgroup.freeze")), "1");
+    std::fs::write(dir.join("cgroup.events"), "populated 1\nfrozen 1\n").unwrap();
+    assert!(v2::frozen(&dir));
+}
+
+/// This machine's own freezer (cgroup v1's here; v2's `cgroup.freeze` on most hosts): a real
+/// process is held and let go again, and a frozen cgroup is still removed with its process.
+#[test]
+fn a_real_cgroup_freezes_and_thaws_its_process() {
+    let parent = format!("kayra-test-freeze-{}/node", std::process::id());
+    let cgroups = Cgroups::detect(Path::new("/sys/fs/cgroup"), Path::new(&parent));
+    cgroups.create("app", &limits()).unwrap();
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "exec sleep 30", "kayra-test-cgroup-freeze"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for procs in cgroups.procs_files("app") {
+        std::fs::write(&procs, child.id().to_string()).unwrap();
+    }
+    let how = cgroups.freeze("app", child.id());
+    let freezer = Path::new("/sys/fs/cgroup/freezer").join(&parent).join("app");
+    match how {
+        Some(Freezing::CgroupV1) => assert_eq!(read(&freezer.join("freezer.state")).trim(), "FROZEN"),
+        Some(Freezing::CgroupV2) => {
+            assert!(v2::frozen(&Path::new("/sys/fs/cgroup").join(&parent).join("app")))
+        }
+        other => panic!("this host's cgroups freeze (v1 freezer or v2 cgroup.freeze): {other:?}"),
+    }
+    // A process that is not in the cgroup is not said to be held by it.
+    assert_eq!(cgroups.freeze("app", std::process::id()), None);
+    cgroups.thaw("app", how.unwrap()).unwrap();
+    if how == Some(Freezing::CgroupV1) {
+        assert_eq!(read(&freezer.join("freezer.state")).trim(), "THAWED");
+    }
+    cgroups.freeze("app", child.id()).unwrap();
+    cgroups.remove("app").unwrap();
+    assert!(child.wait().unwrap().code().is_none(), "removal kills a frozen process too");
+    let top = format!("kayra-test-freeze-{}", std::process::id());
+    for root in [Path::new("/sys/fs/cgroup").to_owned()]
+        .into_iter()
+        .chain(["memory", "cpu", "cpuacct", "pids", "freezer"].map(|c| Path::new("/sys/fs/cgroup").join(c)))
+    {
+        let _ = std::fs::remove_dir(root.join(&parent));
+        let _ = std::fs::remove_dir(root.join(&top));
+    }
 }
 
 #[test]
@@ -104,7 +182,7 @@ fn a_real_cgroup_is_created_joined_read_and_removed() {
     let top = format!("kayra-test-{}", std::process::id());
     for root in [Path::new("/sys/fs/cgroup").to_owned()]
         .into_iter()
-        .chain(["memory", "cpu", "cpuacct", "pids"].map(|c| Path::new("/sys/fs/cgroup").join(c)))
+        .chain(["memory", "cpu", "cpuacct", "pids", "freezer"].map(|c| Path::new("/sys/fs/cgroup").join(c)))
     {
         let _ = std::fs::remove_dir(root.join(&parent));
         let _ = std::fs::remove_dir(root.join(&top));

@@ -1,6 +1,6 @@
 //! cgroup v2: one unified hierarchy. A controller works in a cgroup only when every ancestor
 //! lists it in `cgroup.subtree_control`, so creating the Application's cgroup enables `memory`,
-//! `cpu` and `pids` down the path first.
+//! `cpu` and `pids` down the path first. Its `cgroup.freeze` freezes it.
 
 use std::io;
 use std::path::Path;
@@ -40,6 +40,20 @@ pub(crate) fn create(mount: &Path, relative: &Path, limits: &Limits) -> io::Resu
     let quota = limits.cpu_millis.map_or("max".to_owned(), |m| (m * 100).to_string());
     write(&dir, "cpu.max", &format!("{quota} {CPU_PERIOD_US}"))?;
     write(&dir, "pids.max", &limits.pids.map_or("max".to_owned(), |p| p.to_string()))
+}
+
+/// Freezes (`1`) or thaws (`0`) the cgroup at `dir` (`cgroup.freeze`, Linux 5.2 and later);
+/// `Unsupported` where the kernel has no such file.
+pub(crate) fn set_frozen(dir: &Path, frozen: bool) -> io::Result<()> {
+    if !dir.join("cgroup.freeze").exists() {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, "no cgroup.freeze: the kernel predates 5.2"));
+    }
+    write(dir, "cgroup.freeze", if frozen { "1" } else { "0" })
+}
+
+/// Whether the cgroup at `dir` is wholly frozen (`frozen 1` in `cgroup.events`).
+pub(crate) fn frozen(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("cgroup.events")).is_ok_and(|events| keyed_value(&events, "frozen") == 1)
 }
 
 /// The totals of the cgroup at `dir`.

@@ -1,6 +1,8 @@
 //! One Application's task: starts its runs, waits on its supervisor (a pidfd, so the kernel
 //! says when it ends), applies the restart policy and back-off, runs its probes, stops it on a
-//! new generation or when it is forgotten, and reports each change.
+//! new spec or when it is forgotten, freezes and thaws it as `spec.frozen` says (by its cgroup,
+//! else by stopping its process group; probes suspended meanwhile, nothing restarted), and
+//! reports each change.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -9,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use kayra_api::kinds::application::{Application, ApplicationStatus, Probe};
+use kayra_api::kinds::application::{Application, ApplicationSpec, ApplicationStatus};
 use serde::{Deserialize, Serialize};
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -19,12 +21,16 @@ use tokio::time::Instant;
 use super::{AppEntry, EventType, Shared, create_dir};
 use crate::launch::{self, Refused};
 use crate::lifecycle::{self, History, Next, Outcome, Phase, RestartPolicy};
-use crate::probe::{self, Counter, ExecContext, Timing};
+use crate::probe::ExecContext;
 use crate::proc::ProcessId;
 use crate::supervisor::{self, Exit, RunSpec, RunState};
 
+mod frozen;
+mod probes;
 mod status;
 
+use frozen::Held;
+use probes::{AbortOnDrop, ProbeSignal};
 use status::{rfc3339, says_otherwise, set_condition};
 
 /// What the runtime asks of an Application's task.
@@ -69,6 +75,10 @@ pub(super) struct Record {
     handled: u64,
     /// When a job first started, for its active deadline.
     job_started_at: Option<Timestamp>,
+    /// How the current run's processes are held while the Application is frozen; `None` when
+    /// they are not held.
+    #[serde(default)]
+    frozen: Option<Held>,
 }
 
 impl Record {
@@ -79,7 +89,15 @@ impl Record {
             observed_generation: application.metadata.generation,
             ..ApplicationStatus::default()
         };
-        Record { application, status, history: History::default(), run: 0, handled: 0, job_started_at: None }
+        Record {
+            application,
+            status,
+            history: History::default(),
+            run: 0,
+            handled: 0,
+            job_started_at: None,
+            frozen: None,
+        }
     }
 
     /// The record kept in `dir`, when there is a readable one.
@@ -128,6 +146,8 @@ enum State {
     Running(Box<Run>),
     /// Done: a job that ended, or one that cannot go on.
     Finished,
+    /// Frozen while no process runs: none is started until the Application is thawed.
+    Held,
     /// The task ends.
     Gone,
 }
@@ -136,23 +156,14 @@ enum State {
 struct Run {
     state: RunState,
     supervisor: AsyncFd<OwnedFd>,
-    /// The probe tasks, aborted when the run is dropped.
-    _probes: Vec<AbortOnDrop>,
+    /// The probe tasks, aborted when the run is dropped or frozen.
+    probes: Vec<AbortOnDrop>,
+    /// What the probes check with, to start them again on thaw.
+    context: Option<ExecContext>,
+    /// Held so the channel stays open while no probe runs: a closed one would answer the run's
+    /// loop at once, again and again.
+    sender: mpsc::Sender<ProbeSignal>,
     signals: mpsc::Receiver<ProbeSignal>,
-}
-
-/// What a probe task tells the Application's task.
-enum ProbeSignal {
-    Failed { liveness: bool, message: String },
-    Verdict { liveness: bool, passing: bool },
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl Task {
@@ -172,10 +183,18 @@ impl Task {
                         command = self.commands.recv() => self.idle_command(command, State::Waiting(until)).await,
                     }
                 }
-                State::Running(run) => self.running(run).await,
+                State::Running(mut run) => {
+                    // Started, reattached or adopted: its processes as `spec.frozen` says.
+                    self.hold(&mut run).await;
+                    self.running(run).await
+                }
                 State::Finished => {
                     let command = self.commands.recv().await;
                     self.idle_command(command, State::Finished).await
+                }
+                State::Held => {
+                    let command = self.commands.recv().await;
+                    self.idle_command(command, State::Held).await
                 }
                 State::Gone => return,
             };
@@ -227,10 +246,19 @@ impl Task {
     async fn idle_command(&mut self, command: Option<Command>, unchanged: State) -> State {
         match command {
             Some(Command::Apply(application)) => {
-                if self.adopt(*application) {
-                    State::Start
-                } else {
-                    unchanged
+                let changed = self.adopt(*application);
+                let frozen = self.record.application.spec.frozen;
+                match unchanged {
+                    State::Finished if !changed => State::Finished,
+                    State::Held if frozen && !changed => State::Held,
+                    // Thawed: the run it held back starts now, the back-off long over.
+                    State::Held => {
+                        self.set_frozen_condition(false, "Thawed", "thawed: a process starts");
+                        State::Start
+                    }
+                    _ if frozen => self.held(),
+                    _ if changed => State::Start,
+                    unchanged => unchanged,
                 }
             }
             Some(Command::Forget) => {
@@ -241,19 +269,25 @@ impl Task {
         }
     }
 
-    /// Takes the Application as now desired; `true` when its generation changed, so the next
-    /// run starts afresh. At the same generation, a stored status that says otherwise than
-    /// this node (a write the node did not make, such as an unbinding that a binding to this
-    /// node undid before the node heard of either) is corrected by reporting it again.
+    /// Takes the Application as now desired; `true` when its spec changed (a new generation
+    /// beyond `spec.frozen`, which freezes and thaws the run in place), so the next run starts
+    /// afresh. A new generation that changed only `spec.frozen` is observed at once. At the same
+    /// generation, a stored status that says otherwise than this node (a write the node did
+    /// not make, such as an unbinding that a binding to this node undid before the node heard of
+    /// either) is corrected by reporting it again.
     fn adopt(&mut self, application: Application) -> bool {
-        let changed = application.metadata.generation != self.record.application.metadata.generation;
+        let moved = application.metadata.generation != self.record.application.metadata.generation;
+        let thawed = |spec: &ApplicationSpec| ApplicationSpec { frozen: false, ..spec.clone() };
+        let changed = moved && thawed(&application.spec) != thawed(&self.record.application.spec);
         let contradicted = !changed && says_otherwise(application.status.as_ref(), &self.record.status);
         self.record.application = application;
         if changed {
             self.record.history = History::default();
             self.record.job_started_at = None;
+        } else if moved {
+            self.record.status.observed_generation = self.record.application.metadata.generation;
         }
-        if contradicted {
+        if contradicted || (moved && !changed) {
             self.publish();
         } else {
             self.save();
@@ -291,6 +325,9 @@ impl Task {
     async fn start(&mut self) -> State {
         if self.deadline().is_some_and(|deadline| deadline <= Instant::now()) {
             return self.deadline_exceeded();
+        }
+        if self.record.application.spec.frozen {
+            return self.held();
         }
         let work = self.shared.work_dir(&self.names.uid);
         let secrets = self.shared.secrets.lock().expect("the secrets are never poisoned").clone();
@@ -456,29 +493,15 @@ impl Task {
             .ok()
         });
         let (sender, signals) = mpsc::channel(16);
-        let mut probes = Vec::new();
-        if let Some(spec) = spec {
-            let context = ExecContext { working_dir: spec.working_dir, env: spec.env, user: spec.user };
-            for liveness in [false, true] {
-                if let Some(probe) = self.probe_spec(liveness).cloned() {
-                    let ready_now = self.ready();
-                    probes.push(AbortOnDrop(tokio::spawn(run_probe(
-                        probe,
-                        liveness,
-                        ready_now,
-                        context.clone(),
-                        sender.clone(),
-                    ))));
-                }
-            }
+        let context =
+            spec.map(|spec| ExecContext { working_dir: spec.working_dir, env: spec.env, user: spec.user });
+        let mut run = Run { state, supervisor, probes: Vec::new(), context, sender, signals };
+        // A run found frozen stays so, its probes suspended, until it is thawed.
+        if self.record.frozen.is_none() {
+            run.probes = self.start_probes(&run);
         }
         self.publish();
-        Run { state, supervisor, _probes: probes, signals }
-    }
-
-    fn probe_spec(&self, liveness: bool) -> Option<&Probe> {
-        let probes = self.record.application.spec.probes.as_ref()?;
-        if liveness { probes.liveness.as_ref() } else { probes.readiness.as_ref() }
+        run
     }
 
     /// While a run is on: its end, commands, probe verdicts and a job's deadline.
@@ -499,6 +522,8 @@ impl Task {
                     return self.deadline_exceeded();
                 }
                 signal = run.signals.recv() => match signal {
+                    // A verdict sent before the run was frozen says nothing of it now.
+                    Some(_) if self.record.frozen.is_some() => {}
                     Some(ProbeSignal::Failed { liveness, message }) => {
                         let which = if liveness { "Liveness" } else { "Readiness" };
                         self.shared.emit(&self.names, EventType::Warning, "Unhealthy", format!("{which} probe failed: {message}"));
@@ -523,6 +548,7 @@ impl Task {
                             self.record_exit(&exit);
                             return State::Start;
                         }
+                        self.hold(&mut run).await;
                     }
                     Some(Command::Forget) => {
                         self.stop(&run, None, "Stopping process: the application is gone from this node").await;
@@ -536,8 +562,10 @@ impl Task {
         }
     }
 
-    /// Asks the supervisor to stop the workload and waits for the run to end.
+    /// Asks the supervisor to stop the workload and waits for the run to end (a frozen one is
+    /// let go first: a held process does not take its stop signal).
     async fn stop(&mut self, run: &Run, grace: Option<u64>, message: &str) -> Exit {
+        self.release(run.state.workload);
         self.shared.emit(&self.names, EventType::Normal, "Killing", message.to_owned());
         let run_dir = self.dir.join("run");
         let asked = {
@@ -587,6 +615,8 @@ impl Task {
     /// A run ended with `exit`: account for it and decide what comes next.
     fn ended(&mut self, state: &RunState, exit: Exit) -> State {
         self.record.handled = state.run;
+        // What held it goes with it, so that the next run starts thawed.
+        self.release(state.workload);
         if let Some(why) = &exit.not_started {
             self.set_ready(false, "ProcessNotRunning");
             return self.could_not_start(not_started(why));
@@ -685,33 +715,6 @@ impl Task {
     fn publish(&mut self) {
         self.save();
         self.shared.report(&self.names, Some(&self.record.status), self.record.run);
-    }
-}
-
-/// Runs one probe until aborted, sending each failure and each change of verdict.
-async fn run_probe(
-    probe: Probe,
-    liveness: bool,
-    ready_now: bool,
-    context: ExecContext,
-    signals: mpsc::Sender<ProbeSignal>,
-) {
-    let timing = Timing::of(&probe);
-    let mut counter = if liveness { Counter::liveness(&probe) } else { Counter::readiness(&probe) };
-    if !liveness && ready_now {
-        // Reattached to a process already found ready: it stays ready until the probe fails.
-        counter = Counter::liveness(&probe);
-    }
-    tokio::time::sleep(timing.initial_delay).await;
-    loop {
-        let result = probe::check(&probe, timing.timeout, &context).await;
-        if let Err(message) = &result {
-            let _ = signals.send(ProbeSignal::Failed { liveness, message: message.clone() }).await;
-        }
-        if let Some(passing) = counter.record(result.is_ok()) {
-            let _ = signals.send(ProbeSignal::Verdict { liveness, passing }).await;
-        }
-        tokio::time::sleep(timing.period).await;
     }
 }
 

@@ -57,7 +57,7 @@ impl Drop for Node {
     fn drop(&mut self) {
         let top =
             self.cgroup_parent.components().next().map(|c| PathBuf::from(c.as_os_str())).unwrap_or_default();
-        for hierarchy in ["", "memory", "cpu", "cpuacct", "pids"] {
+        for hierarchy in ["", "memory", "cpu", "cpuacct", "pids", "freezer"] {
             let root = Path::new("/sys/fs/cgroup").join(hierarchy).join(&top);
             remove_cgroup_tree(&root);
         }

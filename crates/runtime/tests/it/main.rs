@@ -6,6 +6,7 @@
 //! for integration tests (`CARGO_BIN_EXE_…`). A test that needs an agent process to SIGKILL
 //! starts this test binary again, running only [`helper_process_hosting_a_runtime`].
 
+mod frozen;
 mod harness;
 mod identity;
 mod lifecycle;

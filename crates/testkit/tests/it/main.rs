@@ -10,6 +10,7 @@ mod apply;
 mod catalog;
 mod check;
 mod consul;
+mod history;
 mod identity;
 mod in_cluster;
 mod leases;

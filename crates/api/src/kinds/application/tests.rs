@@ -116,3 +116,34 @@ fn the_bound_node_reads_the_same_from_the_shape_and_its_json() {
         assert_eq!(pointed.filter(|node| !node.is_empty()), expected, "{object}");
     }
 }
+
+#[test]
+fn a_rollback_keeps_where_the_process_runs_and_frozen_is_unset_unless_raised() {
+    let object = |value: serde_json::Value| value.as_object().unwrap().clone();
+    let current = object(serde_json::json!({"spec": {"command": ["/v3"], "placement": {"nodeName": "n2"}}}));
+    let mut restored = object(
+        serde_json::json!({"spec": {"command": ["/v1"], "placement": {"nodeName": "n1", "priority": 3}}}),
+    );
+    Application::restored(&current, &mut restored);
+    assert_eq!(restored["spec"]["placement"], serde_json::json!({"nodeName": "n2", "priority": 3}));
+    let unplaced = object(serde_json::json!({"spec": {"command": ["/v3"]}}));
+    let mut restored =
+        object(serde_json::json!({"spec": {"command": ["/v1"], "placement": {"nodeName": "n1"}}}));
+    Application::restored(&unplaced, &mut restored);
+    assert_eq!(restored["spec"].get("placement"), None, "placed anew, as it is now");
+
+    let thawed: Application =
+        serde_json::from_value(serde_json::json!({"spec": {"command": ["/x"]}})).unwrap();
+    assert!(!thawed.spec.frozen);
+    assert_eq!(serde_json::to_value(&thawed.spec).unwrap().get("frozen"), None, "false is not written");
+    let set: crate::kinds::applicationset::ApplicationSet = serde_json::from_value(serde_json::json!({
+        "spec": {"applications": [{"name": "web", "spec": {"command": ["/x"], "frozen": true}}]},
+    }))
+    .unwrap();
+    let errors = crate::kinds::Kind::validate(&set, None);
+    assert_eq!(
+        errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+        ["spec.applications[0].spec.frozen"]
+    );
+    assert!(errors[0].message.contains("/applicationsets/<name>/freeze"), "{}", errors[0].message);
+}

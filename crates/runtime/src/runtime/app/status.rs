@@ -1,5 +1,5 @@
-//! What a run's status says: the conditions it sets (their transition times move only when
-//! their status does), and whether the status stored elsewhere says otherwise than the node's.
+//! What an Application's status says: its conditions, set with Kubernetes' transition times,
+//! and whether a stored status contradicts the node's own.
 
 use jiff::Timestamp;
 use kayra_api::kinds::Condition;
