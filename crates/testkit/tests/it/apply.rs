@@ -199,3 +199,45 @@ async fn creating_by_apply_needs_create() {
     .await;
     assert_eq!(code, StatusCode::OK, "{patched}");
 }
+
+/// Apply meets the doors and the history: it may not set `spec.frozen`, which only `freeze`
+/// and `thaw` write (and which an applier that never owned it leaves as the door set it), and
+/// each apply that changes the spec is a state of the object's history.
+#[tokio::test]
+async fn an_apply_keeps_to_the_doors_and_each_change_it_makes_is_a_revision() {
+    let server = TestServer::start_with(Store::Memory, |config| config.agent = false).await;
+    let (client, url) = (server.admin(), format!("{}{APPS}/web", server.url()));
+    let applied = format!("{url}?fieldManager=gitops");
+    let (code, created) = status_of(apply(&client, &applied, WEB).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::CREATED, "{created}");
+
+    let frozen = format!("{WEB}  frozen: true\n");
+    let (code, refused) = status_of(apply(&client, &applied, frozen).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{refused}");
+    assert_eq!(refused["details"]["causes"][0]["field"], "spec.frozen", "{refused}");
+
+    let door = client.post(format!("{url}/freeze")).send().await.unwrap();
+    assert_eq!(door.status(), StatusCode::OK);
+    let changed = WEB.replace("\"100\"", "\"200\"");
+    let (code, reapplied) = status_of(apply(&client, &applied, changed).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::OK, "{reapplied}");
+    assert_eq!(reapplied["spec"]["frozen"], true, "the door's field stays as the door set it");
+    assert_eq!(reapplied["spec"]["command"], json!(["/bin/sleep", "200"]));
+    let freeze = reapplied["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["subresource"] == "freeze")
+        .unwrap_or_else(|| panic!("the door's write is recorded as its subresource: {reapplied}"));
+    assert_eq!(freeze["fieldsV1"]["f:spec"], json!({"f:frozen": {}}), "{freeze}");
+
+    let history = client.get(format!("{url}/history")).send().await.unwrap();
+    let history: Value = history.json().await.unwrap();
+    let commands: Vec<&Value> = history["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|item| &item["state"]["spec"]["command"][1])
+        .collect();
+    assert_eq!(commands, [&json!("100"), &json!("200")], "each apply that changed the spec: {history}");
+}
