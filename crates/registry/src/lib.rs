@@ -195,6 +195,30 @@ impl Registry {
         }
     }
 
+    /// As [`Registry::get`], the object as its JSON: from the resource's watch cache once it
+    /// has applied every change the store had when the read began (waiting for it as a list
+    /// does), so that a read of the latest state decodes and encodes nothing; its bytes are the
+    /// cache's encoding, kept from the version's second read on. Else from the store.
+    pub async fn get_json(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<bytes::Bytes, RegistryError> {
+        let base = resource.store_prefix(&self.root);
+        let key = self.key(resource, namespace, name);
+        let current = self.store.revision().await?;
+        self.caches.reach(&base, current).await;
+        match self.caches.object_json(&base, &key, current) {
+            Some(Some(json)) => Ok(json),
+            Some(None) => Err(not_found(resource, name)),
+            None => {
+                let object = self.get(resource, namespace, name).await?;
+                Ok(bytes::Bytes::from(serde_json::to_vec(&object).expect("a JSON map always serializes")))
+            }
+        }
+    }
+
     /// Checks a read's `resourceVersion` (absent or `0`: any; otherwise the read must not be
     /// older than it): a version the store has not reached yet is refused.
     pub async fn not_older_than(&self, resource_version: Option<&str>) -> Result<(), RegistryError> {

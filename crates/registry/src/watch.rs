@@ -137,10 +137,10 @@ impl Entry {
         self.json.get_or_init(|| encode(&self.object)).clone()
     }
 
-    /// The object as JSON for a list: the kept encoding when there is one, else a fresh one
-    /// that is kept only from the second list of this version on. So the first list of a
-    /// resource holds no second copy of every object beside the response it streams, and a
-    /// resource listed again and again is encoded once.
+    /// The object as JSON for a read: the kept encoding when there is one, else a fresh one
+    /// that is kept only from the second read of this version on. So the first list of a
+    /// resource holds no second copy of every object beside the response it streams, and an
+    /// object read again and again is encoded once.
     pub(crate) fn json_for_list(&self) -> Bytes {
         if let Some(json) = self.json.get() {
             return json.clone();
@@ -359,6 +359,21 @@ impl Caches {
             (state.revision, entries, next, remaining)
         };
         Some(CachedPage { revision, items: entries, next, remaining })
+    }
+
+    /// The JSON of the object stored under `key` in the cache kept under `base`, when that
+    /// cache has applied every change up to `current`: `Some(None)` when there is no such
+    /// object; `None` when the cache cannot answer (then the store does).
+    pub(crate) fn object_json(&self, base: &str, key: &str, current: Revision) -> Option<Option<Bytes>> {
+        let cache = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned()?;
+        let entry = {
+            let state = cache.state.lock().expect("watch cache lock poisoned");
+            if !state.primed || state.revision < current {
+                return None;
+            }
+            state.objects.get(key).cloned()
+        };
+        Some(entry.map(|entry| entry.json_for_list()))
     }
 
     /// Waits until the cache kept under `base` has applied every change up to `current`, at

@@ -13,7 +13,12 @@ use crate::table;
 /// One object.
 pub(crate) async fn get(call: &Call<'_>) -> Result<Response, ApiError> {
     let output = media::output(call.headers).ok_or(ApiError::NotAcceptable)?;
-    let object = call.permitted.get(call.query.get("resourceVersion").map(String::as_str)).await?;
+    let resource_version = call.query.get("resourceVersion").map(String::as_str);
+    if output == Output::Json {
+        let json = call.permitted.get_json(resource_version).await?;
+        return Ok(respond::json_bytes(StatusCode::OK, json));
+    }
+    let object = call.permitted.get(resource_version).await?;
     Ok(respond::json_response(
         StatusCode::OK,
         &respond::one(&call.target.kind, object, output, call.query),

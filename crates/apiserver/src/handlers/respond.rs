@@ -30,6 +30,13 @@ pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String])
     response
 }
 
+/// A JSON body written as it was encoded already.
+pub(crate) fn json_bytes(code: StatusCode, body: Bytes) -> Response {
+    let mut response = (code, body).into_response();
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
 /// One object as `output` asks: its JSON, or a Table of one row.
 pub(crate) fn one(kind: &KindInfo, object: Object, output: Output, query: &Query) -> Value {
     match output {

@@ -41,6 +41,20 @@ impl Permitted {
         registry.get(self.stored(target)?, namespace, name).await
     }
 
+    /// As [`Permitted::get`], the object as its JSON: a read of the object itself (not
+    /// through a subresource) is answered from the watch cache's encoding when it can be (see
+    /// `kayra_registry::Registry::get_json`).
+    pub async fn get_json(&self, resource_version: Option<&str>) -> Result<Bytes, RegistryError> {
+        let target = self.target_of(Verb::Get, &[None, Some("status"), Some("approval")])?;
+        let registry = self.layer().registry();
+        if target.kind.view_of.is_some() || !matches!(self.scope(), Scope::All) {
+            return self.get(resource_version).await.map(|object| encode(&object));
+        }
+        let name = named(target)?;
+        registry.not_older_than(resource_version).await?;
+        registry.get_json(self.stored(target)?, target.namespace.as_deref(), name).await
+    }
+
     /// One page of the objects the request addresses that match `options`' selectors.
     pub async fn list(&self, options: &ListOptions) -> Result<List, RegistryError> {
         let target = self.target(Verb::List, None)?;

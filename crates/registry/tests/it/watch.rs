@@ -210,7 +210,7 @@ async fn a_slow_client_is_cut_off_and_resumes_without_gaps() {
     assert!(cut_offs > 0, "1500 unread events overflow a client's queue");
 }
 
-/// A store that counts the watches and range reads made of it; armed, it reports progress up
+/// A store that counts the watches, range reads and point reads made of it; armed, it reports progress up
 /// to its next change before sending that change, and holds the change back until released, as
 /// etcd before 3.4.25 and 3.5.8 could do. Made lazy, its watchers report progress only when
 /// their reader asks for it, as etcd's do between their periodic reports.
@@ -218,6 +218,7 @@ struct Counting {
     inner: Arc<MvccStore>,
     watches: AtomicUsize,
     ranges: AtomicUsize,
+    gets: AtomicUsize,
     race: Arc<Race>,
     lazy: Arc<AtomicBool>,
 }
@@ -234,6 +235,7 @@ impl Counting {
             inner: Arc::new(MvccStore::in_memory(Options::default()).unwrap()),
             watches: AtomicUsize::new(0),
             ranges: AtomicUsize::new(0),
+            gets: AtomicUsize::new(0),
             race: Arc::default(),
             lazy: Arc::default(),
         }
@@ -243,6 +245,7 @@ impl Counting {
 #[async_trait]
 impl Store for Counting {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
+        self.gets.fetch_add(1, Ordering::SeqCst);
         self.inner.get(key).await
     }
     async fn range(&self, request: &RangeRequest) -> Result<RangeResult, StoreError> {
@@ -411,6 +414,30 @@ async fn a_consistent_list_of_a_quiet_resource_is_answered_from_the_cache_once_p
     assert_eq!(list.items.len(), 1);
     assert_eq!(list.resource_version, store.revision().await.unwrap().to_string(), "as recent as the store");
     assert_eq!(store.ranges.load(Ordering::SeqCst), read, "answered from the cache, not the store");
+}
+
+/// A read of one object's latest state is its cache entry's JSON: no store read, the same
+/// bytes a fresh encoding of the stored object gives, and not found once it is deleted.
+#[tokio::test]
+async fn a_read_of_the_latest_state_is_answered_from_the_cache() {
+    let store = Arc::new(Counting::new());
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let widgets = widgets();
+    registry.create(&widgets, Some("default"), widget("read", 1), unadmitted()).await.unwrap();
+    let current = store.revision().await.unwrap().to_string();
+    let _primed = registry.watch(&widgets, &from(Some(&current))).await.unwrap();
+    let fresh = serde_json::to_vec(&registry.get(&widgets, Some("default"), "read").await.unwrap()).unwrap();
+    let read = store.gets.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        let json = registry.get_json(&widgets, Some("default"), "read").await.unwrap();
+        assert_eq!(json.as_ref(), fresh.as_slice());
+    }
+    assert_eq!(store.gets.load(Ordering::SeqCst), read, "answered from the cache, not the store");
+    registry.delete(&widgets, Some("default"), "read", &unadmitted_delete()).await.unwrap();
+    let gone = registry.get_json(&widgets, Some("default"), "read").await;
+    assert!(matches!(gone, Err(RegistryError::NotFound { .. })), "{gone:?}");
 }
 
 #[tokio::test]
