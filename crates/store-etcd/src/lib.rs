@@ -8,10 +8,12 @@
 //!
 //! This crate knows nothing of what the keys mean. Start at [`EtcdStore::connect`].
 
+mod leader;
 mod retry;
 #[cfg(feature = "test-server")]
 pub mod test_server;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,6 +27,7 @@ use kayra_store::{
     RangeResult, Revision, Store, StoreError, Txn, TxnResult, WatchBatch, Watcher,
 };
 
+use crate::leader::Terms;
 use crate::retry::{Call, retrying};
 
 /// How often a watch asks etcd how far it is.
@@ -71,6 +74,9 @@ pub struct EtcdStore {
     watch_buffer: usize,
     /// How often each watch asks etcd for progress on its own.
     progress_every: Duration,
+    /// The latest raft term the cluster's answers carried, which tells a write waiting on a
+    /// dead leader from a slow one.
+    terms: Arc<Terms>,
 }
 
 impl std::fmt::Debug for EtcdStore {
@@ -115,6 +121,7 @@ impl EtcdStore {
             max_value_size: options.max_value_size,
             watch_buffer: options.watch_buffer,
             progress_every: options.progress_every,
+            terms: Arc::default(),
         })
     }
 
@@ -299,6 +306,7 @@ impl Store for EtcdStore {
             Ok(response) => response,
             Err(error) => return Err(self.error("read a range", error, requested).await),
         };
+        self.terms.saw(response.header());
         let kvs = response.kvs().iter().map(|kv| self.key_value(kv)).collect::<Result<Vec<_>, _>>()?;
         let header = response.header().map_or(0, |header| revision(header.revision()));
         Ok(RangeResult {
@@ -349,7 +357,7 @@ impl Store for EtcdStore {
         let request = etcd_client::Txn::new().when(compares).and_then(ops).or_else(reads);
         let response = retrying(Call::Write, || {
             let (mut client, request) = (self.client.clone(), request.clone());
-            async move { client.txn(request).await }
+            self.terms.unless_its_leader_died(&self.client, async move { client.txn(request).await })
         });
         let response = response.await.map_err(|error| match classify(&error) {
             Some(Known::LeaseNotFound) => {
@@ -364,6 +372,7 @@ impl Store for EtcdStore {
             }
             _ => store_error("apply a transaction", error),
         })?;
+        self.terms.saw(response.header());
         let revision = response.header().map_or(0, |header| revision(header.revision()));
         let answers = response.op_responses();
         if response.succeeded() {
@@ -517,12 +526,15 @@ impl EtcdStore {
         let put = retrying(Call::Write, || {
             let (mut client, key, value, options) =
                 (self.client.clone(), key.clone(), value.to_vec(), options.clone());
-            async move { client.put(key, value, Some(options)).await }
+            self.terms.unless_its_leader_died(&self.client, async move {
+                client.put(key, value, Some(options)).await
+            })
         });
         let response = put.await.map_err(|error| match (classify(&error), lease) {
             (Some(Known::LeaseNotFound), Some(lease)) => StoreError::LeaseNotFound(lease),
             _ => store_error("write a key", error),
         })?;
+        self.terms.saw(response.header());
         let revision = response.header().map_or(0, |header| revision(header.revision()));
         let prev = response.prev_key().map(|kv| self.key_value(kv)).transpose()?;
         Ok(TxnResult::Applied { revision, prev: vec![prev] })
@@ -576,6 +588,7 @@ impl EtcdStore {
                     source: None,
                 });
             }
+            self.terms.saw(response.header());
             let mut batches: Vec<WatchBatch> = Vec::new();
             if response.events().is_empty() && !response.created() {
                 let reached = response.header().map_or(0, |header| revision(header.revision()));

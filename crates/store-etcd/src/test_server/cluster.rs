@@ -142,6 +142,14 @@ impl EtcdCluster {
         }
     }
 
+    /// Stops member `n` with SIGSTOP: it keeps its connections and answers nothing, as a hung
+    /// process would, until it is killed or dropped.
+    pub fn pause(&self, n: usize) {
+        if let Some(child) = &self.members[n].child {
+            let _ = Command::new("kill").args(["-STOP", &child.id().to_string()]).status();
+        }
+    }
+
     /// Starts member `n` again from its data directory and waits until it answers.
     pub async fn restart(&mut self, n: usize) -> Result<(), StartError> {
         self.kill(n);

@@ -59,9 +59,9 @@ async fn a_dead_follower_fails_no_read_or_connect_and_a_dead_leader_only_pauses_
 
     // The leader dies in the middle of a burst of creates, one started every 20 ms, each on
     // its own (so that one waiting does not hold back the next). A write a follower had
-    // already proposed to the dead leader waits for etcd's request timeout (7 s with the
-    // default 1 s election) and is reported failed; those started after the death are
-    // acknowledged once a new leader is elected.
+    // already proposed to the dead leader is reported failed once another member leads (etcd
+    // itself would answer it only at its request timeout, 7 s with the default 1 s election);
+    // those started after the death are acknowledged once a new leader is elected.
     let store = std::sync::Arc::new(store);
     let mut writes = Vec::new();
     let mut killed = None;
@@ -114,4 +114,45 @@ async fn a_dead_follower_fails_no_read_or_connect_and_a_dead_leader_only_pauses_
         "a write started after the leader died is acknowledged within etcd's election (about 1 s \
          here) and the retry's patience (3 s), with room for a loaded machine: 6 s, not {paused:?}"
     );
+}
+
+#[tokio::test]
+async fn a_write_proposed_to_a_leader_that_died_is_given_up_once_another_leads() {
+    let Some(mut cluster) = cluster().await else { return };
+    let leader = cluster.leader().await.expect("the cluster has a leader");
+    let follower = (leader + 1) % 3;
+    // Through the follower only, so the write is its proposal to the leader.
+    let endpoint = cluster.endpoints()[follower].clone();
+    let store = EtcdStore::connect(kayra_store_etcd::EtcdOptions::new(vec![endpoint], "/lost/"))
+        .await
+        .expect("the follower answers");
+    store.txn(create("before")).await.expect("a write while the leader lives");
+
+    // The leader hangs, so the follower's proposal reaches no one, then dies.
+    cluster.pause(leader);
+    let sent = Instant::now();
+    let write = tokio::spawn({
+        let store = store.clone();
+        async move { store.txn(create("proposed-to-the-dead")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    cluster.kill(leader);
+    let elected = loop {
+        if cluster.leader().await.is_some_and(|now| now != leader) {
+            break sent.elapsed();
+        }
+        assert!(sent.elapsed() < Duration::from_secs(10), "the others elect a leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let outcome = write.await.expect("the write finishes");
+    let answered = sent.elapsed();
+    eprintln!("elected after {elected:?}, the write answered after {answered:?}: {outcome:?}");
+    let error = outcome.expect_err("the proposal was lost with the leader");
+    assert!(error.is_retryable(), "{error}");
+    assert!(
+        answered < elected + Duration::from_secs(2),
+        "given up within a second or two of the election ({elected:?}), not at etcd's request \
+         timeout (7 s): {answered:?}"
+    );
+    store.txn(create("after")).await.expect("writes go on under the new leader");
 }
