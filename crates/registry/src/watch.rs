@@ -246,7 +246,7 @@ impl WatchStream {
     pub fn revision(&self) -> Revision {
         // The cache's revision first: every event at or before it was queued before it was
         // reached, so an empty, open queue means the client has them all.
-        let cache = self.cache.upgrade().map_or(0, |cache| cache.revision());
+        let cache = self.cache.upgrade().map_or(0, |cache| cache.readable());
         // A watch from now queues every current object at the revision it started from: the
         // client has reached that revision only once it took the last of them.
         if let Some(queued) = self.backlog.front() {
@@ -317,7 +317,7 @@ impl Caches {
         let filter = Filter { namespace: None, labels, fields };
         let (revision, entries, next, remaining) = {
             let state = cache.state.lock().expect("watch cache lock poisoned");
-            if !state.primed || state.revision < current {
+            if !state.primed || state.readable < current {
                 return None;
             }
             // Bounded on both sides, so that counting what follows the page walks the map
@@ -356,7 +356,7 @@ impl Caches {
                     break;
                 }
             }
-            (state.revision, entries, next, remaining)
+            (state.readable, entries, next, remaining)
         };
         Some(CachedPage { revision, items: entries, next, remaining })
     }
@@ -368,7 +368,7 @@ impl Caches {
         let cache = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned()?;
         let entry = {
             let state = cache.state.lock().expect("watch cache lock poisoned");
-            if !state.primed || state.revision < current {
+            if !state.primed || state.readable < current {
                 return None;
             }
             state.objects.get(key).cloned()
@@ -379,8 +379,9 @@ impl Caches {
     /// Waits until the cache kept under `base` has applied every change up to `current`, at
     /// most [`CATCH_UP`], asking its store watch for progress so that a cache whose resource
     /// is quiet learns at once that nothing of it changed (as kube-apiserver's consistent reads
-    /// from its cache do). Answers at once when no primed cache is kept there, and without
-    /// complaint when the time runs out: the caller then reads the store.
+    /// from its cache do). Answers at once when no primed cache is kept there or its store
+    /// watch reports no progress, and without complaint when the time runs out: the caller
+    /// then reads the store.
     pub(crate) async fn reach(&self, base: &str, current: Revision) {
         let Some(cache) = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned() else {
             return;
@@ -388,14 +389,15 @@ impl Caches {
         let mut progress = cache.progress.subscribe();
         {
             let state = cache.state.lock().expect("watch cache lock poisoned");
-            if !state.primed || state.revision >= current {
+            if !state.primed || state.readable >= current {
                 return;
             }
         }
-        if let Some(requester) = cache.progress_requester.lock().expect("watch cache lock poisoned").as_ref()
-        {
-            requester.request();
-        }
+        let Some(requester) = cache.progress_requester.lock().expect("watch cache lock poisoned").clone()
+        else {
+            return;
+        };
+        requester.request();
         let _ = tokio::time::timeout(CATCH_UP, progress.wait_for(|reached| *reached >= current)).await;
     }
 
@@ -528,6 +530,13 @@ struct State {
     /// The revision of the fresh list or the store's latest progress report, whichever is
     /// later: every change at or below it was said to be applied already.
     reported: Revision,
+    /// Every change up to this revision has been applied, as the fresh list, the changes
+    /// themselves or the store's ordered progress reports show: what a read of the latest
+    /// state may be answered at. Below `revision` only while the store's progress reports
+    /// may run ahead of its changes.
+    readable: Revision,
+    /// Whether the store watch followed reports progress only after the changes it covers.
+    ordered_progress: bool,
     /// The window holds every change in `(window_start, revision]`.
     window_start: Revision,
     objects: BTreeMap<String, Arc<Entry>>,
@@ -575,6 +584,8 @@ impl Cache {
         let state = State {
             revision: 0,
             reported: 0,
+            readable: 0,
+            ordered_progress: true,
             window_start: 0,
             objects: BTreeMap::new(),
             folders: HashMap::new(),
@@ -603,8 +614,9 @@ impl Cache {
         cache
     }
 
-    fn revision(&self) -> Revision {
-        self.state.lock().expect("watch cache lock poisoned").revision
+    /// The revision up to which the cache has certainly applied every change.
+    fn readable(&self) -> Revision {
+        self.state.lock().expect("watch cache lock poisoned").readable
     }
 
     async fn subscribe(
@@ -682,6 +694,7 @@ impl Cache {
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         state.revision = revision;
         state.reported = revision;
+        state.readable = revision;
         state.window_start = revision;
         state.folders = HashMap::new();
         for key in objects.keys() {
@@ -711,6 +724,9 @@ impl Cache {
         {
             let mut state = self.state.lock().expect("watch cache lock poisoned");
             state.reported = state.reported.max(reached);
+            if state.ordered_progress {
+                state.readable = state.readable.max(reached);
+            }
         }
         self.apply(Vec::new(), reached);
     }
@@ -719,6 +735,9 @@ impl Cache {
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         let state = &mut *state;
         state.received += changes.len() as u64;
+        if !changes.is_empty() {
+            state.readable = state.readable.max(revision);
+        }
         for change in changes {
             let change = Arc::new(change);
             let (before, after) = match &change.object {

@@ -74,6 +74,9 @@ pub struct EtcdStore {
     watch_buffer: usize,
     /// How often each watch asks etcd for progress on its own.
     progress_every: Duration,
+    /// Whether etcd sends a watch's progress report only after every change it covers, so
+    /// that a report may answer reads (see [`progress_is_ordered`]).
+    ordered_progress: bool,
     /// The latest raft term the cluster's answers carried, which tells a write waiting on a
     /// dead leader from a slow one.
     terms: Arc<Terms>,
@@ -103,24 +106,33 @@ impl EtcdStore {
         // answers is enough to start, as it is to serve.
         let attempt = async {
             let client = Client::connect(&options.endpoints, Some(connect)).await?;
-            retrying(Call::Idempotent, || {
+            let status = retrying(Call::Idempotent, || {
                 let mut client = client.clone();
                 async move { client.status().await }
             })
             .await?;
-            Ok::<_, etcd_client::Error>(client)
+            Ok::<_, etcd_client::Error>((client, status.version().to_owned()))
         };
-        let client = match tokio::time::timeout(options.connect_timeout, attempt).await {
-            Ok(Ok(client)) => client,
+        let (client, version) = match tokio::time::timeout(options.connect_timeout, attempt).await {
+            Ok(Ok(connected)) => connected,
             Ok(Err(error)) => return Err(unreachable(Some(error))),
             Err(_) => return Err(unreachable(None)),
         };
+        let ordered_progress = progress_is_ordered(&version);
+        if !ordered_progress {
+            tracing::info!(
+                %version,
+                "this etcd may report a watch's progress before changes it covers (fixed in 3.4.31 and \
+                 3.5.13): reads of the latest state are answered by etcd, not from the watch caches"
+            );
+        }
         Ok(EtcdStore {
             client,
             prefix: options.prefix.into_bytes(),
             max_value_size: options.max_value_size,
             watch_buffer: options.watch_buffer,
             progress_every: options.progress_every,
+            ordered_progress,
             terms: Arc::default(),
         })
     }
@@ -194,6 +206,33 @@ fn range_end(prefix: &[u8]) -> Vec<u8> {
         }
     }
     vec![0]
+}
+
+/// Whether etcd of `version` sends a watch's progress report only after every change it
+/// covers. Before 3.4.31 and 3.5.13 a report can overtake the changes of a write it counts
+/// (etcd issues 15220 and 17507); kube-apiserver trusts them from the same releases.
+pub fn progress_is_ordered(version: &str) -> bool {
+    let mut parts = version.split(['.', '-', '+']).map(|part| part.parse::<u32>().ok());
+    let (Some(Some(major)), Some(Some(minor)), Some(Some(patch))) =
+        (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    match (major, minor) {
+        (3, 4) => patch >= 31,
+        (3, 5) => patch >= 13,
+        (3, minor) => minor > 5,
+        (major, _) => major > 3,
+    }
+}
+
+impl EtcdStore {
+    /// Whether this etcd's watch progress reports come after every change they cover
+    /// ([`progress_is_ordered`] of its version): then watch caches may answer reads of the
+    /// latest state from a report, otherwise etcd answers them.
+    pub fn progress_is_ordered(&self) -> bool {
+        self.ordered_progress
+    }
 }
 
 fn revision(etcd: i64) -> Revision {
@@ -425,7 +464,10 @@ impl Store for EtcdStore {
             }
             Err(error) => return Err(store_error("start a watch", error)),
         }
-        let (sender, watcher) = watch_channel(self.watch_buffer, after, Vec::new());
+        let (sender, mut watcher) = watch_channel(self.watch_buffer, after, Vec::new());
+        if !self.ordered_progress {
+            watcher = watcher.with_unordered_progress();
+        }
         let store = self.clone();
         tokio::spawn(async move {
             tokio::select! {
@@ -548,9 +590,9 @@ impl EtcdStore {
         sender: &WatchSender,
         after: Revision,
     ) -> Option<StoreError> {
-        // Asked for regularly, and at once whenever the watcher's reader waits for it, etcd's
-        // progress reports let the watcher know how far it is even when nothing under its
-        // prefix changes.
+        // Asked for regularly, and at once whenever the watcher's reader waits for it (only
+        // when they are ordered), etcd's progress reports let the watcher know how far it is
+        // even when nothing under its prefix changes.
         let mut progress = tokio::time::interval(self.progress_every);
         loop {
             let message = tokio::select! {
@@ -655,6 +697,21 @@ pub mod raw {
         pub async fn get(&self, key: &[u8]) -> Result<bool, String> {
             let response = self.client.clone().get(key, None).await.map_err(|error| error.to_string())?;
             Ok(!response.kvs().is_empty())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_reports_are_trusted_from_the_releases_that_order_them() {
+        for ordered in ["3.4.31", "3.4.34", "3.5.13", "3.5.21", "3.6.0", "4.0.0", "3.5.13-rc.1"] {
+            assert!(progress_is_ordered(ordered), "{ordered}");
+        }
+        for unordered in ["3.4.23", "3.4.30", "3.5.0", "3.5.12", "3.3.27", "2.3.8", "", "v3.5.13", "3.5"] {
+            assert!(!progress_is_ordered(unordered), "{unordered}");
         }
     }
 }

@@ -44,6 +44,9 @@ pub struct Watcher {
     last_revision: Revision,
     finished: bool,
     progress_asked: Arc<Notify>,
+    /// Whether the store reports progress to this watcher only once it has sent every change
+    /// up to the revision reported.
+    ordered_progress: bool,
 }
 
 /// A way to ask a [`Watcher`] for a progress report, kept by whoever waits on what the watcher
@@ -62,9 +65,25 @@ impl ProgressRequester {
 }
 
 impl Watcher {
-    /// A way to ask for this watcher's progress from elsewhere ([`ProgressRequester::request`]).
-    pub fn progress_requester(&self) -> ProgressRequester {
-        ProgressRequester(self.progress_asked.clone())
+    /// A way to ask for this watcher's progress from elsewhere ([`ProgressRequester::request`]);
+    /// `None` when its progress reports are not ordered, since an answer to a request could
+    /// then not be relied on.
+    pub fn progress_requester(&self) -> Option<ProgressRequester> {
+        self.ordered_progress.then(|| ProgressRequester(self.progress_asked.clone()))
+    }
+
+    /// Marks a watcher whose store may report progress up to a revision before it has sent
+    /// every change up to it (etcd before 3.4.31 and 3.5.13): a change can still follow at or
+    /// below a revision reported. Such a report tells roughly how far the watch is, enough to
+    /// start following from there, but not that a copy kept from its changes is complete.
+    pub fn with_unordered_progress(mut self) -> Watcher {
+        self.ordered_progress = false;
+        self
+    }
+
+    /// Whether every progress report comes after every change it covers.
+    pub fn progress_is_ordered(&self) -> bool {
+        self.ordered_progress
     }
 
     /// The next event; `None` once the store has shut down. After an error nothing follows.
@@ -190,6 +209,7 @@ pub fn watch_channel(capacity: usize, after: Revision, backlog: Vec<WatchBatch>)
         last_revision,
         finished: false,
         progress_asked: progress_asked.clone(),
+        ordered_progress: true,
     };
     (WatchSender { sender, cut_off, progress_asked }, watcher)
 }

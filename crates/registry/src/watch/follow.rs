@@ -100,10 +100,12 @@ async fn list(
     }
 }
 
-/// Lets the cache ask `watcher`, the store watch it now follows, for progress.
+/// Lets the cache ask `watcher`, the store watch it now follows, for progress, and tells it
+/// whether that watch's progress reports may answer reads.
 fn live_requester(cache: &Weak<Cache>, watcher: &kayra_store::Watcher) {
     if let Some(live) = cache.upgrade() {
-        *live.progress_requester.lock().expect("watch cache lock poisoned") =
-            Some(watcher.progress_requester());
+        *live.progress_requester.lock().expect("watch cache lock poisoned") = watcher.progress_requester();
+        live.state.lock().expect("watch cache lock poisoned").ordered_progress =
+            watcher.progress_is_ordered();
     }
 }

@@ -221,6 +221,9 @@ struct Counting {
     gets: AtomicUsize,
     race: Arc<Race>,
     lazy: Arc<AtomicBool>,
+    /// Whether its watchers say their progress reports may overtake changes, as etcd's
+    /// before 3.4.31 and 3.5.13 may.
+    unordered: AtomicBool,
 }
 
 #[derive(Default)]
@@ -238,6 +241,7 @@ impl Counting {
             gets: AtomicUsize::new(0),
             race: Arc::default(),
             lazy: Arc::default(),
+            unordered: AtomicBool::new(false),
         }
     }
 }
@@ -258,7 +262,10 @@ impl Store for Counting {
     async fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {
         self.watches.fetch_add(1, Ordering::SeqCst);
         let mut inner = self.inner.watch(prefix, after).await?;
-        let (sender, watcher) = kayra_store::watch::watch_channel(64, after, Vec::new());
+        let (sender, mut watcher) = kayra_store::watch::watch_channel(64, after, Vec::new());
+        if self.unordered.load(Ordering::SeqCst) {
+            watcher = watcher.with_unordered_progress();
+        }
         let race = self.race.clone();
         let lazy = self.lazy.clone();
         let store = self.inner.clone();
@@ -382,6 +389,44 @@ async fn a_change_after_progress_reported_past_it_restarts_the_cache_rather_than
     let list = registry.list_json(&widgets, Some("default"), &ListOptions::default()).await.unwrap();
     assert_eq!(list.items.len(), 1, "the relisted cache holds the change");
     assert!(store.watches.load(Ordering::SeqCst) >= 2, "the cache watched the store again");
+}
+
+/// A store whose progress reports may overtake its changes reports a revision before the
+/// change written at it: reads of the latest state, and the revision a watch says it reached,
+/// go by the changes the cache applied, never by such a report.
+#[tokio::test]
+async fn a_progress_report_that_may_overtake_changes_answers_no_read() {
+    let store = Arc::new(Counting::new());
+    store.unordered.store(true, Ordering::SeqCst);
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let widgets = widgets();
+    registry.create(&widgets, Some("default"), widget("early", 1), unadmitted()).await.unwrap();
+    let mut watching = registry.watch(&widgets, &from(None)).await.unwrap();
+    assert_eq!(next(&mut watching).await, ("ADDED".into(), "early".into()));
+    let before = watching.revision();
+    store.race.armed.store(true, Ordering::SeqCst);
+    let created = registry.create(&widgets, Some("default"), widget("late", 1), unadmitted()).await.unwrap();
+    let rv: u64 = meta(&created, "resourceVersion").as_str().unwrap().parse().unwrap();
+    // The report of `rv` is in, the change at `rv` held back.
+    let reported = tokio::time::timeout(Duration::from_secs(10), async {
+        while registry.watch(&widgets, &from(Some(&rv.to_string()))).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    reported.await.expect("the report lets a watch from it start");
+
+    let got = registry.get_json(&widgets, Some("default"), "late").await;
+    assert!(got.is_ok(), "a read of the latest state finds the change the report ran ahead of: {got:?}");
+    let list = registry.list_json(&widgets, Some("default"), &ListOptions::default()).await.unwrap();
+    assert_eq!(list.items.len(), 2, "a consistent list holds the change the report ran ahead of");
+    assert!(
+        watching.revision() < rv,
+        "a watch says it reached only what it was sent: {} (from {before}), the change is at {rv}",
+        watching.revision()
+    );
+    store.race.release.notify_one();
 }
 
 /// A consistent list of a resource that is quiet while others change is answered from its
