@@ -191,8 +191,13 @@ fn step(name: &str, run: impl FnOnce() -> Result<(), String>) -> Result<(), Stri
     run().map_err(|error| format!("{name}: {error}"))
 }
 
+/// The workspace root: where `cargo run` says xtask's manifest is, else where it was built
+/// from. The running value comes first, since a target directory shared between clones (CI
+/// keeps one outside the clone) may hold an xtask built in another.
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask sits in the workspace root").to_path_buf()
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from);
+    manifest.parent().expect("xtask sits in the workspace root").to_path_buf()
 }
 
 fn cargo_binary() -> String {
