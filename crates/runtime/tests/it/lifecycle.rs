@@ -446,9 +446,17 @@ async fn usage_comes_from_the_cgroup() {
     let mut events = runtime.events();
     runtime.apply(desired(vec![application("busy", node.shell("sleep 1000"))]));
     wait_event(&mut events, "busy", "Started").await;
-    let samples = runtime.usage();
-    let sample = samples.iter().find(|s| s.name == "busy").expect("a sample");
-    assert!(sample.pids >= 2, "sh and its sleep: {sample:?}");
+    // Started once sh runs; its sleep joins the cgroup when sh has forked it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let sample = loop {
+        let samples = runtime.usage();
+        let sample = samples.into_iter().find(|s| s.name == "busy").expect("a sample");
+        if sample.pids >= 2 || tokio::time::Instant::now() > deadline {
+            break sample;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(sample.pids >= 2, "sh and its sleep within 10 s: {sample:?}");
     assert_eq!(sample.oom_kills, 0);
     runtime.apply(desired(vec![]));
     wait_gone(&mut reports, "busy").await;
