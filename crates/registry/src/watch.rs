@@ -663,7 +663,7 @@ impl Cache {
                 .values()
                 .filter(|entry| filter.matches(&entry.object))
                 .map(|entry| Pending {
-                    revision: state.revision,
+                    revision: state.readable,
                     event: WatchEvent::Added(entry.object.clone()),
                     entry: entry.clone(),
                 })
@@ -685,7 +685,7 @@ impl Cache {
         let queued = Arc::new(AtomicUsize::new(0));
         state.clients.retain(|client| !client.sender.is_closed());
         state.clients.push(Client { filter, sender, queued: queued.clone() });
-        let last = from.unwrap_or(state.revision);
+        let last = from.unwrap_or(state.readable);
         Ok(WatchStream { backlog, receiver, queued, cache: Arc::downgrade(self), last })
     }
 

@@ -426,6 +426,13 @@ async fn a_progress_report_that_may_overtake_changes_answers_no_read() {
         "a watch says it reached only what it was sent: {} (from {before}), the change is at {rv}",
         watching.revision()
     );
+    let mut from_now = registry.watch(&widgets, &from(None)).await.unwrap();
+    assert_eq!(next(&mut from_now).await, ("ADDED".into(), "early".into()));
+    assert!(
+        from_now.revision() < rv,
+        "a watch from now starts at what the cache applied, not at the report: {}",
+        from_now.revision()
+    );
     store.race.release.notify_one();
 }
 
