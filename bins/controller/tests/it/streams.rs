@@ -117,6 +117,11 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
             (app_status(&controller, name)["phase"] == "Running").then_some(())
         });
     }
+    // Running is the process started, not its server listening; kubectl ends a whole
+    // port-forward once one connection fails, so the server must listen before the first.
+    wait_for("the workload's server to listen", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+    });
     let websocket: &[(&str, &str)] = &[];
     let spdy: &[(&str, &str)] =
         &[("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", "false"), ("KUBECTL_PORT_FORWARD_WEBSOCKETS", "false")];
@@ -188,7 +193,19 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
         let local_port = free_port();
         let log = controller.scratch().join(format!("forward-{protocol}.log"));
         let mut forward = port_forward(&controller, env, &format!("{local_port}:{port}"), &log);
-        let (code, body) = wait_for("the forwarded server", Duration::from_secs(30), || curl(local_port));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (code, body) = loop {
+            if let Some(answer) = curl(local_port) {
+                break answer;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{protocol}: the forwarded server did not answer within 30s; kubectl said {:?} {:?}",
+                std::fs::read_to_string(&log).unwrap_or_default(),
+                std::fs::read_to_string(log.with_extension("err")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        };
         assert_eq!(code, "200", "{protocol}");
         assert!(body.contains("Directory listing for /"), "{protocol}: {body}");
         assert!(
