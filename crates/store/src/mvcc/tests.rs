@@ -232,8 +232,8 @@ async fn watching_at_a_revision_not_yet_durable_neither_panics_nor_skips() {
     let event =
         tokio::time::timeout(Duration::from_secs(5), from_zero.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(event.revision(), 1);
-    store.put("k", b"w".to_vec()).await.ok();
     open.send(()).unwrap();
+    store.put("k", b"w".to_vec()).await.unwrap();
     let event =
         tokio::time::timeout(Duration::from_secs(5), from_one.next()).await.unwrap().unwrap().unwrap();
     assert_eq!(event.revision(), 2, "a watch after 1 starts at 2");
