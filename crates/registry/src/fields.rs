@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// A parsed field selector; the empty selector matches everything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl FieldSelector {
     /// about the Pod the Application appears as on that node: its `involvedObject.uid` reads as
     /// the Application's uid and as that Pod's, so `kubectl describe pod`, which looks Events
     /// up by the Pod's uid, finds them as `kubectl describe application` does by the other.
-    pub fn matches(&self, object: &Value) -> bool {
+    pub fn matches(&self, object: &Map<String, Value>) -> bool {
         self.terms.iter().all(|term| {
             let found = field_value(object, &term.field) == term.value
                 || (term.field == "involvedObject.uid"
@@ -92,8 +92,10 @@ impl FieldSelector {
 
 /// A field's value as a selector compares it: strings as they are, numbers and booleans as
 /// printed, anything missing or structured as empty.
-pub fn field_value(object: &Value, path: &str) -> String {
-    let found = path.split('.').try_fold(object, |at, step| at.get(step));
+pub fn field_value(object: &Map<String, Value>, path: &str) -> String {
+    let mut steps = path.split('.');
+    let first = steps.next().and_then(|step| object.get(step));
+    let found = steps.try_fold(first, |at, step| Some(at?.get(step))).flatten();
     match found {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Number(number)) => number.to_string(),
@@ -103,12 +105,14 @@ pub fn field_value(object: &Value, path: &str) -> String {
 }
 
 /// The uid of the Pod an Event's Application appears as on the node that reported the Event.
-fn placed_pod_uid(event: &Value) -> Option<String> {
-    let text = |pointer: &str| event.pointer(pointer).and_then(Value::as_str).filter(|text| !text.is_empty());
-    if text("/involvedObject/kind")? != "Application" {
+fn placed_pod_uid(event: &Map<String, Value>) -> Option<String> {
+    let text = |outer: &str, inner: &str| {
+        event.get(outer)?.get(inner).and_then(Value::as_str).filter(|text| !text.is_empty())
+    };
+    if text("involvedObject", "kind")? != "Application" {
         return None;
     }
-    Some(kayra_api::view::placement_uid(text("/involvedObject/uid")?, text("/source/host")?))
+    Some(kayra_api::view::placement_uid(text("involvedObject", "uid")?, text("source", "host")?))
 }
 
 fn split_unescaped(text: &str, separator: char) -> Vec<String> {

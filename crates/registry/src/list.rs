@@ -2,7 +2,6 @@
 //! cache, and what a list older than the retained history gets.
 
 use kayra_store::{RangeRequest, Revision, StoreError};
-use serde_json::Value;
 
 use crate::token::Continue;
 use crate::{
@@ -60,7 +59,7 @@ impl Registry {
             let mut last_key = None;
             for (at, kv) in page.kvs.into_iter().enumerate() {
                 let object = object::decode_stored(&kv.key, &kv.value, kv.mod_revision)?;
-                if labels.matches(&object::labels(&object)) && fields.matches(&Value::Object(object.clone()))
+                if (labels.is_empty() || labels.matches(&object::labels(&object))) && fields.matches(&object)
                 {
                     items.push(object);
                 }

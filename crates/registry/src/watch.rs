@@ -457,8 +457,8 @@ struct Filter {
 impl Filter {
     fn matches(&self, object: &Object) -> bool {
         self.namespace.as_deref().is_none_or(|namespace| object::meta_str(object, "namespace") == namespace)
-            && self.labels.matches(&object::labels(object))
-            && self.fields.matches(&Value::Object(object.clone()))
+            && (self.labels.is_empty() || self.labels.matches(&object::labels(object)))
+            && self.fields.matches(object)
     }
 
     /// The event a change is for this client, if any.

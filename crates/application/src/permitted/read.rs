@@ -137,7 +137,7 @@ impl Permitted {
             .items
             .iter()
             .map(|object| projected(project, object))
-            .filter(|item| fields.matches(&Value::Object(item.clone())))
+            .filter(|item| fields.matches(item))
             .collect();
         Ok(List {
             items,
@@ -181,7 +181,7 @@ impl Watch {
             Watch::View { stream, project, fields } => loop {
                 let event = stream.next().await?;
                 let shown = projected(*project, event.object());
-                if fields.matches(&Value::Object(shown.clone())) {
+                if fields.matches(&shown) {
                     return Ok(same_change(&event, shown));
                 }
             },
