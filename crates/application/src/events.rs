@@ -6,7 +6,7 @@
 //! client-go's correlator and `events.k8s.io` do, so a crash loop keeps one Event and not one
 //! per restart.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
@@ -135,10 +135,19 @@ impl Recorder {
     }
 }
 
-/// A recorder's memory of the Events it wrote lately, by what makes them the same.
+/// A recorder's memory of the Events it wrote lately, by what makes them the same; when full,
+/// the least recently seen is forgotten, found in order rather than by a scan of them all.
 #[derive(Debug, Default)]
 struct Seen {
-    events: Mutex<HashMap<String, Written>>,
+    events: Mutex<Recent>,
+}
+
+#[derive(Debug, Default)]
+struct Recent {
+    by_key: HashMap<String, Written>,
+    /// Each key by when it was last seen, as a count of the uses of the memory.
+    by_use: BTreeMap<u64, String>,
+    uses: u64,
 }
 
 /// One Event a recorder wrote: its name, how often it happened and when it last did.
@@ -147,6 +156,8 @@ struct Written {
     name: String,
     count: u64,
     last: Timestamp,
+    /// Its place in [`Recent::by_use`].
+    used: u64,
 }
 
 /// A repeat of a remembered Event: the Event to update and its count with this occurrence.
@@ -156,8 +167,23 @@ struct Repeat {
     count: u64,
 }
 
+impl Recent {
+    fn remove(&mut self, key: &str) -> Option<Written> {
+        let written = self.by_key.remove(key)?;
+        self.by_use.remove(&written.used);
+        Some(written)
+    }
+
+    /// The next place in the order of use, given to `key`.
+    fn use_now(&mut self, key: &str) -> u64 {
+        self.uses += 1;
+        self.by_use.insert(self.uses, key.to_owned());
+        self.uses
+    }
+}
+
 impl Seen {
-    fn events(&self) -> std::sync::MutexGuard<'_, HashMap<String, Written>> {
+    fn events(&self) -> std::sync::MutexGuard<'_, Recent> {
         self.events.lock().expect("the recent events' lock is never held across a panic")
     }
 
@@ -165,28 +191,34 @@ impl Seen {
     /// time to live.
     fn repeat(&self, key: &str, now: Timestamp) -> Option<Repeat> {
         let mut events = self.events();
-        let written = events.get_mut(key)?;
+        let events = &mut *events;
+        let mut written = events.remove(key)?;
         if now.duration_since(written.last) >= EVENT_TTL {
-            events.remove(key);
             return None;
         }
         written.count += 1;
         written.last = now;
-        Some(Repeat { name: written.name.clone(), count: written.count })
+        written.used = events.use_now(key);
+        let repeat = Repeat { name: written.name.clone(), count: written.count };
+        events.by_key.insert(key.to_owned(), written);
+        Some(repeat)
     }
 
     fn wrote(&self, key: String, name: String, now: Timestamp) {
         let mut events = self.events();
-        if events.len() >= REMEMBERED && !events.contains_key(&key) {
-            events.retain(|_, written| now.duration_since(written.last) < EVENT_TTL);
-            if events.len() >= REMEMBERED
-                && let Some(oldest) =
-                    events.iter().min_by_key(|(_, written)| written.last).map(|(key, _)| key.clone())
+        if events.remove(&key).is_none() {
+            // The least recently seen go first: those past their time to live, then, while
+            // the memory is still full, those seen longest ago.
+            while let Some((_, oldest)) = events.by_use.first_key_value()
+                && (events.by_key.len() >= REMEMBERED
+                    || events.by_key.get(oldest).is_some_and(|w| now.duration_since(w.last) >= EVENT_TTL))
             {
+                let oldest = oldest.clone();
                 events.remove(&oldest);
             }
         }
-        events.insert(key, Written { name, count: 1, last: now });
+        let used = events.use_now(&key);
+        events.by_key.insert(key, Written { name, count: 1, last: now, used });
     }
 
     fn forget(&self, key: &str) {
@@ -234,10 +266,18 @@ mod tests {
         }
         assert!(seen.repeat("event-0", at(5000)).is_some(), "seen again, so now the most recent");
         seen.wrote("one-more".into(), "e.more".into(), at(5001));
-        assert_eq!(seen.events().len(), REMEMBERED);
+        assert_eq!(seen.events().by_key.len(), REMEMBERED);
         assert!(seen.repeat("event-1", at(5002)).is_none(), "the least recently seen went");
         assert!(seen.repeat("event-0", at(5002)).is_some());
         assert!(seen.repeat("one-more", at(5002)).is_some());
+        seen.forget("one-more");
+        let events = seen.events();
+        assert_eq!(
+            events.by_use.len(),
+            events.by_key.len(),
+            "every remembered Event has one place in the order"
+        );
+        assert!(events.by_use.values().all(|key| events.by_key.contains_key(key)));
     }
 
     #[test]
