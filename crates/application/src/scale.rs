@@ -88,7 +88,7 @@ fn sets(control: &ApplicationLayer) -> Result<Resource, RegistryError> {
 }
 
 fn decode(object: &Object) -> Result<ApplicationSet, RegistryError> {
-    serde_json::from_value(Value::Object(object.clone())).map_err(|error| {
+    serde::Deserialize::deserialize(object).map_err(|error: serde_json::Error| {
         RegistryError::BadRequest(format!("a stored set does not decode into its Kind: {error}"))
     })
 }

@@ -323,8 +323,7 @@ impl SetLoop {
         if set_object.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_some_and(|t| !t.is_null()) {
             return Ok(Action::AwaitChange);
         }
-        let set: ApplicationSet =
-            serde_json::from_value(Value::Object((*set_object).clone())).map_err(Error::Decode)?;
+        let set: ApplicationSet = serde::Deserialize::deserialize(&*set_object).map_err(Error::Decode)?;
         let owner = Owner {
             domain: domain.clone(),
             namespace: namespace.clone(),

@@ -172,7 +172,7 @@ impl Follower {
 }
 
 fn decode<T: serde::de::DeserializeOwned>(object: &Object) -> Option<T> {
-    serde_json::from_value(Value::Object(object.clone())).ok()
+    serde::Deserialize::deserialize(object).ok()
 }
 
 fn id(object: &Object) -> String {

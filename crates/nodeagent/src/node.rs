@@ -132,13 +132,11 @@ async fn forward_events(runtime: Arc<Runtime>, out: broadcast::Sender<NodeEvent>
 fn decode<T: DeserializeOwned>(documents: &[Document], what: &str) -> Vec<T> {
     documents
         .iter()
-        .filter_map(|document| {
-            match serde_json::from_value(serde_json::Value::Object((**document).clone())) {
-                Ok(object) => Some(object),
-                Err(error) => {
-                    tracing::warn!(%error, "a desired {what} does not decode; it is left out");
-                    None
-                }
+        .filter_map(|document| match serde::Deserialize::deserialize(&**document) {
+            Ok(object) => Some(object),
+            Err(error) => {
+                tracing::warn!(%error, "a desired {what} does not decode; it is left out");
+                None
             }
         })
         .collect()

@@ -10,7 +10,7 @@ use kayra_api::kinds::ConditionType;
 use kayra_api::kinds::application::{Affinity, Application, SCHEDULER, scheduled_by_annotation};
 use kayra_api::quantity::Quantity;
 use kayra_registry::Object;
-use serde_json::Value;
+use serde::Deserialize;
 
 /// CPU in millicores and memory in bytes.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -86,7 +86,7 @@ impl NodeInfo {
 
     /// Decodes a stored Node; `None` when it does not decode.
     pub fn from_object(object: &Object) -> Option<NodeInfo> {
-        let node: Node = serde_json::from_value(Value::Object(object.clone())).ok()?;
+        let node = Node::deserialize(object).ok()?;
         let name = node.metadata.name.clone().unwrap_or_default();
         let spec = node.spec.unwrap_or_default();
         let status = node.status.unwrap_or_default();
@@ -206,7 +206,7 @@ impl AppInfo {
 
     /// Decodes a stored Application of a deployment whose domain is `domain`.
     pub fn from_object(object: &Object, domain: &str) -> Option<AppInfo> {
-        let app: Application = serde_json::from_value(Value::Object(object.clone())).ok()?;
+        let app = Application::deserialize(object).ok()?;
         let node = app.bound_node().map(str::to_owned);
         let metadata = app.metadata;
         let namespace = metadata.namespace.unwrap_or_default();
