@@ -176,9 +176,7 @@ impl Registry {
     }
 
     pub(crate) fn encode(object: &Object) -> Vec<u8> {
-        let mut stored = object.clone();
-        object::metadata_mut(&mut stored).remove("resourceVersion");
-        serde_json::to_vec(&stored).expect("JSON values serialise")
+        serde_json::to_vec(&object::Stored(object)).expect("JSON values serialise")
     }
 
     /// The object, with `resourceVersion` set to its last write's revision.

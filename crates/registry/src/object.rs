@@ -19,6 +19,41 @@ pub(crate) fn decode_stored(key: &str, value: &[u8], revision: u64) -> Result<Ob
     Ok(object)
 }
 
+/// An object as the store keeps it: without `metadata.resourceVersion`, which the store's own
+/// revision of the write stands for. Serialises the object where it lies, with no copy.
+pub(crate) struct Stored<'a>(pub(crate) &'a Object);
+
+impl serde::Serialize for Stored<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (field, value) in self.0 {
+            match value {
+                Value::Object(metadata) if field == "metadata" => {
+                    map.serialize_entry(field, &WithoutVersion(metadata))?
+                }
+                _ if field == "metadata" => map.serialize_entry(field, &Map::new())?,
+                _ => map.serialize_entry(field, value)?,
+            }
+        }
+        map.end()
+    }
+}
+
+struct WithoutVersion<'a>(&'a Map<String, Value>);
+
+impl serde::Serialize for WithoutVersion<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let fields = self.0.iter().filter(|(field, _)| *field != "resourceVersion");
+        let mut map = serializer.serialize_map(Some(fields.clone().count()))?;
+        for (field, value) in fields {
+            map.serialize_entry(field, value)?;
+        }
+        map.end()
+    }
+}
+
 /// The object's `metadata`, created empty if missing or not a map.
 pub(crate) fn metadata_mut(object: &mut Object) -> &mut Map<String, Value> {
     let metadata = object.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
@@ -124,4 +159,27 @@ pub(crate) fn check_metadata(object: &Object) -> Vec<FieldError> {
         }
     }
     causes
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_stored_form_is_the_object_without_its_resource_version_and_nothing_else() {
+        for object in [
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "a", "resourceVersion": "7", "uid": "u"}, "data": {"k": "dg=="}}),
+            json!({"kind": "Secret", "metadata": {"name": "a"}, "zeta": [1, {"resourceVersion": "kept"}]}),
+            json!({"kind": "Secret", "metadata": {"resourceVersion": "1"}}),
+            json!({"kind": "Secret", "metadata": "not a map"}),
+        ] {
+            let object = object.as_object().unwrap().clone();
+            let mut expected = object.clone();
+            metadata_mut(&mut expected).remove("resourceVersion");
+            let stored = serde_json::to_vec(&Stored(&object)).unwrap();
+            assert_eq!(String::from_utf8(stored).unwrap(), serde_json::to_string(&expected).unwrap());
+        }
+    }
 }
