@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::codec;
 use crate::kinds::{self, Kind};
@@ -154,15 +154,19 @@ pub trait Behaviour: Send + Sync {
 
     /// Checks the object (and on update what it replaces); a value of the wrong type is an
     /// error too.
-    fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError>;
+    fn validate(&self, object: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<FieldError>;
 
     /// The Kind's schema, registering what it refers to with the generator.
     fn schema(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema;
 
     /// Whether a deleted object must wait before it goes: while `metadata.finalizers` is not
     /// empty, and for a namespace while `spec.finalizers` is not.
-    fn finalizing(&self, object: &Value) -> bool {
-        object.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty())
+    fn finalizing(&self, object: &Map<String, Value>) -> bool {
+        object
+            .get("metadata")
+            .and_then(|m| m.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty())
     }
 
     /// What marks an object whose deletion waits.
@@ -171,7 +175,7 @@ pub trait Behaviour: Send + Sync {
     }
 
     /// When the object ceases to exist by itself, if ever.
-    fn expires_at(&self, object: &Value) -> Option<jiff::Timestamp> {
+    fn expires_at(&self, object: &Map<String, Value>) -> Option<jiff::Timestamp> {
         let _ = object;
         None
     }
@@ -230,9 +234,9 @@ impl<T: Kind> Behaviour for Typed<T> {
         codec::decode::<T>(object).map(|decoded| decoded.unknown)
     }
 
-    fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    fn validate(&self, object: &Map<String, Value>, old: Option<&Map<String, Value>>) -> Vec<FieldError> {
         // Decoded from the borrowed JSON: no copy of the object is made first.
-        let decode = |value: &Value| T::deserialize(value);
+        let decode = |value: &Map<String, Value>| T::deserialize(value);
         match (decode(object), old.map(decode).transpose()) {
             (Ok(object), Ok(old)) => object.validate(old.as_ref()),
             (Err(error), _) | (_, Err(error)) => {
@@ -245,7 +249,7 @@ impl<T: Kind> Behaviour for Typed<T> {
         generator.subschema_for::<T>()
     }
 
-    fn expires_at(&self, object: &Value) -> Option<jiff::Timestamp> {
+    fn expires_at(&self, object: &Map<String, Value>) -> Option<jiff::Timestamp> {
         if !T::MAY_EXPIRE {
             return None;
         }

@@ -60,8 +60,7 @@ impl Strategy for KindStrategy {
     }
 
     fn validate(&self, object: &Object, old: Option<&Object>) -> Vec<FieldError> {
-        let old = old.map(|old| Value::Object(old.clone()));
-        self.behaviour.validate(&Value::Object(object.clone()), old.as_ref())
+        self.behaviour.validate(object, old)
     }
 
     fn validate_name(&self, name: &str) -> Option<String> {
@@ -82,15 +81,11 @@ impl Strategy for KindStrategy {
     }
 
     fn finalizing(&self, object: &Object) -> bool {
-        self.behaviour.finalizing(&Value::Object(object.clone()))
+        self.behaviour.finalizing(object)
     }
 
     fn expires_at(&self, object: &Object) -> Option<std::time::SystemTime> {
-        // Asked on every write: most Kinds never expire, and need no copy of the object.
-        if !self.behaviour.may_expire() {
-            return None;
-        }
-        let expires = self.behaviour.expires_at(&Value::Object(object.clone()))?;
+        let expires = self.behaviour.expires_at(object)?;
         Some(std::time::SystemTime::from(expires))
     }
 

@@ -367,7 +367,11 @@ impl Behaviour for NamespaceBehaviour {
         self.0.unknown_fields(object)
     }
 
-    fn validate(&self, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    fn validate(
+        &self,
+        object: &serde_json::Map<String, Value>,
+        old: Option<&serde_json::Map<String, Value>>,
+    ) -> Vec<FieldError> {
         self.0.validate(object, old)
     }
 
@@ -375,9 +379,12 @@ impl Behaviour for NamespaceBehaviour {
         self.0.schema(generator)
     }
 
-    fn finalizing(&self, object: &Value) -> bool {
-        let spec =
-            object.pointer("/spec/finalizers").and_then(Value::as_array).is_some_and(|f| !f.is_empty());
+    fn finalizing(&self, object: &serde_json::Map<String, Value>) -> bool {
+        let spec = object
+            .get("spec")
+            .and_then(|spec| spec.get("finalizers"))
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
         spec || self.0.finalizing(object)
     }
 

@@ -1,6 +1,6 @@
 //! The scheme's Kinds: decoding, defaults, validation and unknown fields.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::Scheme;
 use crate::verb::Verb;
@@ -26,7 +26,7 @@ fn application_defaults_and_unknown_fields() {
     assert_eq!(normalized["spec"]["lifecycle"]["terminationGracePeriodSeconds"], 30);
     assert_eq!(normalized["spec"]["resources"]["requests"]["cpu"], "1", "an unset request takes the limit");
     assert!(normalized.get("extra").is_none());
-    assert!(app.behaviour.validate(&normalized, None).is_empty());
+    assert!(app.behaviour.validate(obj(&normalized), None).is_empty());
 
     let (probed, _) = app
         .behaviour
@@ -136,7 +136,7 @@ fn application_validation_names_each_field() {
     ];
     for (object, field) in cases {
         let errors = match app.behaviour.normalize(&object) {
-            Ok((normalized, _)) => app.behaviour.validate(&normalized, None),
+            Ok((normalized, _)) => app.behaviour.validate(obj(&normalized), None),
             Err(_) => vec![crate::validation::FieldError::invalid("<decode>", "", "")],
         };
         let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
@@ -160,10 +160,10 @@ fn secrets_fold_string_data_and_stay_immutable() {
     assert_eq!(normalized["type"], "Opaque");
     assert!(normalized.get("stringData").is_none());
     let changed = json!({"type": "Opaque", "data": {"password": "b3RoZXI="}, "immutable": true});
-    let errors = secret.behaviour.validate(&changed, Some(&normalized));
+    let errors = secret.behaviour.validate(obj(&changed), Some(obj(&normalized)));
     assert_eq!(errors[0].field, "data");
     let bad = json!({"data": {"../etc": "eA==", "k": "not base64!"}});
-    assert_eq!(secret.behaviour.validate(&bad, None).len(), 2);
+    assert_eq!(secret.behaviour.validate(obj(&bad), None).len(), 2);
 }
 
 #[test]
@@ -187,7 +187,7 @@ fn services_need_names_for_several_ports() {
         .behaviour
         .normalize(&json!({"spec": {"ports": [{"port": 80}, {"name": "b", "port": 80}]}}))
         .unwrap();
-    let errors = service.behaviour.validate(&normalized, None);
+    let errors = service.behaviour.validate(obj(&normalized), None);
     let fields: Vec<&str> = errors.iter().map(|e| e.field.as_str()).collect();
     assert_eq!(fields, ["spec.ports[0].name", "spec.ports[1]"]);
 }
@@ -226,7 +226,7 @@ fn application_sets_check_each_component_as_an_application() {
     assert_eq!(normalized["spec"]["rollout"]["prune"], true);
     assert_eq!(normalized["spec"]["applications"][0]["spec"]["lifecycle"]["restartPolicy"], "Always");
     let fields: Vec<String> =
-        set.behaviour.validate(&normalized, None).into_iter().map(|e| e.field).collect();
+        set.behaviour.validate(obj(&normalized), None).into_iter().map(|e| e.field).collect();
     assert_eq!(
         fields,
         ["spec.applications[1]", "spec.applications[1].spec.command", "spec.applications[1].scale.replicas"]
@@ -254,7 +254,7 @@ fn application_sets_roll_by_an_int_or_percent_budget_and_print_ready_of_desired(
         let object = json!({"spec": {"applications": [component], "rollout": {"maxUnavailable": max}}});
         let (normalized, _) = set.behaviour.normalize(&object).unwrap();
         let fields: Vec<String> =
-            set.behaviour.validate(&normalized, None).into_iter().map(|e| e.field).collect();
+            set.behaviour.validate(obj(&normalized), None).into_iter().map(|e| e.field).collect();
         assert_eq!(fields.is_empty(), valid, "{max}: {fields:?}");
     }
     let percent = |p: &str| IntOrString::String(p.to_owned());
@@ -379,4 +379,9 @@ fn the_workloads_keep_history_secrets_do_not_and_only_freeze_and_thaw_write_spec
         assert!(kind.door("status").is_none());
     }
     assert!(fleet("services").doors.is_empty());
+}
+
+/// The object a test built as JSON, as behaviours take it.
+fn obj(value: &Value) -> &serde_json::Map<String, Value> {
+    value.as_object().expect("an object")
 }
