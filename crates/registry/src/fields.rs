@@ -94,8 +94,10 @@ impl FieldSelector {
 /// printed, anything missing or structured as empty.
 pub fn field_value(object: &Map<String, Value>, path: &str) -> String {
     let mut steps = path.split('.');
-    let first = steps.next().and_then(|step| object.get(step));
-    let found = steps.try_fold(first, |at, step| Some(at?.get(step))).flatten();
+    let found = steps
+        .next()
+        .and_then(|first| object.get(first))
+        .and_then(|top| steps.try_fold(top, |at, step| at.get(step)));
     match found {
         Some(Value::String(text)) => text.clone(),
         Some(Value::Number(number)) => number.to_string(),
