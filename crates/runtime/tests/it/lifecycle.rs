@@ -30,6 +30,8 @@ async fn a_process_that_ignores_sigterm_is_killed_after_its_grace_period() {
     assert_eq!(status.observed_generation, Some(1));
     assert!(status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"), "{status:?}");
     assert!(alive_with_marker(pid, &node.marker));
+    // Running is the shell started, not its trap set: it says "up" once SIGTERM is ignored.
+    crate::logs::follow_until(&runtime, "stubborn", "up", 1).await;
 
     let asked = Instant::now();
     runtime.apply(desired(vec![]));
