@@ -551,6 +551,7 @@ struct CacheFollower {
 
 impl Follower for CacheFollower {
     fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
+        let objects: Vec<Arc<Object>> = objects.into_iter().map(Arc::new).collect();
         let set_loop = &self.set_loop;
         {
             let mut cache = set_loop.cache();
@@ -564,7 +565,7 @@ impl Follower for CacheFollower {
                 Collection::Services => cache.services.clear(),
             }
             for object in &objects {
-                cache.put(self.collection, Arc::new(object.clone()));
+                cache.put(self.collection, Arc::clone(object));
             }
             cache.synced[self.collection as usize] = true;
         }
@@ -584,7 +585,7 @@ impl Follower for CacheFollower {
                 Item { id, keys }
             }
             WatchEvent::Added(_) | WatchEvent::Modified(_) => {
-                let changed = self.set_loop.cache().put(self.collection, Arc::new(object.clone()));
+                let changed = self.set_loop.cache().put(self.collection, Arc::clone(event.shared()));
                 let keys = self.set_loop.keys(self.collection, object, changed);
                 Item { id, keys }
             }

@@ -101,7 +101,7 @@ impl Cache {
 
     /// Records a change; answers the nodes it concerns.
     pub(crate) fn apply(&self, collection: Collection, event: &WatchEvent) -> Item {
-        let object: Document = Arc::new(event.object().clone());
+        let object: Document = Arc::clone(event.shared());
         let mut state = self.state();
         match event {
             WatchEvent::Added(_) | WatchEvent::Modified(_) => state.put(collection, object),

@@ -79,6 +79,12 @@ pub enum WatchEvent {
 impl WatchEvent {
     /// The object the event carries.
     pub fn object(&self) -> &Object {
+        self.shared()
+    }
+
+    /// The object the event carries, as the watch cache holds it: a follower that keeps it
+    /// shares the cache's copy instead of making one of its own.
+    pub fn shared(&self) -> &Arc<Object> {
         match self {
             WatchEvent::Added(object) | WatchEvent::Modified(object) | WatchEvent::Deleted(object) => object,
         }

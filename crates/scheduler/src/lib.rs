@@ -638,7 +638,7 @@ impl Follower for SchedulerFollower {
         let id = id_of(object);
         let keys = match (self.collection, event) {
             (Collection::Applications, WatchEvent::Deleted(_)) => self.scheduler.remove_app(object),
-            (Collection::Applications, _) => self.scheduler.put_app(Arc::new(object.clone())),
+            (Collection::Applications, _) => self.scheduler.put_app(Arc::clone(event.shared())),
             (Collection::Nodes, WatchEvent::Deleted(_)) => {
                 let name = meta_str(object, "name");
                 self.scheduler.state().snapshot.remove_node(name);

@@ -158,3 +158,15 @@ fn a_relist_forgets_what_is_gone() {
     assert!(cache.desired("n1").applications.is_empty());
     assert!(!cache.has_node("n1"));
 }
+
+#[test]
+fn a_change_is_kept_as_the_watch_cache_holds_it_not_copied() {
+    let cache = Cache::default();
+    let web = application("web", "n1", "u1", 1, &["db"]);
+    let db = secret("db", "5");
+    cache.apply(Collection::Applications, &WatchEvent::Added(web.clone()));
+    cache.apply(Collection::Secrets, &WatchEvent::Added(db.clone()));
+    let desired = cache.desired("n1");
+    assert!(Arc::ptr_eq(&desired.applications[0], &web), "the Application is the event's own object");
+    assert!(Arc::ptr_eq(&desired.secrets[0], &db), "the Secret is the event's own object");
+}
