@@ -8,7 +8,7 @@
 //! item's keys change, the old keys are queued too, so that whatever it used to concern is
 //! reconciled as well.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -159,6 +159,19 @@ pub trait Feed: Send + Sync + 'static {
     async fn watch(&self, after: Revision) -> Result<Box<dyn Changes>, FeedError>;
 }
 
+/// The keys a change concerns: those the item had before it and those it has now, each once.
+/// An item may concern thousands of keys (a Secret every node's Application references), so
+/// the two are compared through a set, not key by key.
+fn concerned(before: Option<Vec<Key>>, now: Vec<Key>) -> Vec<Key> {
+    let before = before.unwrap_or_default();
+    if before.is_empty() {
+        return now;
+    }
+    let kept: HashSet<&Key> = now.iter().collect();
+    let gone: Vec<Key> = before.into_iter().filter(|key| !kept.contains(key)).collect();
+    gone.into_iter().chain(now).collect()
+}
+
 /// How long a failed list or watch waits before it is tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -203,22 +216,12 @@ impl ListWatch {
         match change {
             Change::Put { item, revision } => {
                 let before = self.items().insert(item.id, item.keys.clone());
-                for key in before.into_iter().flatten().filter(|key| !item.keys.contains(key)) {
-                    sink.add(key);
-                }
-                for key in item.keys {
-                    sink.add(key);
-                }
+                sink.add_all(concerned(before, item.keys));
                 revision
             }
             Change::Delete { item, revision } => {
                 let before = self.items().remove(&item.id);
-                for key in before.into_iter().flatten().filter(|key| !item.keys.contains(key)) {
-                    sink.add(key);
-                }
-                for key in item.keys {
-                    sink.add(key);
-                }
+                sink.add_all(concerned(before, item.keys));
                 revision
             }
             Change::Progress(revision) => revision,

@@ -128,6 +128,8 @@ impl Cache {
         }
         let secrets: Vec<Document> = wanted.iter().filter_map(|id| state.secrets.get(id).cloned()).collect();
         let departures = state.departures.get(node).copied().unwrap_or_default();
+        // The other pushers and the feeds wait on the lock; the signature needs none of it.
+        drop(state);
         let signature = signature(&applications, &secrets, departures);
         DesiredState { applications, secrets, tokens: Vec::new(), signature }
     }
@@ -296,7 +298,18 @@ pub(crate) fn signature(applications: &[Document], secrets: &[Document], departu
         digest.update(version.as_bytes());
         digest.update(b"\n");
     }
-    digest.finish().as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+    hex(digest.finish().as_ref())
+}
+
+/// `bytes` in lower-case hexadecimal.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut text = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        text.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        text.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    text
 }
 
 /// One collection as the push loop follows it: feeding the cache and mapping each change to

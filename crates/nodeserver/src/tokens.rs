@@ -154,5 +154,5 @@ fn signed(signature: &str, tokens: &[ProjectedToken]) -> String {
     for token in tokens {
         digest.update(format!("\n{} {} {}", token.uid, token.path, token.expires_at).as_bytes());
     }
-    digest.finish().as_ref().iter().map(|byte| format!("{byte:02x}")).collect()
+    crate::cache::hex(digest.finish().as_ref())
 }

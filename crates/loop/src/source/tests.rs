@@ -8,7 +8,7 @@ use kayra_store::Store;
 use kayra_store::mvcc::{MvccStore, Options};
 use tokio_util::sync::CancellationToken;
 
-use super::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed, Sink, Source, StoreFeed};
+use super::{Change, Changes, Feed, FeedError, Item, ListWatch, Listed, Sink, Source, StoreFeed, concerned};
 use crate::Key;
 use crate::queue::{Queue, State};
 
@@ -141,4 +141,20 @@ async fn a_cut_off_watch_resumes_from_its_last_revision_and_a_compacted_one_list
     assert_eq!(source.known(), vec![Key::new("one")]);
     stop.cancel();
     running.await.unwrap();
+}
+
+#[test]
+fn a_change_concerns_the_keys_it_left_then_those_it_has_each_once() {
+    let keys = |names: &[&str]| names.iter().map(|name| Key::new(*name)).collect::<Vec<_>>();
+    let names = |keys: Vec<Key>| keys.iter().map(|key| key.as_str().to_owned()).collect::<Vec<_>>();
+    assert_eq!(names(concerned(None, keys(&["b", "c"]))), ["b", "c"]);
+    assert_eq!(names(concerned(Some(keys(&["a", "b", "c"])), keys(&["b", "c", "d"]))), ["a", "b", "c", "d"]);
+    assert_eq!(names(concerned(Some(keys(&["a", "b"])), Vec::new())), ["a", "b"]);
+    // A Secret referenced from every node's Application: all 20 000 nodes, each once, the
+    // one it no longer concerns first.
+    let before: Vec<Key> = (0..20_000).map(|i| Key::new(format!("node-{i}"))).collect();
+    let now: Vec<Key> = (1..20_000).map(|i| Key::new(format!("node-{i}"))).collect();
+    let all = concerned(Some(before), now);
+    assert_eq!(all.len(), 20_000);
+    assert_eq!(all[0].as_str(), "node-0");
 }

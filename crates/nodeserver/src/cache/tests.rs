@@ -170,3 +170,9 @@ fn a_change_is_kept_as_the_watch_cache_holds_it_not_copied() {
     assert!(Arc::ptr_eq(&desired.applications[0], &web), "the Application is the event's own object");
     assert!(Arc::ptr_eq(&desired.secrets[0], &db), "the Secret is the event's own object");
 }
+
+#[test]
+fn hex_writes_each_byte_as_two_lower_case_digits() {
+    assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+    assert_eq!(hex(&[]), "");
+}
