@@ -104,22 +104,6 @@ fn sibling(binary: &str) -> Result<PathBuf, String> {
     }
 }
 
-/// Waits until process `pid` uses under a tenth of a core over `sample` (at most two
-/// minutes); answers how long that took.
-async fn quiet(pid: u32, sample: Duration) -> Result<Duration, String> {
-    let started = Instant::now();
-    let mut before = crate::nodes::cpu_seconds(pid)?;
-    while started.elapsed() < Duration::from_secs(120) {
-        tokio::time::sleep(sample).await;
-        let now = crate::nodes::cpu_seconds(pid)?;
-        if now - before < 0.1 * sample.as_secs_f64() {
-            break;
-        }
-        before = now;
-    }
-    Ok(started.elapsed())
-}
-
 /// The controller, on a data directory, answering on plain HTTP.
 struct Controller {
     process: Process,
@@ -439,12 +423,12 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
         for (kind, target, template) in [("Secret", &secrets, &secret), ("Application", &apps, &application)]
         {
             for (connections, count) in [(1, creates_one), (MANY, creates_many)] {
-                waited += quiet(pid, quiet_sample).await?;
+                waited += crate::nodes::quiet(pid, quiet_sample).await?;
                 // The same body as ours, so that the ceiling reads and stores as many bytes.
                 let mut durable = counted(http_args(&durable_url, None, connections), count);
                 durable.extend(["--post".into(), template.to_string(), "--prefix".into(), "durable".into()]);
                 let ceiling = measure(durable).await?;
-                waited += quiet(pid, quiet_sample).await?;
+                waited += crate::nodes::quiet(pid, quiet_sample).await?;
                 let prefix = format!("{}-{connections}-{round}", kind.to_lowercase());
                 let ours = measure(creating(target, template, connections, count, prefix)).await?;
                 if round == 1 {
@@ -456,7 +440,7 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
         }
     }
     drop(durable_process);
-    let busy = quiet(pid, quiet_sample).await?;
+    let busy = crate::nodes::quiet(pid, quiet_sample).await?;
     let (_, after) = get_json(&client, &format!("{apps}?limit=1"), &token).await?;
     let writes = revision(&after).saturating_sub(revision(&before));
     let created = 2 * round_count * (creates_one + creates_many);

@@ -44,7 +44,8 @@ struct Options {
     heartbeats: Duration,
     /// How often each node heartbeats: the real agent's interval, shorter in a smoke run.
     interval: Duration,
-    /// How long memory is left to settle before it is read.
+    /// Over how long a server's CPU is read to tell it is quiet: its memory is read, and its
+    /// pushes timed, once it is.
     settle: Duration,
 }
 
@@ -163,6 +164,22 @@ pub(crate) fn cpu_seconds(pid: u32) -> Result<f64, String> {
     let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).ok_or("a short stat line");
     let per_second = rustix::param::clock_ticks_per_second() as f64;
     Ok((ticks(11)? + ticks(12)?) as f64 / per_second)
+}
+
+/// Waits until process `pid` uses under a tenth of a core over `sample` (at most two
+/// minutes); answers how long that took.
+pub(crate) async fn quiet(pid: u32, sample: Duration) -> Result<Duration, String> {
+    let started = Instant::now();
+    let mut before = crate::nodes::cpu_seconds(pid)?;
+    while started.elapsed() < Duration::from_secs(120) {
+        tokio::time::sleep(sample).await;
+        let now = crate::nodes::cpu_seconds(pid)?;
+        if now - before < 0.1 * sample.as_secs_f64() {
+            break;
+        }
+        before = now;
+    }
+    Ok(started.elapsed())
 }
 
 fn open_files_limit() -> Option<u64> {
@@ -491,6 +508,8 @@ struct Measured {
     p50: f64,
     p99: f64,
     heartbeats: Heartbeats,
+    /// How long after the last session opened the controller went quiet.
+    settling: Duration,
 }
 
 fn print_fleet(fleet: &Fleet, nodes: usize) {
@@ -523,7 +542,14 @@ async fn ours(options: &Options, dir: &Path) -> Result<(Measured, Value, Value, 
     let mut fleet =
         agents::open(&controller.url, &ca_pem, &certificates, OPENING_DEADLINE, options.interval).await;
     print_fleet(&fleet, options.nodes);
-    tokio::time::sleep(options.settle).await;
+    // Each new session writes its Node's status and Lease and gets its first push: memory is
+    // read, and the pushes timed, once those are done.
+    let settling = quiet(controller.process.pid(), options.settle).await?;
+    println!(
+        "  the controller was quiet {:.1} s after the last session opened (under a tenth of a core for {:.1} s)",
+        settling.as_secs_f64(),
+        options.settle.as_secs_f64()
+    );
     let after = rss(controller.process.pid())?;
     let per_session = after.saturating_sub(before) as f64 / fleet.held.max(1) as f64;
     println!(
@@ -558,7 +584,7 @@ async fn ours(options: &Options, dir: &Path) -> Result<(Measured, Value, Value, 
         println!("  the controller's log: {}", controller.log.display());
     }
     Ok((
-        Measured { held, per_session, p50, p99, lost, heartbeats },
+        Measured { held, per_session, p50, p99, lost, heartbeats, settling },
         application,
         secret,
         controller.pki.clone(),
@@ -609,7 +635,7 @@ async fn bare_ceiling(
     let before = rss(process.pid())?;
     let mut fleet = agents::open(&url, &ca_pem, &certificates, OPENING_DEADLINE, options.interval).await;
     print_fleet(&fleet, options.nodes);
-    tokio::time::sleep(options.settle).await;
+    let settling = quiet(process.pid(), options.settle).await?;
     let after = rss(process.pid())?;
     let per_session = after.saturating_sub(before) as f64 / fleet.held.max(1) as f64;
     println!(
@@ -635,7 +661,7 @@ async fn bare_ceiling(
     fleet.close().await;
     drop(stdin);
     drop(process);
-    Ok(Measured { held, per_session, p50, p99, lost, heartbeats })
+    Ok(Measured { held, per_session, p50, p99, lost, heartbeats, settling })
 }
 
 pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
@@ -690,6 +716,9 @@ pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
     report.figure(format!("push to every node, p50, {nodes} nodes"), ours.p50, "ms").ceiling(bare.p50);
     report.figure(format!("push to every node, p99, {nodes} nodes"), ours.p99, "ms").ceiling(bare.p99);
     report.figure("pushes lost", ours.lost as f64, "count");
+    report
+        .figure("quiet after the last session opened", ours.settling.as_secs_f64(), "s")
+        .ceiling(bare.settling.as_secs_f64());
     report.figure("pushes lost by the bare server", bare.lost as f64, "count");
     report
         .figure("heartbeats' CPU per node per minute", ours.heartbeats.cpu_ms_per_node_minute, "ms")
