@@ -48,9 +48,20 @@ impl Drop for Cleanup {
     }
 }
 
-/// How many workloads (not their supervisors) carry `marker`.
+/// How many workloads (not their supervisors) carry `marker`. A workload's shell forks for
+/// each `sleep`, and until the child execs it carries the shell's command line (for good, if
+/// the workload is frozen in between): a process whose parent carries the marker is not a
+/// workload of its own.
 fn running(marker: &str) -> usize {
-    processes_with(marker).into_iter().filter(|(pid, _)| !is_supervisor(*pid)).count()
+    let carrying: Vec<u32> =
+        processes_with(marker).into_iter().map(|(pid, _)| pid).filter(|pid| !is_supervisor(*pid)).collect();
+    carrying.iter().filter(|pid| parent(**pid).is_none_or(|parent| !carrying.contains(&parent))).count()
+}
+
+/// Process `pid`'s parent, from `/proc/<pid>/stat` (the field after the state).
+fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The set `shop` at template `revision`: four replicas of a loop tagged `<marker>-r<n>x`,
