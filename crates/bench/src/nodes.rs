@@ -170,10 +170,10 @@ pub(crate) fn cpu_seconds(pid: u32) -> Result<f64, String> {
 /// minutes); answers how long that took.
 pub(crate) async fn quiet(pid: u32, sample: Duration) -> Result<Duration, String> {
     let started = Instant::now();
-    let mut before = crate::nodes::cpu_seconds(pid)?;
+    let mut before = cpu_seconds(pid)?;
     while started.elapsed() < Duration::from_secs(120) {
         tokio::time::sleep(sample).await;
-        let now = crate::nodes::cpu_seconds(pid)?;
+        let now = cpu_seconds(pid)?;
         if now - before < 0.1 * sample.as_secs_f64() {
             break;
         }
