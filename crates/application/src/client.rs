@@ -154,6 +154,16 @@ impl Client {
         }
     }
 
+    /// Every object as it is now, with the revision it was read at, for a follower that keeps
+    /// them: each shared with the watch cache when the cache can answer, not copied.
+    pub async fn list_shared_with_revision(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<(u64, Vec<Arc<Object>>), RegistryError> {
+        self.authorize(self.request(Verb::List, resource, namespace, None)?)?.list_shared().await
+    }
+
     /// Every object, decoded into its Kind.
     pub async fn list_as<T: DeserializeOwned>(
         &self,

@@ -63,7 +63,7 @@ fn field<'a>(object: &'a Object, pointer: &str) -> Option<&'a serde_json::Value>
 /// caches) takes both into the copy here.
 pub trait Follower: Send + Sync + 'static {
     /// A list: from now on the resource is exactly `objects`. Answers each one's item.
-    fn listed(&self, objects: Vec<Object>) -> Vec<Item>;
+    fn listed(&self, objects: Vec<Arc<Object>>) -> Vec<Item>;
     /// One change after it. Answers its item, or `None` when it changed nothing the loop
     /// cares about (it is passed on as progress).
     fn changed(&self, event: &WatchEvent) -> Option<Item>;
@@ -106,7 +106,7 @@ pub fn feed_error(error: RegistryError) -> FeedError {
 impl<F: Follower> Feed for FollowFeed<F> {
     async fn list(&self) -> Result<Listed, FeedError> {
         let (revision, objects) =
-            self.client.list_all_with_revision(&self.resource, None).await.map_err(feed_error)?;
+            self.client.list_shared_with_revision(&self.resource, None).await.map_err(feed_error)?;
         Ok(Listed { revision, items: self.follower.listed(objects) })
     }
 
@@ -208,7 +208,7 @@ fn item(map: &Mapper, object: &Object) -> Item {
 }
 
 impl Follower for ResourceFeed {
-    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
+    fn listed(&self, objects: Vec<Arc<Object>>) -> Vec<Item> {
         let items: Vec<Item> = objects.iter().map(|object| item(&self.map, object)).collect();
         if let Some(relevant) = &self.relevant {
             let listed = items

@@ -550,8 +550,7 @@ struct CacheFollower {
 }
 
 impl Follower for CacheFollower {
-    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
-        let objects: Vec<Arc<Object>> = objects.into_iter().map(Arc::new).collect();
+    fn listed(&self, objects: Vec<Arc<Object>>) -> Vec<Item> {
         let set_loop = &self.set_loop;
         {
             let mut cache = set_loop.cache();

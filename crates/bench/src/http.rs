@@ -9,8 +9,10 @@
 //! against the durable-HTTP ceiling, a bare handler in another process whose POST is one
 //! group-committed sled insert (`kayra-bench http-durable`). Creates and their ceilings run in
 //! alternating rounds, each started once the controller is quiet (its follow-up writes done);
-//! the median ratio and the spread over the rounds are printed. It also reports the
-//! controller's idle memory, empty and holding the Applications it created.
+//! the median ratio and the spread over the rounds are printed. A user's Secret creates are
+//! then timed on a quiet controller and again right after a burst of Applications that no node
+//! can take, in the scheduler's tail of follow-up writes. It also reports the controller's idle
+//! memory, empty and holding the objects it created.
 
 mod durable;
 mod load;
@@ -47,6 +49,10 @@ struct Sizes {
     settle: Duration,
     /// Over how long the controller's CPU is read to tell whether it is quiet.
     quiet_sample: Duration,
+    /// Applications created at [`MANY`] connections in the burst whose scheduler tail a
+    /// user's Secret creates are timed in, and how many Secret creates each timing makes.
+    burst: usize,
+    probe: usize,
 }
 
 /// 10 200 Applications, and as many Secrets, in all.
@@ -57,6 +63,8 @@ const FULL: Sizes = Sizes {
     rounds: 3,
     settle: Duration::from_secs(3),
     quiet_sample: Duration::from_secs(1),
+    burst: 40_000,
+    probe: 1_000,
 };
 
 const SMOKE: Sizes = Sizes {
@@ -66,6 +74,8 @@ const SMOKE: Sizes = Sizes {
     rounds: 1,
     settle: Duration::from_millis(300),
     quiet_sample: Duration::from_millis(300),
+    burst: MANY,
+    probe: 10,
 };
 
 /// A child process this benchmark started, killed (by its own id) when dropped.
@@ -367,8 +377,16 @@ async fn post(client: &reqwest::Client, url: &str, token: &str, body: &Value) ->
 /// `kayra-bench http`.
 pub(crate) async fn run(size: Size) -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let Sizes { span, creates_one, creates_many, rounds: round_count, settle, quiet_sample } =
-        size.pick(FULL, SMOKE);
+    let Sizes {
+        span,
+        creates_one,
+        creates_many,
+        rounds: round_count,
+        settle,
+        quiet_sample,
+        burst,
+        probe: probes,
+    } = size.pick(FULL, SMOKE);
     let mut report = Report::new("http", size);
     println!("external HTTP benchmark: one run; each ratio compares two figures from this run");
     println!(
@@ -445,6 +463,17 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
     let writes = revision(&after).saturating_sub(revision(&before));
     let created = 2 * round_count * (creates_one + creates_many);
 
+    // A user's Secret creates, one connection, on a quiet controller and then right after a
+    // burst of Applications that no node can take, while the scheduler writes a condition and
+    // an Event for each: the loops' follow-up writes must not crowd out the API's own.
+    let quiet_probe = measure(creating(&secrets, &secret, 1, probes, "probe-quiet".into())).await?;
+    let bursting = Instant::now();
+    measure(creating(&apps, &application, MANY, burst, "burst".into())).await?;
+    let burst_took = bursting.elapsed();
+    let tail_probe = measure(creating(&secrets, &secret, 1, probes, "probe-tail".into())).await?;
+    let probe_took = bursting.elapsed() - burst_took;
+    let tail = crate::nodes::quiet(pid, quiet_sample).await?;
+
     // The bare handler serves what the controller answers: one Application, one LIST page.
     let probe = format!("{apps}/application-{MANY}-1-0");
     let page = format!("{apps}?limit={PAGE}");
@@ -489,6 +518,31 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
         busy.as_secs_f64()
     );
 
+    println!(
+        "\na user's Secret CREATE-1, {probes} creates: quiet p50 {:.2} ms p99 {:.2} ms; right after {burst} Applications created at {MANY} connections in {:.1} s, p50 {:.2} ms p99 {:.2} ms ({:.1} s; the controller was quiet {:.1} s after them): p99 ratio {:.2} (target <= 2)",
+        quiet_probe.p50,
+        quiet_probe.p99,
+        burst_took.as_secs_f64(),
+        tail_probe.p50,
+        tail_probe.p99,
+        probe_took.as_secs_f64(),
+        tail.as_secs_f64(),
+        tail_probe.p99 / quiet_probe.p99
+    );
+    report
+        .figure(
+            format!("Secret CREATE-1 p99 in the scheduler's tail after {burst} Applications"),
+            tail_probe.p99,
+            "ms",
+        )
+        .ceiling(quiet_probe.p99);
+    report.figure(
+        "the scheduler's tail after the burst, to quiet",
+        probe_took.as_secs_f64() + tail.as_secs_f64(),
+        "s",
+    );
+
+    let (held_apps, held_secrets) = (created / 2 + burst, created / 2 + 2 * probes);
     tokio::time::sleep(settle).await;
     let full_rss = rss_mib(controller.process.0.id())?;
     drop(controller);
@@ -496,8 +550,7 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
     tokio::time::sleep(settle).await;
     let restarted_rss = rss_mib(restarted.process.0.id())?;
     println!(
-        "\nidle controller RSS: empty {empty_rss:.1} MiB; holding {} Applications and as many Secrets {full_rss:.1} MiB after creating them, {restarted_rss:.1} MiB after a restart",
-        created / 2
+        "\nidle controller RSS: empty {empty_rss:.1} MiB; holding {held_apps} Applications and {held_secrets} Secrets {full_rss:.1} MiB after creating them, {restarted_rss:.1} MiB after a restart"
     );
     report.figure(
         format!("stored writes per CREATE, {created} CREATEs"),
@@ -506,7 +559,7 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
     );
     report.figure("idle controller RSS, empty", empty_rss, "MiB");
     report.figure(
-        format!("idle controller RSS, {} Applications and Secrets each", created / 2),
+        format!("idle controller RSS, {held_apps} Applications and {held_secrets} Secrets"),
         full_rss,
         "MiB",
     );

@@ -181,7 +181,7 @@ fn id(object: &Object) -> String {
 
 impl Follows for Follower {
     /// The Kind is exactly `objects` now: every Service is recomputed.
-    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
+    fn listed(&self, objects: Vec<Arc<Object>>) -> Vec<Item> {
         let mut fleet = self.fleet();
         match self.which {
             Which::Services => fleet.services.clear(),

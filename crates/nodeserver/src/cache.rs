@@ -320,8 +320,8 @@ pub(crate) struct CacheFollower {
 }
 
 impl Follower for CacheFollower {
-    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
-        self.cache.replace(self.collection, objects.into_iter().map(Arc::new).collect())
+    fn listed(&self, objects: Vec<Arc<Object>>) -> Vec<Item> {
+        self.cache.replace(self.collection, objects)
     }
 
     fn changed(&self, event: &WatchEvent) -> Option<Item> {

@@ -1,12 +1,14 @@
 //! Listing: pages read at one revision, selectors, continue tokens, answers from the watch
 //! cache, and what a list older than the retained history gets.
 
+use std::sync::Arc;
+
 use kayra_store::{RangeRequest, Revision, StoreError};
 
 use crate::token::Continue;
 use crate::{
-    JsonItems, JsonList, List, ListOptions, Registry, RegistryError, Resource, object, parse_revision,
-    selectors,
+    JsonItems, JsonList, List, ListOptions, Object, Registry, RegistryError, Resource, object,
+    parse_revision, selectors,
 };
 
 /// The most items one list page holds when the client sets no limit of its own.
@@ -87,6 +89,36 @@ impl Registry {
             remaining_item_count: remaining.filter(|_| continue_token.is_some()).filter(|n| *n > 0),
             continue_token,
         })
+    }
+
+    /// Every object in `namespace` (every namespace when `None`) as it is now, with the
+    /// revision they were read at: for the control plane's own followers, which keep what they
+    /// list. Answered from the resource's watch cache when it has applied every change the store
+    /// had when the list began, each object then shared with the cache rather than copied;
+    /// otherwise read from the store, page after page at one revision.
+    pub async fn list_shared(
+        &self,
+        resource: &Resource,
+        namespace: Option<&str>,
+    ) -> Result<(Revision, Vec<Arc<Object>>), RegistryError> {
+        let (base, prefix) = self.list_prefixes(resource, namespace);
+        let current = self.store.revision().await?;
+        self.caches.reach(&base, current).await;
+        let (labels, fields) = selectors(resource, &None, &None)?;
+        if let Some(page) = self.caches.page(&base, &prefix, current, labels, fields, usize::MAX) {
+            return Ok((page.revision, page.items.iter().map(|entry| Arc::clone(entry.shared())).collect()));
+        }
+        let mut options = ListOptions::default();
+        let (mut revision, mut objects) = (None, Vec::new());
+        loop {
+            let page = self.list(resource, namespace, &options).await?;
+            revision.get_or_insert_with(|| parse_revision(&page.resource_version).unwrap_or_default());
+            objects.extend(page.items.into_iter().map(Arc::new));
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => return Ok((revision.unwrap_or_default(), objects)),
+            }
+        }
     }
 
     /// As [`Registry::list`], each item as its JSON. A list of the latest state (no

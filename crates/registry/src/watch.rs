@@ -136,6 +136,11 @@ impl Entry {
         })
     }
 
+    /// The object, shared with every other holder of this version.
+    pub(crate) fn shared(&self) -> &Arc<Object> {
+        &self.object
+    }
+
     /// The object as JSON, exactly as `serde_json` writes it: the bytes a read of this
     /// version answers with, kept for every later reader. A change's encoding is kept at
     /// once, since every watcher of it sends the same bytes.

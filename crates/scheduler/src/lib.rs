@@ -582,11 +582,12 @@ fn id_of(object: &Object) -> String {
 }
 
 impl Follower for SchedulerFollower {
-    fn listed(&self, objects: Vec<Object>) -> Vec<Item> {
+    fn listed(&self, objects: Vec<Arc<Object>>) -> Vec<Item> {
         let scheduler = &self.scheduler;
         match self.collection {
             Collection::Nodes => {
-                let nodes: Vec<NodeInfo> = objects.iter().filter_map(NodeInfo::from_object).collect();
+                let nodes: Vec<NodeInfo> =
+                    objects.iter().filter_map(|node| NodeInfo::from_object(node)).collect();
                 let mut state = scheduler.state();
                 state.snapshot.replace_nodes(nodes);
                 state.queue.move_unschedulable();
@@ -606,7 +607,8 @@ impl Follower for SchedulerFollower {
             Collection::Applications => {
                 {
                     let mut state = scheduler.state();
-                    let listed: std::collections::HashSet<String> = objects.iter().map(id_of).collect();
+                    let listed: std::collections::HashSet<String> =
+                        objects.iter().map(|object| id_of(object)).collect();
                     let State { snapshot, queue, versions, .. } = &mut *state;
                     versions.retain(|id, _| listed.contains(id));
                     let gone: Vec<String> = snapshot
@@ -624,7 +626,7 @@ impl Follower for SchedulerFollower {
                     .into_iter()
                     .map(|object| {
                         let id = id_of(&object);
-                        Item { id, keys: scheduler.put_app(Arc::new(object)) }
+                        Item { id, keys: scheduler.put_app(object) }
                     })
                     .collect();
                 scheduler.state().queue.move_unschedulable();

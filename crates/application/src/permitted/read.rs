@@ -3,6 +3,8 @@
 //! object, with the view's field selectors applied to the projection; a caller that may see
 //! only some namespaces gets those alone, in one page.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use kayra_api::scheme::View;
 use kayra_api::verb::Verb;
@@ -75,6 +77,28 @@ impl Permitted {
                 list.continue_token = None;
                 list.remaining_item_count = None;
                 Ok(list)
+            }
+        }
+    }
+
+    /// Every object the request addresses as it is now, with the revision they were read at,
+    /// for a follower that keeps them: shared with the watch cache when it can be (see
+    /// `kayra_registry::Registry::list_shared`), otherwise listed and wrapped.
+    pub async fn list_shared(&self) -> Result<(u64, Vec<Arc<Object>>), RegistryError> {
+        let target = self.target(Verb::List, None)?;
+        if target.kind.view_of.is_none() && matches!(self.scope(), Scope::All) {
+            let resource = self.stored(target)?;
+            return self.layer().registry().list_shared(resource, target.namespace.as_deref()).await;
+        }
+        let mut options = ListOptions::default();
+        let (mut revision, mut objects) = (None, Vec::new());
+        loop {
+            let page = self.list(&options).await?;
+            revision.get_or_insert_with(|| page.resource_version.parse().unwrap_or_default());
+            objects.extend(page.items.into_iter().map(Arc::new));
+            match page.continue_token {
+                Some(token) => options.continue_token = Some(token),
+                None => return Ok((revision.unwrap_or_default(), objects)),
             }
         }
     }

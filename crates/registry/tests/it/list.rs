@@ -328,3 +328,27 @@ async fn a_cached_objects_encoding_is_kept_from_its_second_list_on() {
         assert_eq!(second[at].as_ptr(), third[at].as_ptr(), "the second list's encoding is kept");
     }
 }
+
+/// A follower's list: every object at one revision, read from the store until a watch cache
+/// runs, then shared with the cache (the very object a watch hands out), not copied.
+#[tokio::test]
+async fn a_shared_list_is_every_object_and_once_cached_the_caches_own() {
+    let w = world().await;
+    seed(&w, &[("default", "a", "web"), ("team-a", "b", "db")]).await;
+    let names = |objects: &[std::sync::Arc<kayra_registry::Object>]| {
+        objects.iter().map(|object| meta(object, "name").as_str().unwrap().to_owned()).collect::<Vec<_>>()
+    };
+    let (from_store, objects) = w.registry.list_shared(&w.widgets, None).await.unwrap();
+    assert_eq!(names(&objects), ["a", "b"]);
+    assert_eq!(from_store, w.store.revision().await.unwrap());
+
+    let mut watch = w.registry.watch(&w.widgets, &kayra_registry::WatchOptions::default()).await.unwrap();
+    let first =
+        tokio::time::timeout(std::time::Duration::from_secs(10), watch.next()).await.unwrap().unwrap();
+    let (from_cache, objects) = w.registry.list_shared(&w.widgets, None).await.unwrap();
+    assert_eq!(names(&objects), ["a", "b"]);
+    assert_eq!(from_cache, from_store);
+    assert!(std::sync::Arc::ptr_eq(&objects[0], first.shared()), "the cache's own object, not a copy");
+    let (_, in_team) = w.registry.list_shared(&w.widgets, Some("team-a")).await.unwrap();
+    assert_eq!(names(&in_team), ["b"]);
+}
