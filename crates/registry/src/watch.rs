@@ -29,9 +29,11 @@ use crate::labels::LabelSelector;
 use crate::object::{self, Object};
 use crate::{RegistryError, Resource};
 
+mod event;
 mod follow;
 mod status;
 
+pub use event::WatchEvent;
 pub use status::WatchCacheStatus;
 
 /// How many recent events a cache keeps for clients resuming from a revision.
@@ -62,42 +64,6 @@ fn prefix_end(prefix: &str) -> Option<String> {
 /// The folder a key sits in: everything up to and including its last `/`.
 fn folder(key: &str) -> &str {
     key.rfind('/').map_or(key, |slash| &key[..=slash])
-}
-
-/// One change as a client sees it, through its selectors.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WatchEvent {
-    /// The object is new to the client: created, or changed so that it now matches.
-    Added(Arc<Object>),
-    /// The object changed and still matches.
-    Modified(Arc<Object>),
-    /// The object was deleted, or changed so that it no longer matches (then it is the last
-    /// state that matched, at the revision of the change).
-    Deleted(Arc<Object>),
-}
-
-impl WatchEvent {
-    /// The object the event carries.
-    pub fn object(&self) -> &Object {
-        self.shared()
-    }
-
-    /// The object the event carries, as the watch cache holds it: a follower that keeps it
-    /// shares the cache's copy instead of making one of its own.
-    pub fn shared(&self) -> &Arc<Object> {
-        match self {
-            WatchEvent::Added(object) | WatchEvent::Modified(object) | WatchEvent::Deleted(object) => object,
-        }
-    }
-
-    /// `ADDED`, `MODIFIED` or `DELETED`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            WatchEvent::Added(_) => "ADDED",
-            WatchEvent::Modified(_) => "MODIFIED",
-            WatchEvent::Deleted(_) => "DELETED",
-        }
-    }
 }
 
 /// What a client watch selects.
@@ -286,6 +252,9 @@ pub(crate) struct Caches {
     caches: Mutex<HashMap<String, Arc<Cache>>>,
     /// The most bytes of changes one cache's window holds, and one client may have queued.
     window_bytes: usize,
+    /// The runtime the registry was made on, which runs every cache's store watch: a cache
+    /// first asked for by a loop (which may run on a runtime of its own) serves the API too.
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl Default for Caches {
@@ -297,7 +266,11 @@ impl Default for Caches {
 impl Caches {
     /// Caches whose windows, and clients' queues, hold at most `window_bytes` each.
     pub(crate) fn new(window_bytes: usize) -> Caches {
-        Caches { caches: Mutex::new(HashMap::new()), window_bytes: window_bytes.max(1) }
+        Caches {
+            caches: Mutex::new(HashMap::new()),
+            window_bytes: window_bytes.max(1),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        }
     }
 
     fn cache(&self, store: &Arc<dyn Store>, resource: &Resource, prefix: &str) -> Arc<Cache> {
@@ -306,7 +279,7 @@ impl Caches {
             .entry(prefix.to_owned())
             .or_insert_with(|| {
                 let name = CacheName { group: resource.group.clone(), resource: resource.plural.clone() };
-                Cache::start(store.clone(), prefix.to_owned(), name, self.window_bytes)
+                Cache::start(store.clone(), prefix.to_owned(), name, self.window_bytes, self.runtime.as_ref())
             })
             .clone()
     }
@@ -590,7 +563,13 @@ impl Client {
 }
 
 impl Cache {
-    fn start(store: Arc<dyn Store>, prefix: String, name: CacheName, window_bytes: usize) -> Arc<Cache> {
+    fn start(
+        store: Arc<dyn Store>,
+        prefix: String,
+        name: CacheName,
+        window_bytes: usize,
+        runtime: Option<&tokio::runtime::Handle>,
+    ) -> Arc<Cache> {
         let (progress, _) = watch::channel(0);
         let state = State {
             revision: 0,
@@ -616,12 +595,16 @@ impl Cache {
             progress_requester: Mutex::new(None),
         });
         let follower = follow::follow(Arc::downgrade(&cache), store, prefix);
-        tokio::spawn(async move {
+        let following = async move {
             tokio::select! {
                 () = follower => {}
                 _ = stopped => {}
             }
-        });
+        };
+        match runtime {
+            Some(runtime) => drop(runtime.spawn(following)),
+            None => drop(tokio::spawn(following)),
+        }
         cache
     }
 
