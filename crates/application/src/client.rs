@@ -140,18 +140,7 @@ impl Client {
         resource: &Resource,
         namespace: Option<&str>,
     ) -> Result<(u64, Vec<Object>), RegistryError> {
-        let permitted = self.authorize(self.request(Verb::List, resource, namespace, None)?)?;
-        let (mut revision, mut objects) = (None, Vec::new());
-        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
-        loop {
-            let page = permitted.list(&options).await?;
-            revision.get_or_insert_with(|| page.resource_version.parse().unwrap_or_default());
-            objects.extend(page.items);
-            match page.continue_token {
-                Some(token) => options.continue_token = Some(token),
-                None => return Ok((revision.unwrap_or_default(), objects)),
-            }
-        }
+        self.authorize(self.request(Verb::List, resource, namespace, None)?)?.list_all().await
     }
 
     /// Every object as it is now, with the revision it was read at, for a follower that keeps

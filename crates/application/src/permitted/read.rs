@@ -90,12 +90,19 @@ impl Permitted {
             let resource = self.stored(target)?;
             return self.layer().registry().list_shared(resource, target.namespace.as_deref()).await;
         }
-        let mut options = ListOptions::default();
+        let (revision, objects) = self.list_all().await?;
+        Ok((revision, objects.into_iter().map(Arc::new).collect()))
+    }
+
+    /// Every object the request addresses, page after page, with the revision the first page
+    /// was read at (the later pages read at it too): where a watch that follows the list starts.
+    pub async fn list_all(&self) -> Result<(u64, Vec<Object>), RegistryError> {
         let (mut revision, mut objects) = (None, Vec::new());
+        let mut options = ListOptions { limit: Some(500), ..ListOptions::default() };
         loop {
             let page = self.list(&options).await?;
             revision.get_or_insert_with(|| page.resource_version.parse().unwrap_or_default());
-            objects.extend(page.items.into_iter().map(Arc::new));
+            objects.extend(page.items);
             match page.continue_token {
                 Some(token) => options.continue_token = Some(token),
                 None => return Ok((revision.unwrap_or_default(), objects)),
