@@ -55,7 +55,8 @@ struct Sizes {
     probe: usize,
 }
 
-/// 10 200 Applications, and as many Secrets, in all.
+/// 10 200 Applications and as many Secrets in the rounds, then 2 000 Secrets around a burst of
+/// 40 000 Applications.
 const FULL: Sizes = Sizes {
     span: Duration::from_secs(4),
     creates_one: 700,
