@@ -9,7 +9,7 @@
 use kayra_api::kinds::applicationset::{ApplicationSet, component_label, set_label};
 use kayra_api::validation::FieldError;
 use kayra_authn::Identity;
-use kayra_registry::{FieldManager, ListOptions, Object, Part, RegistryError, Resource, meta_str};
+use kayra_registry::{FieldManager, ListOptions, Object, Part, PatchKind, RegistryError, Resource, meta_str};
 use serde_json::{Value, json};
 
 use crate::ApplicationLayer;
@@ -28,7 +28,8 @@ pub async fn read(control: &ApplicationLayer, namespace: &str, name: &str) -> Re
 /// Sets the replicas of the set's replicated component to the Scale's `spec.replicas`, as
 /// `identity` (admitted as an update of the set, recorded as the request's manager through
 /// `scale`); answers the Scale after the write. `metadata.resourceVersion`, when the Scale
-/// carries one, must be the set's.
+/// carries one, must be the set's; without one the replicas are set on the set as it stands,
+/// however often its loop writes its status meanwhile.
 pub async fn write(
     control: &ApplicationLayer,
     identity: &Identity,
@@ -38,11 +39,6 @@ pub async fn write(
     request: &WriteRequest,
 ) -> Result<Value, RegistryError> {
     let sets = sets(control)?;
-    let invalid = |field: &str, value: &dyn std::fmt::Display, why: &str| RegistryError::Invalid {
-        kind: "Scale".to_owned(),
-        name: name.to_owned(),
-        causes: vec![FieldError::invalid(field, value, why)],
-    };
     if let Some(named) = scale.pointer("/metadata/name").and_then(Value::as_str)
         && named != name
     {
@@ -53,18 +49,68 @@ pub async fn write(
     let replicas = match scale.pointer("/spec/replicas") {
         None | Some(Value::Null) => 0,
         Some(value) => value.as_i64().filter(|r| *r >= 0).ok_or_else(|| {
-            invalid("spec.replicas", value, "must be a whole number greater than or equal to 0")
+            invalid_scale(name, "spec.replicas", value, "must be a whole number greater than or equal to 0")
         })?,
     };
-    let mut object = control.registry().get(&sets, Some(namespace), name).await?;
-    let set = decode(&object)?;
-    let at = set.scaled_component().map_err(|why| invalid("spec.replicas", &replicas, &why))?;
-    if let Some(version) = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str)
-        && !version.is_empty()
-        && let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut)
-    {
-        metadata.insert("resourceVersion".into(), json!(version));
+    let version = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str);
+    let scaled = |current: &Object| scaled(current, name, replicas);
+    // What admission sees of the write: the set as it stands, scaled.
+    let object = Value::Object(scaled(&control.registry().get(&sets, Some(namespace), name).await?)?);
+    let mut options =
+        control.write_options(identity, &sets, Part::Main, Some(&object), request.dry_run).await;
+    options.manager = FieldManager { name: request.manager(identity), subresource: SCALE.to_owned() };
+    let written =
+        control.registry().update_with(&sets, Some(namespace), name, version, options, scaled).await?;
+    scale_of(control, &written).await
+}
+
+/// Applies `patch` to the set's Scale and writes the result, as [`write`] does. A patch that
+/// sets no `metadata.resourceVersion` of its own is applied again to the set as it stands when
+/// another writer changed it meanwhile, as a patch of the set itself would be.
+pub async fn patch(
+    control: &ApplicationLayer,
+    identity: &Identity,
+    namespace: &str,
+    name: &str,
+    kind: PatchKind,
+    patch: &[u8],
+    request: &WriteRequest,
+) -> Result<Value, RegistryError> {
+    let bad =
+        |error: String| RegistryError::BadRequest(format!("the patch does not apply to the Scale: {error}"));
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let mut scale = read(control, namespace, name).await?;
+        let read_at = scale.pointer("/metadata/resourceVersion").cloned();
+        match kind {
+            PatchKind::Merge => {
+                let patch: Value = serde_json::from_slice(patch).map_err(|e| bad(e.to_string()))?;
+                json_patch::merge(&mut scale, &patch);
+            }
+            PatchKind::Json => {
+                let patch: json_patch::Patch =
+                    serde_json::from_slice(patch).map_err(|e| bad(e.to_string()))?;
+                json_patch::patch(&mut scale, &patch).map_err(|e| bad(e.to_string()))?;
+            }
+        }
+        let pinned = scale.pointer("/metadata/resourceVersion") != read_at.as_ref();
+        match write(control, identity, namespace, name, &scale, request).await {
+            Err(RegistryError::Conflict { .. }) if !pinned && attempts < PATCH_ATTEMPTS => {}
+            written => return written,
+        }
     }
+}
+
+/// How many times a patch of a Scale is applied to a set that other writers keep changing.
+const PATCH_ATTEMPTS: usize = 8;
+
+/// The set `current` with its replicated component at `replicas`.
+fn scaled(current: &Object, name: &str, replicas: i64) -> Result<Object, RegistryError> {
+    let at = decode(current)?
+        .scaled_component()
+        .map_err(|why| invalid_scale(name, "spec.replicas", &replicas, &why))?;
+    let mut object = current.clone();
     let component = object
         .get_mut("spec")
         .and_then(|spec| spec.get_mut("applications"))
@@ -72,12 +118,15 @@ pub async fn write(
         .and_then(Value::as_object_mut)
         .expect("the component scaled_component found is in the stored set");
     component.insert("scale".into(), json!({"replicas": replicas}));
-    let object = Value::Object(object);
-    let mut options =
-        control.write_options(identity, &sets, Part::Main, Some(&object), request.dry_run).await;
-    options.manager = FieldManager { name: request.manager(identity), subresource: SCALE.to_owned() };
-    let written = control.registry().update(&sets, Some(namespace), name, object, options).await?;
-    scale_of(control, &written).await
+    Ok(object)
+}
+
+fn invalid_scale(name: &str, field: &str, value: &dyn std::fmt::Display, why: &str) -> RegistryError {
+    RegistryError::Invalid {
+        kind: "Scale".to_owned(),
+        name: name.to_owned(),
+        causes: vec![FieldError::invalid(field, value, why)],
+    }
 }
 
 fn sets(control: &ApplicationLayer) -> Result<Resource, RegistryError> {

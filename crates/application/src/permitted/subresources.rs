@@ -90,25 +90,7 @@ impl Permitted {
         let target = self.target(Verb::Patch, Some("scale"))?;
         options.check_patch()?;
         let (namespace, name) = (target.namespace.as_deref().unwrap_or_default(), named(target)?);
-        let layer = self.layer();
-        let mut scale = crate::scale::read(layer, namespace, name)
-            .await
-            .map_err(|error| not_found_as(target, name, error))?;
-        let bad = |error: String| {
-            RegistryError::BadRequest(format!("the patch does not apply to the Scale: {error}"))
-        };
-        match kind {
-            PatchKind::Merge => {
-                let patch: Value = serde_json::from_slice(patch).map_err(|e| bad(e.to_string()))?;
-                json_patch::merge(&mut scale, &patch);
-            }
-            PatchKind::Json => {
-                let patch: json_patch::Patch =
-                    serde_json::from_slice(patch).map_err(|e| bad(e.to_string()))?;
-                json_patch::patch(&mut scale, &patch).map_err(|e| bad(e.to_string()))?;
-            }
-        }
-        crate::scale::write(layer, self.identity(), namespace, name, &scale, options)
+        crate::scale::patch(self.layer(), self.identity(), namespace, name, kind, patch, options)
             .await
             .map_err(|error| not_found_as(target, name, error))
     }

@@ -134,3 +134,62 @@ async fn a_set_scales_through_its_scale_subresource() {
     );
     assert_eq!(scale["verbs"], json!(["get", "patch", "update"]));
 }
+
+/// A Scale written with no resourceVersion (as `kubectl scale` patches it, or a PUT without
+/// one) lands on the set as it stands: a 409 would be an answer to a precondition nobody set,
+/// though the set's loop and other writers change the set all the time.
+#[tokio::test]
+async fn a_scale_with_no_version_wins_over_writers_of_the_set() {
+    let server = TestServer::start(Store::Memory).await;
+    let client = server.admin();
+    let url = |path: &str| format!("{}{SETS}{path}", server.url());
+    let web = json!({"name": "web", "spec": {"command": ["/bin/web"]}, "scale": {"replicas": 1}});
+    let (code, body) =
+        status_of(client.post(url("")).json(&set("busy", json!([web]))).send().await.unwrap()).await;
+    assert_eq!(code, StatusCode::CREATED, "{body}");
+
+    // Another writer relabels the set as fast as it can, each write moving its resourceVersion.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = tokio::spawn({
+        let (client, target, stop) = (client.clone(), url("/busy"), stop.clone());
+        async move {
+            let mut writes = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let patch = json!({"metadata": {"labels": {"tick": writes.to_string()}}});
+                let answer = client
+                    .patch(&target)
+                    .header("Content-Type", "application/merge-patch+json")
+                    .body(patch.to_string())
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(answer.status(), StatusCode::OK);
+                writes += 1;
+            }
+            writes
+        }
+    });
+    for replicas in 0..100 {
+        let answer = if replicas % 2 == 0 {
+            let body = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+                              "metadata": {"name": "busy", "namespace": "default"},
+                              "spec": {"replicas": replicas}});
+            client.put(url("/busy/scale")).json(&body).send().await.unwrap()
+        } else {
+            client
+                .patch(url("/busy/scale"))
+                .header("Content-Type", "application/merge-patch+json")
+                .body(json!({"spec": {"replicas": replicas}}).to_string())
+                .send()
+                .await
+                .unwrap()
+        };
+        let (code, scale) = status_of(answer).await;
+        assert_eq!((code, &scale["spec"]["replicas"]), (StatusCode::OK, &json!(replicas)), "{scale}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let writes = writer.await.unwrap();
+    assert!(writes > 0, "the other writer wrote while the set was scaled");
+    let (_, stored) = status_of(client.get(url("/busy")).send().await.unwrap()).await;
+    assert_eq!(stored["spec"]["applications"][0]["scale"], json!({"replicas": 99}));
+}
