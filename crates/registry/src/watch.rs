@@ -478,7 +478,8 @@ struct Change {
     key: String,
     /// The object after the change; `None` for a delete.
     object: Option<Arc<Entry>>,
-    /// The object before the change; `None` for a create.
+    /// The object before the change; `None` for a create. The cache's own entry for the key,
+    /// taken as the change is applied: the store's previous version, decoded once already.
     prev: Option<Arc<Entry>>,
     /// The object before the change at the change's revision: what a DELETED event carries.
     gone: OnceLock<Arc<Entry>>,
@@ -725,6 +726,8 @@ impl Cache {
         self.apply(Vec::new(), reached);
     }
 
+    /// Applies `changes`, in order, each coming right after what the cache holds; each takes the
+    /// entry it replaces as its `prev`.
     fn apply(&self, changes: Vec<Change>, revision: Revision) {
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         let state = &mut *state;
@@ -732,12 +735,13 @@ impl Cache {
         if !changes.is_empty() {
             state.readable = state.readable.max(revision);
         }
-        for change in changes {
-            let change = Arc::new(change);
-            let (before, after) = match &change.object {
-                Some(object) => (state.objects.insert(change.key.clone(), object.clone()).is_some(), true),
-                None => (state.objects.remove(&change.key).is_some(), false),
+        for mut change in changes {
+            change.prev = match &change.object {
+                Some(object) => state.objects.insert(change.key.clone(), object.clone()),
+                None => state.objects.remove(&change.key),
             };
+            let change = Arc::new(change);
+            let (before, after) = (change.prev.is_some(), change.object.is_some());
             if before != after {
                 let count = state.folders.entry(folder(&change.key).to_owned()).or_default();
                 if after {

@@ -61,6 +61,8 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
             object::decode_stored(&kv.key, &kv.value, kv.mod_revision)
                 .map(|object| Entry::new(object, kv.value.len()))
         };
+        // The version before the change is the cache's own: the store's copy of it is not
+        // decoded again.
         let change = Change {
             revision,
             key: event.kv.key.clone(),
@@ -68,7 +70,7 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
                 EventKind::Put => Some(decode(&event.kv)?),
                 EventKind::Delete => None,
             },
-            prev: event.prev.as_ref().map(decode).transpose()?,
+            prev: None,
             gone: OnceLock::new(),
         };
         live.apply(vec![change], revision);

@@ -224,6 +224,9 @@ struct Counting {
     /// Whether its watchers say their progress reports may overtake changes, as etcd's
     /// before 3.4.31 and 3.5.13 may.
     unordered: AtomicBool,
+    /// Whether the version before each change that its watchers send is replaced by bytes
+    /// that are no object, so that a reader that decodes it fails.
+    garbled_prev: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -242,6 +245,7 @@ impl Counting {
             race: Arc::default(),
             lazy: Arc::default(),
             unordered: AtomicBool::new(false),
+            garbled_prev: Arc::default(),
         }
     }
 }
@@ -268,6 +272,7 @@ impl Store for Counting {
         }
         let race = self.race.clone();
         let lazy = self.lazy.clone();
+        let garbled_prev = self.garbled_prev.clone();
         let store = self.inner.clone();
         tokio::spawn(async move {
             // Lazy, progress is withheld until a reader asks, then reported once it reaches
@@ -301,8 +306,13 @@ impl Store for Counting {
                     }
                 };
                 let batch = match change {
-                    Ok(Change::Event(event)) => {
+                    Ok(Change::Event(mut event)) => {
                         let revision = event.revision();
+                        if garbled_prev.load(Ordering::SeqCst)
+                            && let Some(prev) = &mut event.prev
+                        {
+                            prev.value = b"not an object".to_vec();
+                        }
                         if race.armed.swap(false, Ordering::SeqCst) {
                             sender.offer(Arc::new(WatchBatch { revision, events: Vec::new() }));
                             race.release.notified().await;
@@ -352,6 +362,37 @@ async fn many_clients_share_one_store_watch() {
         assert_eq!(next(stream).await, ("ADDED".into(), "fan".into()));
     }
     assert_eq!(store.watches.load(Ordering::SeqCst), 1, "one store watch for a hundred clients");
+}
+
+/// A change is decoded once: the version before it, which tells a selector's departures, is the
+/// one the cache already holds, not the store's copy decoded again.
+#[tokio::test]
+async fn the_version_before_a_change_is_the_one_the_cache_holds() {
+    let store = Arc::new(Counting::new());
+    store.garbled_prev.store(true, Ordering::SeqCst);
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let widgets = widgets();
+    let mut body = widget("sel", 1);
+    body["metadata"]["labels"] = json!({"tier": "web"});
+    registry.create(&widgets, Some("default"), body, unadmitted()).await.unwrap();
+    let options = WatchOptions { label_selector: Some("tier=web".into()), ..WatchOptions::default() };
+    let mut stream = registry.watch(&widgets, &options).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "sel".into()));
+    for tier in ["db", "web"] {
+        let patch = format!(r#"{{"metadata":{{"labels":{{"tier":"{tier}"}}}}}}"#);
+        registry
+            .patch(&widgets, Some("default"), "sel", PatchKind::Merge, patch.as_bytes(), unadmitted())
+            .await
+            .unwrap();
+    }
+    assert_eq!(next(&mut stream).await, ("DELETED".into(), "sel".into()), "leaving the selector");
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "sel".into()), "entering it again");
+    registry.delete(&widgets, Some("default"), "sel", &unadmitted_delete()).await.unwrap();
+    let (kind, name) = next(&mut stream).await;
+    assert_eq!((kind.as_str(), name.as_str()), ("DELETED", "sel"), "deleted");
+    assert_eq!(store.watches.load(Ordering::SeqCst), 1, "the cache never started over");
 }
 
 #[tokio::test]
