@@ -205,6 +205,10 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // The loops' own writes of the members (their conditions) change what the held queries
+    // read: they are done before the first answers, so that a held query has nothing to wait
+    // for but the flips.
+    crate::nodes::quiet(controller.pid, Duration::from_millis(500)).await?;
 
     // Every connection open and idle after one answer: each one's index, for the held query.
     let mut connections = Vec::with_capacity(services);
