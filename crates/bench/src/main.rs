@@ -26,6 +26,11 @@ use std::process::ExitCode;
 
 use report::Size;
 
+/// The controller's allocator, so that the product measured in process and the ceilings this
+/// binary serves allocate as the controller does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const USAGE: &str = "usage: kayra-bench store | api | catalog | loop | scheduler [--store memory|sled] | appset [--store memory|sled] | nodes [--nodes N] [--rounds R] [--store memory|sled] [--heartbeat-seconds S] | http | watch [--stuck N] [--watchers N] [--objects N] | consul | replicas [--rounds R], each with --smoke for a small run";
 
 fn main() -> ExitCode {
