@@ -6,8 +6,8 @@
 //! doubles with each failed attempt, from [`INITIAL_BACKOFF`] to [`MAX_BACKOFF`]. A change of
 //! its own status does not wake it, so explaining a failure does not loop.
 
-use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -50,10 +50,21 @@ pub struct Entry {
     pub since: Option<Instant>,
 }
 
-/// Every Application waiting for a node.
+/// Every Application waiting for a node, indexed by stage so that a pop visits only the
+/// Applications it may take: the active ones whose backoff has passed, the backoffs and flushes
+/// that have come due, never every waiting Application.
 #[derive(Debug, Default)]
 pub struct Queue {
     entries: HashMap<String, Entry>,
+    /// Active, with no backoff left to wait out (as of the last pop): what a pop chooses from.
+    ready: HashSet<String>,
+    /// Active ones still backing off, by when their backoff ends. An item whose Application
+    /// has since left this stage, or backs off until another time, is dropped when it comes up.
+    backing_off: BinaryHeap<Reverse<(Instant, String)>>,
+    /// Unschedulable ones, for a change that may let them fit.
+    unschedulable: HashSet<String>,
+    /// Unschedulable ones by when they have waited [`FLUSH_AFTER`]; kept as `backing_off` is.
+    flushes: BinaryHeap<Reverse<(Instant, String)>>,
 }
 
 impl Queue {
@@ -76,17 +87,20 @@ impl Queue {
     /// otherwise. An unschedulable one stays so unless its spec changed (a new generation).
     pub fn upsert(&mut self, app: App, object: Arc<Object>) {
         if !app.wants_placement() {
-            self.entries.remove(&app.id);
+            self.remove(&app.id);
             return;
         }
         match self.entries.get_mut(&app.id) {
             Some(entry) => {
                 let respecified = entry.app.generation != app.generation || entry.app.uid != app.uid;
-                if entry.stage == Stage::Unschedulable && respecified {
-                    entry.stage = Stage::Active;
-                }
+                let wake = entry.stage == Stage::Unschedulable && respecified;
                 entry.app = app;
                 entry.object = object;
+                if wake {
+                    let id = entry.app.id.clone();
+                    self.unschedulable.remove(&id);
+                    self.make_active(&id);
+                }
             }
             None => {
                 let id = app.id.clone();
@@ -98,21 +112,25 @@ impl Queue {
                     backoff_until: None,
                     since: None,
                 };
-                self.entries.insert(id, entry);
+                self.entries.insert(id.clone(), entry);
+                self.ready.insert(id);
             }
         }
     }
 
     /// Drops an Application (gone, or bound).
     pub fn remove(&mut self, id: &str) {
-        self.entries.remove(id);
+        if self.entries.remove(id).is_some() {
+            self.ready.remove(id);
+            self.unschedulable.remove(id);
+        }
     }
 
     /// Something changed that may let unschedulable Applications fit: they become active
     /// (each still waits out its backoff).
     pub fn move_unschedulable(&mut self) {
-        for entry in self.entries.values_mut().filter(|e| e.stage == Stage::Unschedulable) {
-            entry.stage = Stage::Active;
+        for id in std::mem::take(&mut self.unschedulable) {
+            self.make_active(&id);
         }
     }
 
@@ -125,35 +143,71 @@ impl Queue {
         most: usize,
         order: impl Fn(&Entry, &Entry) -> Ordering,
     ) -> (Vec<Entry>, Option<Instant>) {
-        let mut next: Option<Instant> = None;
-        let mut ready: Vec<&Entry> = Vec::new();
-        for entry in self.entries.values_mut() {
-            if entry.stage == Stage::Unschedulable
-                && entry.since.is_some_and(|since| now >= since + FLUSH_AFTER)
-            {
-                entry.stage = Stage::Active;
+        while let Some(Reverse((at, id))) = self.flushes.peek().cloned()
+            && at <= now
+        {
+            self.flushes.pop();
+            let waited = self.entries.get(&id).is_some_and(|entry| {
+                entry.stage == Stage::Unschedulable
+                    && entry.since.is_some_and(|since| since + FLUSH_AFTER == at)
+            });
+            if waited {
+                self.unschedulable.remove(&id);
+                self.make_active(&id);
             }
         }
-        for entry in self.entries.values() {
-            if entry.stage != Stage::Active {
-                continue;
+        let next = loop {
+            let Some(Reverse((until, id))) = self.backing_off.peek().cloned() else { break None };
+            let current = self
+                .entries
+                .get(&id)
+                .is_some_and(|entry| entry.stage == Stage::Active && entry.backoff_until == Some(until));
+            if current && until > now {
+                break Some(until);
             }
-            match entry.backoff_until {
-                Some(until) if until > now => next = Some(next.map_or(until, |n| n.min(until))),
-                _ => ready.push(entry),
+            self.backing_off.pop();
+            if current {
+                self.ready.insert(id);
             }
+        };
+        let mut ready: Vec<&Entry> = self.ready.iter().filter_map(|id| self.entries.get(id)).collect();
+        if ready.len() > most {
+            ready.select_nth_unstable_by(most, |a, b| order(a, b));
+            ready.truncate(most);
         }
         ready.sort_by(|a, b| order(a, b));
-        let ids: Vec<String> = ready.iter().take(most).map(|entry| entry.app.id.clone()).collect();
+        let ids: Vec<String> = ready.iter().map(|entry| entry.app.id.clone()).collect();
         let popped = ids
             .iter()
             .filter_map(|id| {
+                self.ready.remove(id);
                 let entry = self.entries.get_mut(id)?;
                 entry.stage = Stage::InFlight;
                 Some(entry.clone())
             })
             .collect();
+        self.compact();
         (popped, next)
+    }
+
+    /// Drops the heaps' stale items once they outnumber the live ones, so that Applications
+    /// that fail, wake and fail again do not grow them for as long as a flush takes.
+    fn compact(&mut self) {
+        let live = self.entries.len() + 1024;
+        if self.backing_off.len() > 2 * live {
+            let entries = &self.entries;
+            self.backing_off.retain(|Reverse((until, id))| {
+                entries.get(id).is_some_and(|e| e.stage == Stage::Active && e.backoff_until == Some(*until))
+            });
+        }
+        if self.flushes.len() > 2 * live {
+            let entries = &self.entries;
+            self.flushes.retain(|Reverse((at, id))| {
+                entries.get(id).is_some_and(|e| {
+                    e.stage == Stage::Unschedulable && e.since.is_some_and(|since| since + FLUSH_AFTER == *at)
+                })
+            });
+        }
     }
 
     /// An Application fit nowhere (or its bind failed): unschedulable, with a longer backoff.
@@ -164,21 +218,36 @@ impl Queue {
             entry.backoff_until = Some(now + (INITIAL_BACKOFF * factor).min(MAX_BACKOFF));
             entry.stage = Stage::Unschedulable;
             entry.since = Some(now);
+            self.ready.remove(id);
+            self.unschedulable.insert(id.to_owned());
+            self.flushes.push(Reverse((now + FLUSH_AFTER, id.to_owned())));
         }
     }
 
     /// An unschedulable Application is to be tried again without waiting for a relevant
     /// change (its backoff still holds): its explanation could not be written.
     pub fn activate(&mut self, id: &str) {
-        if let Some(entry) = self.entries.get_mut(id).filter(|e| e.stage == Stage::Unschedulable) {
-            entry.stage = Stage::Active;
+        if self.unschedulable.remove(id) {
+            self.make_active(id);
         }
     }
 
     /// An Application in flight is to be tried again (its bind met a newer version).
     pub fn retry(&mut self, id: &str) {
-        if let Some(entry) = self.entries.get_mut(id).filter(|e| e.stage == Stage::InFlight) {
-            entry.stage = Stage::Active;
+        if self.entries.get(id).is_some_and(|e| e.stage == Stage::InFlight) {
+            self.make_active(id);
+        }
+    }
+
+    /// Makes a waiting Application active: ready, or backing off until its backoff ends.
+    fn make_active(&mut self, id: &str) {
+        let Some(entry) = self.entries.get_mut(id) else { return };
+        entry.stage = Stage::Active;
+        match entry.backoff_until {
+            Some(until) => self.backing_off.push(Reverse((until, id.to_owned()))),
+            None => {
+                self.ready.insert(id.to_owned());
+            }
         }
     }
 }

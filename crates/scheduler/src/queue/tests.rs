@@ -54,3 +54,166 @@ fn unschedulable_applications_wait_for_a_relevant_change_then_back_off() {
     queue.upsert(Arc::new(bound), object);
     assert!(queue.is_empty());
 }
+
+/// The queue as a plain list that every pop walks whole: what the indexed queue must answer.
+#[derive(Default)]
+struct Walked {
+    entries: HashMap<String, Entry>,
+}
+
+impl Walked {
+    fn upsert(&mut self, app: App, object: Arc<Object>) {
+        if !app.wants_placement() {
+            self.entries.remove(&app.id);
+            return;
+        }
+        match self.entries.get_mut(&app.id) {
+            Some(entry) => {
+                let respecified = entry.app.generation != app.generation || entry.app.uid != app.uid;
+                if entry.stage == Stage::Unschedulable && respecified {
+                    entry.stage = Stage::Active;
+                }
+                entry.app = app;
+                entry.object = object;
+            }
+            None => {
+                let entry = Entry {
+                    app: app.clone(),
+                    object,
+                    stage: Stage::Active,
+                    attempts: 0,
+                    backoff_until: None,
+                    since: None,
+                };
+                self.entries.insert(app.id.clone(), entry);
+            }
+        }
+    }
+
+    fn pop(&mut self, now: Instant, most: usize) -> (Vec<String>, Option<Instant>) {
+        for entry in self.entries.values_mut() {
+            if entry.stage == Stage::Unschedulable
+                && entry.since.is_some_and(|since| now >= since + FLUSH_AFTER)
+            {
+                entry.stage = Stage::Active;
+            }
+        }
+        let mut next: Option<Instant> = None;
+        let mut ready: Vec<String> = Vec::new();
+        for entry in self.entries.values().filter(|e| e.stage == Stage::Active) {
+            match entry.backoff_until {
+                Some(until) if until > now => next = Some(next.map_or(until, |n| n.min(until))),
+                _ => ready.push(entry.app.id.clone()),
+            }
+        }
+        ready.sort();
+        ready.truncate(most);
+        for id in &ready {
+            self.entries.get_mut(id).expect("listed").stage = Stage::InFlight;
+        }
+        (ready, next)
+    }
+
+    fn failed(&mut self, id: &str, now: Instant) {
+        if let Some(entry) = self.entries.get_mut(id) {
+            entry.attempts += 1;
+            let factor = 1u32 << (entry.attempts - 1).min(8);
+            entry.backoff_until = Some(now + (INITIAL_BACKOFF * factor).min(MAX_BACKOFF));
+            entry.stage = Stage::Unschedulable;
+            entry.since = Some(now);
+        }
+    }
+
+    fn set(&mut self, id: &str, from: Stage, to: Stage) {
+        if let Some(entry) = self.entries.get_mut(id).filter(|e| e.stage == from) {
+            entry.stage = to;
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Upsert { app: usize, generation: i64, bound: bool },
+    Remove(usize),
+    MoveUnschedulable,
+    Pop { after_ms: u64, most: usize },
+    Failed(usize),
+    Activate(usize),
+    Retry(usize),
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    prop_oneof![
+        3 => (0..12usize, 1..3i64, proptest::bool::weighted(0.1))
+            .prop_map(|(app, generation, bound)| Step::Upsert { app, generation, bound }),
+        1 => (0..12usize).prop_map(Step::Remove),
+        1 => Just(Step::MoveUnschedulable),
+        3 => (prop_oneof![Just(0u64), 0..3_000u64, Just(300_000u64)], 1..5usize)
+            .prop_map(|(after_ms, most)| Step::Pop { after_ms, most }),
+        2 => (0..12usize).prop_map(Step::Failed),
+        1 => (0..12usize).prop_map(Step::Activate),
+        1 => (0..12usize).prop_map(Step::Retry),
+    ]
+}
+
+proptest::proptest! {
+    /// Any run of queue operations, on a clock that only moves forward, pops what a walk of
+    /// every waiting Application would, in the same order, with the same next due time.
+    #[test]
+    fn the_indexed_queue_pops_what_a_walk_of_every_entry_would(steps in proptest::collection::vec(step(), 1..80)) {
+        let (mut queue, mut walked) = (Queue::default(), Walked::default());
+        let object = Arc::new(Object::new());
+        let by_name = |a: &Entry, b: &Entry| a.app.id.cmp(&b.app.id);
+        let mut now = Instant::now();
+        let id = |n: usize| format!("demo/app-{n:02}");
+        for step in steps {
+            match step {
+                Step::Upsert { app: n, generation, bound } => {
+                    let mut app = (*app(&format!("app-{n:02}"), generation)).clone();
+                    if bound {
+                        app.node = Some("n1".into());
+                    }
+                    let app = Arc::new(app);
+                    queue.upsert(app.clone(), object.clone());
+                    walked.upsert(app, object.clone());
+                }
+                Step::Remove(n) => {
+                    queue.remove(&id(n));
+                    walked.entries.remove(&id(n));
+                }
+                Step::MoveUnschedulable => {
+                    queue.move_unschedulable();
+                    for entry in walked.entries.values_mut().filter(|e| e.stage == Stage::Unschedulable) {
+                        entry.stage = Stage::Active;
+                    }
+                }
+                Step::Pop { after_ms, most } => {
+                    now += Duration::from_millis(after_ms);
+                    let (popped, next) = queue.pop(now, most, by_name);
+                    let popped: Vec<String> = popped.into_iter().map(|e| e.app.id.clone()).collect();
+                    proptest::prop_assert_eq!((popped, next), walked.pop(now, most));
+                }
+                Step::Failed(n) => {
+                    queue.failed(&id(n), now);
+                    walked.failed(&id(n), now);
+                }
+                Step::Activate(n) => {
+                    queue.activate(&id(n));
+                    walked.set(&id(n), Stage::Unschedulable, Stage::Active);
+                }
+                Step::Retry(n) => {
+                    queue.retry(&id(n));
+                    walked.set(&id(n), Stage::InFlight, Stage::Active);
+                }
+            }
+            let stages = |entries: &HashMap<String, Entry>| {
+                let mut stages: Vec<(String, Stage)> =
+                    entries.iter().map(|(id, e)| (id.clone(), e.stage)).collect();
+                stages.sort_by(|a, b| a.0.cmp(&b.0));
+                stages
+            };
+            proptest::prop_assert_eq!(stages(&queue.entries), stages(&walked.entries));
+        }
+    }
+}
