@@ -334,7 +334,7 @@ fn replicas_share_a_three_member_etcd_and_a_replica_of_another_cluster_is_refuse
     let output = left.kubectl_with_token(&left.token(), &["logs", "talker", "--tail", "1"]);
     assert!(
         String::from_utf8_lossy(&output.stdout).contains("tick"),
-        "the log reads through the replica left"
+        "the log reads through the replica left: {output:?}"
     );
 
     // Another replica leads the scheduler: an Application created now is placed and runs.
