@@ -53,14 +53,14 @@ pub async fn write(
         })?,
     };
     let version = scale.pointer("/metadata/resourceVersion").and_then(Value::as_str);
-    let scaled = |current: &Object| scaled(current, name, replicas);
+    let build = |current: &Object| scaled(current, name, replicas);
     // What admission sees of the write: the set as it stands, scaled.
-    let object = Value::Object(scaled(&control.registry().get(&sets, Some(namespace), name).await?)?);
+    let object = Value::Object(build(&control.registry().get(&sets, Some(namespace), name).await?)?);
     let mut options =
         control.write_options(identity, &sets, Part::Main, Some(&object), request.dry_run).await;
     options.manager = FieldManager { name: request.manager(identity), subresource: SCALE.to_owned() };
     let written =
-        control.registry().update_with(&sets, Some(namespace), name, version, options, scaled).await?;
+        control.registry().update_with(&sets, Some(namespace), name, version, options, build).await?;
     scale_of(control, &written).await
 }
 

@@ -50,6 +50,19 @@ pub struct Entry {
     pub since: Option<Instant>,
 }
 
+impl Entry {
+    /// Whether a backoff item ending `until` is still this entry's: active, backing off until then.
+    fn backs_off_until(&self, until: Instant) -> bool {
+        self.stage == Stage::Active && self.backoff_until == Some(until)
+    }
+
+    /// Whether a flush item due `at` is still this entry's: unschedulable since `at` less
+    /// [`FLUSH_AFTER`].
+    fn flushes_at(&self, at: Instant) -> bool {
+        self.stage == Stage::Unschedulable && self.since.is_some_and(|since| since + FLUSH_AFTER == at)
+    }
+}
+
 /// Every Application waiting for a node, indexed by stage so that a pop visits only the
 /// Applications it may take: the active ones whose backoff has passed, the backoffs and flushes
 /// that have come due, never every waiting Application.
@@ -147,21 +160,14 @@ impl Queue {
             && at <= now
         {
             self.flushes.pop();
-            let waited = self.entries.get(&id).is_some_and(|entry| {
-                entry.stage == Stage::Unschedulable
-                    && entry.since.is_some_and(|since| since + FLUSH_AFTER == at)
-            });
-            if waited {
+            if self.entries.get(&id).is_some_and(|entry| entry.flushes_at(at)) {
                 self.unschedulable.remove(&id);
                 self.make_active(&id);
             }
         }
         let next = loop {
             let Some(Reverse((until, id))) = self.backing_off.peek().cloned() else { break None };
-            let current = self
-                .entries
-                .get(&id)
-                .is_some_and(|entry| entry.stage == Stage::Active && entry.backoff_until == Some(until));
+            let current = self.entries.get(&id).is_some_and(|entry| entry.backs_off_until(until));
             if current && until > now {
                 break Some(until);
             }
@@ -196,17 +202,12 @@ impl Queue {
         let live = self.entries.len() + 1024;
         if self.backing_off.len() > 2 * live {
             let entries = &self.entries;
-            self.backing_off.retain(|Reverse((until, id))| {
-                entries.get(id).is_some_and(|e| e.stage == Stage::Active && e.backoff_until == Some(*until))
-            });
+            self.backing_off
+                .retain(|Reverse((until, id))| entries.get(id).is_some_and(|e| e.backs_off_until(*until)));
         }
         if self.flushes.len() > 2 * live {
             let entries = &self.entries;
-            self.flushes.retain(|Reverse((at, id))| {
-                entries.get(id).is_some_and(|e| {
-                    e.stage == Stage::Unschedulable && e.since.is_some_and(|since| since + FLUSH_AFTER == *at)
-                })
-            });
+            self.flushes.retain(|Reverse((at, id))| entries.get(id).is_some_and(|e| e.flushes_at(*at)));
         }
     }
 
