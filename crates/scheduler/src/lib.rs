@@ -592,7 +592,13 @@ impl Follower for SchedulerFollower {
                 state.snapshot.replace_nodes(nodes);
                 state.queue.move_unschedulable();
                 state.synced[1] = true;
+                let synced = state.synced == [true, true];
                 drop(state);
+                // An empty list names no node to carry the queue's key: what waited for the
+                // lists is woken here.
+                if synced {
+                    scheduler.inner.wake.notify_one();
+                }
                 objects
                     .iter()
                     .map(|object| Item {
@@ -621,6 +627,9 @@ impl Follower for SchedulerFollower {
                         queue.remove(&id);
                     }
                     state.synced[0] = true;
+                    if state.synced == [true, true] {
+                        scheduler.inner.wake.notify_one();
+                    }
                 }
                 let items = objects
                     .into_iter()
@@ -652,7 +661,8 @@ impl Follower for SchedulerFollower {
     }
 }
 
-/// Queues the scheduling key when a bind's failure frees an Application to be tried again.
+/// Queues the scheduling key when a bind's failure frees an Application to be tried again, and
+/// once both collections are listed.
 struct Wake(Scheduler);
 
 #[async_trait::async_trait]

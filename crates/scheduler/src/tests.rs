@@ -74,6 +74,26 @@ async fn events(scheduler: &Scheduler, reason: &str) -> Vec<String> {
         .collect()
 }
 
+/// An Application listed before an empty list of nodes waits for no later change: once both
+/// lists are in, the queue is run and the Application explained.
+#[tokio::test]
+async fn an_empty_node_list_still_runs_the_queue_once_both_lists_are_in() {
+    use kayra_application::feed::Follower;
+
+    let scheduler = scheduler().await;
+    let created = Arc::new(create(&scheduler, "early").await);
+    let follower = |collection| crate::SchedulerFollower { scheduler: scheduler.clone(), collection };
+    let items = follower(crate::Collection::Applications).listed(vec![created]);
+    assert!(items.iter().any(|item| item.keys.contains(&kayra_loop::Key::new(SCHEDULE))), "{items:?}");
+    // The scheduling key the Application brought found the nodes not yet listed; an empty node
+    // list carries no key of its own.
+    let items = follower(crate::Collection::Nodes).listed(Vec::new());
+    assert!(items.is_empty(), "{items:?}");
+    let woken =
+        tokio::time::timeout(std::time::Duration::from_secs(5), scheduler.inner.wake.notified()).await;
+    assert!(woken.is_ok(), "nothing queued the scheduling key once both lists were in");
+}
+
 #[tokio::test]
 async fn an_explanation_that_meets_a_newer_version_is_written_on_that_version() {
     let scheduler = scheduler().await;
