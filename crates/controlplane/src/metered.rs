@@ -1,7 +1,7 @@
 //! The store as the controller holds it: every operation timed by operation and engine, and
 //! compactions counted, in the process's metrics registry; what the store answers is passed on
-//! untouched. What the engine counts of its own work (the size of each group commit, the
-//! compactions it runs by itself) is read from it at each scrape.
+//! untouched. What the engine counts of its own work (the size of each group commit, its
+//! background writes, the compactions it runs by itself) is read from it at each scrape.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -79,6 +79,13 @@ impl Collector for EngineCollector {
         )?;
         ConstCounter::new(self.requested.get() + automatic).encode(compactions)?;
         let Some(engine) = &self.engine else { return Ok(()) };
+        let background = encoder.encode_descriptor(
+            "kayra_store_background_writes",
+            "Writes of the control loops that the embedded engine let ride the flushes of the API's writes",
+            None,
+            MetricType::Counter,
+        )?;
+        ConstCounter::new(engine.background_writes()).encode(background)?;
         let batches = engine.commit_batches();
         let buckets: Vec<(f64, u64)> = batches
             .buckets

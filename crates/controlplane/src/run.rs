@@ -183,11 +183,15 @@ const LOOP_RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_sec
 /// The runtime the loops run on: one worker thread of its own. However much work the loops
 /// have queued (the scheduler's condition and Event for each of 40 000 Applications no node can
 /// take), they then take at most about one core's share of the machine's time, and a request
-/// never waits in the API's run queue behind their tasks.
+/// never waits in the API's run queue behind their tasks. Its threads write in the background
+/// (`kayra_store::priority`): their writes ride the flushes the API's writes start instead of
+/// starting flushes of their own, so a burst of conditions and Events does not keep the disk
+/// busy under every user's write.
 fn loop_runtime() -> Result<tokio::runtime::Runtime, ControlPlaneError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kayra-loops")
+        .on_thread_start(kayra_store::priority::mark_thread_background)
         .enable_all()
         .build()
         .map_err(ControlPlaneError::io("cannot start the loops' runtime"))

@@ -11,6 +11,7 @@ mod error;
 pub mod model;
 pub mod mvcc;
 mod port;
+pub mod priority;
 pub mod statistics;
 pub mod watch;
 

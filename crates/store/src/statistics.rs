@@ -1,5 +1,6 @@
 //! What an engine counts of its own work, for whoever reports on the store: how many writes
-//! each group commit made durable together, and the history compactions the engine ran by
+//! each group commit made durable together, how many writes were background writes (which
+//! ride others' flushes, [`crate::priority`]), and the history compactions the engine ran by
 //! itself (those asked through the port are the asker's to count).
 //!
 //! Counted with atomics where the work happens and read whenever asked, so reading costs the
@@ -18,6 +19,7 @@ pub struct EngineStatistics {
     commits: [AtomicU64; COMMIT_BATCH_BOUNDS.len() + 1],
     /// Writes made durable by every group commit together.
     committed_writes: AtomicU64,
+    background_writes: AtomicU64,
     automatic_compactions: AtomicU64,
 }
 
@@ -41,6 +43,11 @@ impl EngineStatistics {
         self.committed_writes.fetch_add(writes, Ordering::Relaxed);
     }
 
+    /// Counts one write that waited for a flush it did not lead, as a background write.
+    pub(crate) fn wrote_in_background(&self) {
+        self.background_writes.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts one compaction the engine ran by itself, to keep its history bounded.
     pub(crate) fn compacted_automatically(&self) {
         self.automatic_compactions.fetch_add(1, Ordering::Relaxed);
@@ -53,6 +60,11 @@ impl EngineStatistics {
             bounds.zip(&self.commits).map(|(bound, count)| (bound, count.load(Ordering::Relaxed))).collect();
         let commits = buckets.iter().map(|(_, count)| count).sum();
         CommitBatches { buckets, commits, writes: self.committed_writes.load(Ordering::Relaxed) }
+    }
+
+    /// The background writes so far.
+    pub fn background_writes(&self) -> u64 {
+        self.background_writes.load(Ordering::Relaxed)
     }
 
     /// The compactions the engine ran by itself so far.

@@ -152,6 +152,7 @@ async fn metrics_parse_with_help_and_type_for_every_family_and_no_series_twice()
         "kayra_store_operation_duration_seconds",
         "kayra_store_compactions",
         "kayra_store_commit_batch_size",
+        "kayra_store_background_writes",
         "apiserver_watch_cache_resource_version",
         "apiserver_watch_cache_events_received",
         "kayra_watch_cache_oldest_resource_version",

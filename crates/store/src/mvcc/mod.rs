@@ -41,11 +41,19 @@ pub struct Options {
     pub history: Revision,
     /// How many revisions a watcher may have queued before it is cut off as too slow.
     pub watch_buffer: usize,
+    /// How long a background write ([`crate::priority`]) waits for a foreground write's flush
+    /// before the engine flushes it by itself.
+    pub background_flush_delay: Duration,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { max_value_size: DEFAULT_MAX_VALUE_SIZE, history: 100_000, watch_buffer: 1024 }
+        Options {
+            max_value_size: DEFAULT_MAX_VALUE_SIZE,
+            history: 100_000,
+            watch_buffer: 1024,
+            background_flush_delay: commit::BACKGROUND_FLUSH_DELAY,
+        }
     }
 }
 
@@ -135,12 +143,13 @@ impl MvccStore {
         let housekeeping = Arc::new(Notify::new());
         let feed = Feed { published: state.revision, pending: VecDeque::new(), subscribers: Vec::new() };
         let statistics = Arc::new(EngineStatistics::default());
+        let commit = GroupCommit::start(backend.clone(), options.background_flush_delay, statistics.clone())?;
         let inner = Arc::new(Inner {
             backend,
             options,
             state: RwLock::new(state),
             feed: Mutex::new(feed),
-            commit: Arc::new(GroupCommit::new(statistics.clone())),
+            commit,
             housekeeping: housekeeping.clone(),
             statistics,
         });
@@ -323,7 +332,7 @@ impl Inner {
     /// Waits until the write is durable, then hands every durable batch to the watchers.
     async fn finish(&self, seq: Option<Seq>) -> Result<(), StoreError> {
         let Some(seq) = seq else { return Ok(()) };
-        let durable = self.commit.wait(&self.backend, seq).await?;
+        let durable = self.commit.wait(seq).await?;
         self.publish(durable);
         Ok(())
     }

@@ -174,6 +174,8 @@ struct GatedBackend {
     /// Flushes begun (waiting at the gate or done).
     begun: std::sync::atomic::AtomicUsize,
     flushes: std::sync::atomic::AtomicUsize,
+    /// The name of the thread each flush ran on.
+    flushed_on: std::sync::Mutex<Vec<String>>,
 }
 
 impl Backend for GatedBackend {
@@ -195,6 +197,8 @@ impl Backend for GatedBackend {
         self.begun.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let _ = self.gate.lock().unwrap().recv_timeout(Duration::from_secs(10));
         self.flushes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let thread = std::thread::current().name().unwrap_or_default().to_owned();
+        self.flushed_on.lock().unwrap().push(thread);
         Ok(())
     }
     fn is_persistent(&self) -> bool {
@@ -209,6 +213,7 @@ fn gated() -> (Arc<GatedBackend>, std::sync::mpsc::Sender<()>) {
         gate: std::sync::Mutex::new(gate),
         begun: std::sync::atomic::AtomicUsize::new(0),
         flushes: std::sync::atomic::AtomicUsize::new(0),
+        flushed_on: std::sync::Mutex::default(),
     });
     (backend, open)
 }
@@ -303,6 +308,69 @@ async fn a_group_commit_counts_every_write_it_made_durable_together() {
     assert_eq!(batches.buckets[0], (Some(1), 1), "the first write went alone: {batches:?}");
     assert_eq!(batches.buckets[3], (Some(8), 1), "the five went together: {batches:?}");
     assert_eq!(backend.flushes.load(std::sync::atomic::Ordering::SeqCst), 2, "one flush each");
+}
+
+/// A runtime whose one thread writes in the background, as the control loops' runtime does.
+fn background_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("background-writer")
+        .on_thread_start(crate::priority::mark_thread_background)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_write_starts_no_flush_and_rides_the_next_foreground_one() {
+    let (backend, open) = gated();
+    // The committer would flush the background write only after a minute.
+    let options = Options { background_flush_delay: Duration::from_secs(60), ..Options::default() };
+    let store = MvccStore::open(backend.clone(), options).unwrap();
+    let statistics = store.engine_statistics().expect("the engine counts its group commits");
+    let background = background_runtime();
+    let follow_up = {
+        let store = store.clone();
+        background.spawn(async move { store.put("status", b"Unschedulable".to_vec()).await })
+    };
+    while store.revision().await.unwrap() < 1 {
+        tokio::task::yield_now().await;
+    }
+    // One flush may pass the gate: the user's write leads it, and it carries both writes.
+    open.send(()).unwrap();
+    store.put("user", b"v".to_vec()).await.unwrap();
+    let follow_up = tokio::time::timeout(Duration::from_secs(30), follow_up).await;
+    assert_eq!(follow_up.expect("the background write was acknowledged").unwrap().unwrap(), 1);
+    let batches = statistics.commit_batches();
+    assert_eq!((batches.commits, batches.writes), (1, 2), "one flush made both durable: {batches:?}");
+    let flushed_on = backend.flushed_on.lock().unwrap().clone();
+    assert_eq!(flushed_on.len(), 1, "{flushed_on:?}");
+    assert_ne!(flushed_on[0], "background-writer", "the background write led no flush");
+    background.shutdown_background();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_write_alone_is_flushed_by_the_committer_after_its_delay() {
+    let (backend, open) = gated();
+    let delay = Duration::from_millis(50);
+    let store =
+        MvccStore::open(backend.clone(), Options { background_flush_delay: delay, ..Options::default() })
+            .unwrap();
+    let mut watcher = store.watch("", 0).await.unwrap();
+    open.send(()).unwrap();
+    let background = background_runtime();
+    let started = std::time::Instant::now();
+    let follow_up = {
+        let store = store.clone();
+        background.spawn(async move { store.put("status", b"Unschedulable".to_vec()).await })
+    };
+    let follow_up = tokio::time::timeout(Duration::from_secs(30), follow_up).await;
+    assert_eq!(follow_up.expect("the background write was acknowledged").unwrap().unwrap(), 1);
+    assert!(started.elapsed() >= delay, "acknowledged after {:?}, before the delay", started.elapsed());
+    assert_eq!(*backend.flushed_on.lock().unwrap(), ["kayra-commit"], "the committer flushed it");
+    let event = tokio::time::timeout(Duration::from_secs(5), watcher.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(event.revision(), 1, "watchers see the background write once durable");
+    background.shutdown_background();
 }
 
 #[tokio::test]

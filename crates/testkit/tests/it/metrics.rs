@@ -63,3 +63,53 @@ async fn metrics_are_served_to_monitoring_and_refused_to_everyone_else() {
     }
     assert_eq!(scrape(Some("viewer-token")).send().await.unwrap().status(), StatusCode::FORBIDDEN);
 }
+
+/// The loops write in the background: the scheduler's explanation of an Application no node
+/// can take (its condition and Event) rides the flushes of the API's writes, and the embedded
+/// store counts it so. A user's own writes are not counted.
+#[tokio::test]
+async fn the_loops_writes_are_background_writes_of_the_store() {
+    let server = TestServer::start(Store::Sled).await;
+    let (admin, url, http) = (server.admin(), server.url(), server.http_url());
+    let scrape = || async {
+        let response =
+            admin.get(format!("{http}/metrics")).bearer_auth(server.admin_token()).send().await.unwrap();
+        let text = response.text().await.unwrap();
+        let line = text.lines().find(|line| line.starts_with("kayra_store_background_writes_total "));
+        let line = line.unwrap_or_else(|| panic!("no background writes counted in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse::<u64>().unwrap()
+    };
+    let application = json!({"apiVersion": "fleet.example.com/v1", "kind": "Application",
+        "metadata": {"name": "nowhere-to-go"},
+        "spec": {"command": ["/bin/sleep", "3600", "kayra-test-background-writes"]}});
+    let applications = format!("{url}/apis/fleet.example.com/v1/namespaces/default/applications");
+    let created = admin.post(&applications).json(&application).send().await.unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    // No node exists: the scheduler explains, with Scheduled=False.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let current: serde_json::Value =
+            admin.get(format!("{applications}/nowhere-to-go")).send().await.unwrap().json().await.unwrap();
+        let conditions = current["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        if conditions
+            .iter()
+            .any(|condition| condition["type"] == "Scheduled" && condition["status"] == "False")
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the scheduler never explained:\n{current}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let counted = scrape().await;
+    assert!(counted >= 1, "the scheduler's condition was not a background write ({counted})");
+    // A hundred writes of a user's add none.
+    let before = scrape().await;
+    for i in 0..100 {
+        let secret = json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret",
+            "metadata": {"name": format!("user-{i}")}, "stringData": {"k": "v"}});
+        let secrets = format!("{url}/apis/fleet.example.com/v1/namespaces/default/secrets");
+        assert_eq!(admin.post(&secrets).json(&secret).send().await.unwrap().status(), StatusCode::CREATED);
+    }
+    let after = scrape().await;
+    assert!(after - before < 100, "a user's writes were counted as background writes ({before} -> {after})");
+}
