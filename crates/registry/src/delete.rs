@@ -1,6 +1,8 @@
 //! Deleting an object: preconditions, finalizers and the deletion mark, and the propagation
 //! policy of a Kind that owns dependents.
 
+use std::sync::Arc;
+
 use kayra_store::{Compare, Op, Outcome, Txn};
 use serde_json::{Value, json};
 
@@ -85,7 +87,7 @@ impl Registry {
             let Some(current) = self.store.get(&key).await? else {
                 return Err(not_found(resource, name));
             };
-            let mut object = object::decode_stored(&key, &current.value, current.mod_revision)?;
+            let mut object = Arc::unwrap_or_clone(self.stored_object(resource, &key, &current)?);
             if let Some(uid) = options.uid.as_deref().filter(|uid| *uid != meta_str(&object, "uid")) {
                 return Err(RegistryError::Conflict {
                     resource: resource.qualified(),

@@ -188,8 +188,24 @@ impl Registry {
     ) -> Result<Object, RegistryError> {
         let key = self.key(resource, namespace, name);
         match self.store.get(&key).await? {
-            Some(kv) => object::decode_stored(&key, &kv.value, kv.mod_revision),
+            Some(kv) => self.stored_object(resource, &key, &kv).map(Arc::unwrap_or_clone),
             None => Err(not_found(resource, name)),
+        }
+    }
+
+    /// The version `stored` of the object under `key`: the watch cache's decoded copy when it
+    /// holds exactly that version (the usual case for a write that follows a read), else
+    /// decoded from the stored bytes.
+    pub(crate) fn stored_object(
+        &self,
+        resource: &Resource,
+        key: &str,
+        stored: &kayra_store::KeyValue,
+    ) -> Result<Arc<Object>, RegistryError> {
+        let base = resource.store_prefix(&self.root);
+        match self.caches.object_at(&base, key, stored.mod_revision) {
+            Some(object) => Ok(object),
+            None => object::decode_stored(key, &stored.value, stored.mod_revision).map(Arc::new),
         }
     }
 

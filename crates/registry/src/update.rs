@@ -147,8 +147,9 @@ impl Registry {
             if expected.is_some_and(|expected| expected != current.mod_revision) {
                 return Err(stale(resource, name));
             }
-            let old = object::decode_stored(&key, &current.value, current.mod_revision)?;
-            let mut object = build(&old)?;
+            let stored = self.stored_object(resource, &key, &current)?;
+            let old: &Object = &stored;
+            let mut object = build(old)?;
             let mut causes = object::check_metadata(&object);
             if !causes.is_empty() {
                 return Err(invalid(resource, &object, std::mem::take(&mut causes)));
@@ -156,7 +157,7 @@ impl Registry {
             // An apply decided its managers with the object; what is carried over keeps them.
             let applied = (managed == Managed::Applied)
                 .then(|| object::metadata_mut(&mut object).remove("managedFields"));
-            carry_over(resource, &old, &mut object, options.part);
+            carry_over(resource, old, &mut object, options.part);
             resource.strategy.default(&mut object);
             match applied {
                 Some(Some(managers)) => {
@@ -165,24 +166,24 @@ impl Registry {
                 Some(None) => {
                     object::metadata_mut(&mut object).remove("managedFields");
                 }
-                None => self.record_update(resource, Some(&old), &mut object, &options),
+                None => self.record_update(resource, Some(old), &mut object, &options),
             }
-            if options.mutate(resource, Operation::Update, &mut object, Some(&old))? {
+            if options.mutate(resource, Operation::Update, &mut object, Some(old))? {
                 // A mutating plugin changes only what the writer could: identity, history and
                 // the part not written stay as stored.
-                carry_over(resource, &old, &mut object, options.part);
+                carry_over(resource, old, &mut object, options.part);
             }
-            causes.extend(resource.strategy.validate(&object, Some(&old)));
-            causes.extend(crate::history::door_causes(resource, &object, Some(&old), options.part));
+            causes.extend(resource.strategy.validate(&object, Some(old)));
+            causes.extend(crate::history::door_causes(resource, &object, Some(old), options.part));
             if !causes.is_empty() {
                 return Err(invalid(resource, &object, causes));
             }
-            options.validate(resource, Operation::Update, &object, Some(&old))?;
+            options.validate(resource, Operation::Update, &object, Some(old))?;
             // `generation` counts the author's changes to the spec. A binding's placement (or its
             // undoing) is the control plane's decision, and leaves it, as `pods/binding` does.
-            let moved = options.part != Part::Binding && object::spec_of(&object) != object::spec_of(&old);
+            let moved = options.part != Part::Binding && object::spec_of(&object) != object::spec_of(old);
             if moved {
-                let generation = path(&old, "metadata.generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+                let generation = path(old, "metadata.generation").and_then(Value::as_i64).unwrap_or(0) + 1;
                 object::metadata_mut(&mut object).insert("generation".into(), json!(generation));
             }
             let finished =
@@ -197,10 +198,10 @@ impl Registry {
                     Outcome::Conflict(_) => return Err(stale(resource, name)),
                 }
             }
-            if object == old {
-                return Ok(old);
+            if object == *old {
+                return Ok(old.clone());
             }
-            let (lease, granted) = self.lease_for_update(resource, &old, &object, current.lease).await?;
+            let (lease, granted) = self.lease_for_update(resource, old, &object, current.lease).await?;
             let mut ops = vec![Op::Put { key: key.clone(), value: Self::encode(&object), lease }];
             if moved {
                 ops.extend(self.history_put(resource, &key, &object, &options));

@@ -360,6 +360,18 @@ impl Caches {
         Some(entry.map(|entry| entry.json_for_list()))
     }
 
+    /// The object stored under `key` at `revision`, decoded, when the cache kept under `base`
+    /// holds exactly that version: a writer that read the stored bytes then need not decode
+    /// them again. `None` when the cache holds another version, or none.
+    pub(crate) fn object_at(&self, base: &str, key: &str, revision: Revision) -> Option<Arc<Object>> {
+        let cache = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned()?;
+        let state = cache.state.lock().expect("watch cache lock poisoned");
+        let entry = state.objects.get(key)?;
+        let object = entry.shared();
+        let version = crate::meta_str(object, "resourceVersion").parse::<Revision>().ok()?;
+        (version == revision).then(|| object.clone())
+    }
+
     /// Waits until the cache kept under `base` has applied every change up to `current`, at
     /// most [`CATCH_UP`], asking its store watch for progress so that a cache whose resource
     /// is quiet learns at once that nothing of it changed (as kube-apiserver's consistent reads

@@ -227,6 +227,9 @@ struct Counting {
     /// Whether the version before each change that its watchers send is replaced by bytes
     /// that are no object, so that a reader that decodes it fails.
     garbled_prev: Arc<AtomicBool>,
+    /// Whether a point read answers bytes that are no object (at the right revision), so that
+    /// a writer that decodes what it read fails.
+    garbled_gets: AtomicBool,
 }
 
 #[derive(Default)]
@@ -246,6 +249,7 @@ impl Counting {
             lazy: Arc::default(),
             unordered: AtomicBool::new(false),
             garbled_prev: Arc::default(),
+            garbled_gets: AtomicBool::new(false),
         }
     }
 }
@@ -254,7 +258,13 @@ impl Counting {
 impl Store for Counting {
     async fn get(&self, key: &str) -> Result<Option<KeyValue>, StoreError> {
         self.gets.fetch_add(1, Ordering::SeqCst);
-        self.inner.get(key).await
+        let mut found = self.inner.get(key).await?;
+        if self.garbled_gets.load(Ordering::SeqCst)
+            && let Some(kv) = &mut found
+        {
+            kv.value = b"not an object".to_vec();
+        }
+        Ok(found)
     }
     async fn range(&self, request: &RangeRequest) -> Result<RangeResult, StoreError> {
         self.ranges.fetch_add(1, Ordering::SeqCst);
@@ -393,6 +403,45 @@ async fn the_version_before_a_change_is_the_one_the_cache_holds() {
     let (kind, name) = next(&mut stream).await;
     assert_eq!((kind.as_str(), name.as_str()), ("DELETED", "sel"), "deleted");
     assert_eq!(store.watches.load(Ordering::SeqCst), 1, "the cache never started over");
+}
+
+/// A write reads the stored version it replaces; when the watch cache holds that very version,
+/// the write takes the cache's decoded object instead of decoding the stored bytes again.
+#[tokio::test]
+async fn a_write_takes_the_version_it_replaces_from_the_cache_when_the_cache_holds_it() {
+    let store = Arc::new(Counting::new());
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let widgets = widgets();
+    registry.create(&widgets, Some("default"), widget("cached", 1), unadmitted()).await.unwrap();
+    let mut stream = registry.watch(&widgets, &WatchOptions::default()).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "cached".into()));
+    store.garbled_gets.store(true, Ordering::SeqCst);
+    for size in [2, 3] {
+        let patch = format!(r#"{{"spec":{{"size":{size}}}}}"#);
+        let patched = registry
+            .patch(&widgets, Some("default"), "cached", PatchKind::Merge, patch.as_bytes(), unadmitted())
+            .await
+            .expect("the version replaced came from the cache, not from the garbled read");
+        assert_eq!(patched["spec"]["size"], size);
+        assert_eq!(next(&mut stream).await, ("MODIFIED".into(), "cached".into()));
+    }
+    registry.delete(&widgets, Some("default"), "cached", &unadmitted_delete()).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("DELETED".into(), "cached".into()));
+    // A Kind no cache follows is decoded from what the store answered.
+    let refused = registry
+        .patch(
+            &super::namespaces(),
+            None,
+            "default",
+            PatchKind::Merge,
+            br#"{"metadata":{"labels":{"a":"b"}}}"#,
+            unadmitted(),
+        )
+        .await
+        .expect_err("the garbled read is decoded");
+    assert!(matches!(refused, RegistryError::Corrupt { .. }), "{refused:?}");
 }
 
 #[tokio::test]
