@@ -20,6 +20,10 @@
 //!   subresource: nodeName, annotation and `Scheduled=True`, on the version read), timed
 //!   alone: the ceiling of what any scheduler binding through the application layer could
 //!   reach here.
+//! - Rounds: a full run alternates three rounds of the three (direct bindings, live placements,
+//!   placements from a backlog), each on fresh namespaces, so that a ceiling and the rows it
+//!   bounds are measured beside each other. Each ratio is a round's placements over the same
+//!   round's direct bindings; the median and the spread over the rounds are printed.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -164,14 +168,19 @@ async fn namespace(client: &Client, name: &str) -> Result<(), String> {
 }
 
 /// Writes as many bindings directly as the scheduler makes: answers bindings per second.
-async fn direct_bindings(client: &Client, applications: &Resource, sizes: Sizes) -> Result<f64, String> {
-    namespace(client, "direct").await?;
-    let (c, r) = (client.clone(), applications.clone());
+async fn direct_bindings(
+    client: &Client,
+    applications: &Resource,
+    namespace: &str,
+    sizes: Sizes,
+) -> Result<f64, String> {
+    self::namespace(client, namespace).await?;
+    let (c, r, ns) = (client.clone(), applications.clone(), Arc::<str>::from(namespace));
     let versions: Vec<String> = concurrently(sizes.applications, move |i| {
-        let (client, resource) = (c.clone(), r.clone());
+        let (client, resource, namespace) = (c.clone(), r.clone(), ns.clone());
         async move {
             let created = client
-                .create(&resource, Some("direct"), application("direct", i))
+                .create(&resource, Some(&namespace), application(&namespace, i))
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(meta_str(&created, "resourceVersion").to_owned())
@@ -180,10 +189,11 @@ async fn direct_bindings(client: &Client, applications: &Resource, sizes: Sizes)
     .await?;
     let versions = Arc::new(versions);
     let annotation = scheduled_by_annotation("example.com");
-    let c = client.clone();
+    let (c, ns) = (client.clone(), Arc::<str>::from(namespace));
     let started = Instant::now();
     concurrently(sizes.applications, move |i| {
-        let (client, versions, annotation) = (c.clone(), versions.clone(), annotation.clone());
+        let (client, versions, annotation, namespace) =
+            (c.clone(), versions.clone(), annotation.clone(), ns.clone());
         async move {
             let mut annotations = serde_json::Map::new();
             annotations.insert(annotation, json!(SCHEDULER));
@@ -191,11 +201,28 @@ async fn direct_bindings(client: &Client, applications: &Resource, sizes: Sizes)
             let node = format!("node-{:04}", i % sizes.nodes);
             let binding =
                 kayra_application::binding::binding_to(&name, &node, Some(&versions[i]), annotations);
-            client.bind("direct", &name, &binding).await.map(|_| ()).map_err(|e| e.to_string())
+            client.bind(&namespace, &name, &binding).await.map(|_| ()).map_err(|e| e.to_string())
         }
     })
     .await?;
     Ok(sizes.applications as f64 / started.elapsed().as_secs_f64())
+}
+
+/// How many rounds a full run alternates: direct bindings, then live placements, then
+/// placements from a backlog, each round on fresh namespaces.
+const ROUNDS: usize = 3;
+
+/// What one round measured.
+struct Round {
+    /// Direct bindings per second: the ceiling of this round.
+    bindings: f64,
+    live: Placed,
+    backlog: Placed,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// What one placement run measured.
@@ -214,15 +241,15 @@ struct Placed {
 async fn create_all(
     client: &Client,
     applications: &Resource,
-    namespace: &'static str,
+    namespace: &str,
     count: usize,
 ) -> Result<Vec<Instant>, String> {
-    let (c, r) = (client.clone(), applications.clone());
+    let (c, r, ns) = (client.clone(), applications.clone(), Arc::<str>::from(namespace));
     concurrently(count, move |i| {
-        let (client, resource) = (c.clone(), r.clone());
+        let (client, resource, namespace) = (c.clone(), r.clone(), ns.clone());
         async move {
             client
-                .create(&resource, Some(namespace), application(namespace, i))
+                .create(&resource, Some(&namespace), application(&namespace, i))
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(Instant::now())
@@ -236,7 +263,7 @@ async fn create_all(
 async fn placements(
     client: &Client,
     applications: &Resource,
-    namespace: &'static str,
+    namespace: &str,
     backlog: bool,
     count: usize,
 ) -> Result<Placed, String> {
@@ -369,25 +396,57 @@ pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
     let started = Instant::now();
     create_nodes(&client, nodes).await?;
     println!("{nodes} nodes created in {:.1} s", started.elapsed().as_secs_f64());
-    let bindings = direct_bindings(&client, &applications, Sizes { nodes, applications: count }).await?;
-    let Placed { rate, latencies, create_time } =
-        placements(&client, &applications, "placed", false, count).await?;
-    check(&client, &applications, "placed").await?;
-    let backlog = placements(&client, &applications, "backlog", true, count).await?;
-    check(&client, &applications, "backlog").await?;
-    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    let mut rounds = Vec::new();
+    for round in 0..size.pick(ROUNDS, 1) {
+        let sizes = Sizes { nodes, applications: count };
+        let bindings = direct_bindings(&client, &applications, &format!("direct-{round}"), sizes).await?;
+        let placed = format!("placed-{round}");
+        let live = placements(&client, &applications, &placed, false, count).await?;
+        check(&client, &applications, &placed).await?;
+        let waiting = format!("backlog-{round}");
+        let backlog = placements(&client, &applications, &waiting, true, count).await?;
+        check(&client, &applications, &waiting).await?;
+        println!(
+            "  round {}: direct bindings {:.0}/s; placements live {:.0}/s ({:.2}), from a backlog {:.0}/s ({:.2}); creates {:.0}/s live, {:.0}/s for the backlog",
+            round + 1,
+            bindings,
+            live.rate,
+            live.rate / bindings,
+            backlog.rate,
+            backlog.rate / bindings,
+            count as f64 / live.create_time.as_secs_f64(),
+            count as f64 / backlog.create_time.as_secs_f64(),
+        );
+        rounds.push(Round { bindings, live, backlog });
+    }
     println!(
-        "scheduler: {count} Applications onto {nodes} nodes (a third with nodeSelector, a tenth preferring ssd, a fifth anti-affine in groups of ten), beside {WRITERS} writers binding directly (target ratio >= 0.5)"
-    );
-    println!(
-        "  created in {:.1} s ({:.0}/s, {WRITERS} writers); the backlog created first in {:.1} s, then the scheduler started",
-        create_time.as_secs_f64(),
-        count as f64 / create_time.as_secs_f64(),
-        backlog.create_time.as_secs_f64(),
+        "scheduler: {count} Applications onto {nodes} nodes (a third with nodeSelector, a tenth preferring ssd, a fifth anti-affine in groups of ten), {} rounds, each of direct bindings by {WRITERS} writers, then live placements, then placements from a backlog (target ratio >= 0.5)",
+        rounds.len()
     );
     let mut report = Report::new("scheduler", size);
-    report.figure("placements, live, of direct bindings", rate, "/s").ceiling(bindings);
-    report.figure("placements, from a backlog, of direct bindings", backlog.rate, "/s").ceiling(bindings);
+    let bindings = median(rounds.iter().map(|round| round.bindings).collect());
+    for (label, from_backlog) in [("live", false), ("from a backlog", true)] {
+        let placed = |round: &Round| if from_backlog { round.backlog.rate } else { round.live.rate };
+        let ratios: Vec<f64> = rounds.iter().map(|round| placed(round) / round.bindings).collect();
+        let (low, high) =
+            ratios.iter().fold((f64::MAX, f64::MIN), |(low, high), r| (low.min(*r), high.max(*r)));
+        println!(
+            "  placements {label}: ratio median {:.2}, spread {low:.2}-{high:.2}",
+            median(ratios.clone())
+        );
+        report
+            .figure(
+                format!("placements, {label}, of direct bindings, median of rounds"),
+                median(rounds.iter().map(placed).collect()),
+                "/s",
+            )
+            .ceiling(bindings)
+            .ratio(median(ratios));
+    }
+    let mut latencies: Vec<Duration> =
+        rounds.iter().flat_map(|round| round.live.latencies.iter().copied()).collect();
+    latencies.sort();
+    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     report.figure("create to bind, live, p50", percentile(0.50).as_secs_f64() * 1e3, "ms");
     report.figure("create to bind, live, p99", percentile(0.99).as_secs_f64() * 1e3, "ms");
     report.print();
