@@ -9,9 +9,8 @@
 //! A background writer ([`crate::priority`]) never leads a flush: it rides the next one, and
 //! when none is running it asks the committer thread for one within a short delay
 //! ([`BACKGROUND_FLUSH_DELAY`] by default). The committer also makes durable, within the same
-//! delay, whatever a flush left behind that
-//! nobody waits for (a write whose request was cancelled), so every applied batch becomes
-//! durable and reaches the watchers.
+//! delay, whatever a flush left behind that nobody waits for (a write whose request was
+//! cancelled), so every applied batch becomes durable and reaches the watchers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -87,7 +86,8 @@ struct Plan {
 
 impl GroupCommit {
     /// Group commit over `backend` with nothing applied yet, flushing background writes within
-    /// `background_delay` and counting each flush's size in `statistics`. A persistent backend gets its committer thread.
+    /// `background_delay` and counting each flush's size in `statistics`. A persistent backend
+    /// gets its committer thread.
     pub(crate) fn start(
         backend: Arc<dyn Backend>,
         background_delay: Duration,
