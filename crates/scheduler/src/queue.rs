@@ -51,6 +51,15 @@ pub struct Entry {
 }
 
 impl Entry {
+    /// A failed attempt at `now`: unschedulable, its backoff doubled (up to the longest).
+    fn fail(&mut self, now: Instant) {
+        self.attempts += 1;
+        let factor = 1u32 << (self.attempts - 1).min(8);
+        self.backoff_until = Some(now + (INITIAL_BACKOFF * factor).min(MAX_BACKOFF));
+        self.stage = Stage::Unschedulable;
+        self.since = Some(now);
+    }
+
     /// Whether a backoff item ending `until` is still this entry's: active, backing off until then.
     fn backs_off_until(&self, until: Instant) -> bool {
         self.stage == Stage::Active && self.backoff_until == Some(until)
@@ -214,11 +223,7 @@ impl Queue {
     /// An Application fit nowhere (or its bind failed): unschedulable, with a longer backoff.
     pub fn failed(&mut self, id: &str, now: Instant) {
         if let Some(entry) = self.entries.get_mut(id) {
-            entry.attempts += 1;
-            let factor = 1u32 << (entry.attempts - 1).min(8);
-            entry.backoff_until = Some(now + (INITIAL_BACKOFF * factor).min(MAX_BACKOFF));
-            entry.stage = Stage::Unschedulable;
-            entry.since = Some(now);
+            entry.fail(now);
             self.ready.remove(id);
             self.unschedulable.insert(id.to_owned());
             self.flushes.push(Reverse((now + FLUSH_AFTER, id.to_owned())));

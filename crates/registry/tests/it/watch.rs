@@ -232,6 +232,14 @@ struct Counting {
     garbled_gets: AtomicBool,
 }
 
+/// A registry over `store`, with the namespace `default`.
+async fn registry_over(store: &Arc<Counting>) -> Registry {
+    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
+    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    registry
+}
+
 #[derive(Default)]
 struct Race {
     armed: AtomicBool,
@@ -359,9 +367,7 @@ impl Store for Counting {
 #[tokio::test]
 async fn many_clients_share_one_store_watch() {
     let store = Arc::new(Counting::new());
-    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let registry = registry_over(&store).await;
     let widgets = widgets();
     let mut streams = Vec::new();
     for _ in 0..100 {
@@ -380,9 +386,7 @@ async fn many_clients_share_one_store_watch() {
 async fn the_version_before_a_change_is_the_one_the_cache_holds() {
     let store = Arc::new(Counting::new());
     store.garbled_prev.store(true, Ordering::SeqCst);
-    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let registry = registry_over(&store).await;
     let widgets = widgets();
     let mut body = widget("sel", 1);
     body["metadata"]["labels"] = json!({"tier": "web"});
@@ -410,9 +414,7 @@ async fn the_version_before_a_change_is_the_one_the_cache_holds() {
 #[tokio::test]
 async fn a_write_takes_the_version_it_replaces_from_the_cache_when_the_cache_holds_it() {
     let store = Arc::new(Counting::new());
-    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let registry = registry_over(&store).await;
     let widgets = widgets();
     registry.create(&widgets, Some("default"), widget("cached", 1), unadmitted()).await.unwrap();
     let mut stream = registry.watch(&widgets, &WatchOptions::default()).await.unwrap();
@@ -447,9 +449,7 @@ async fn a_write_takes_the_version_it_replaces_from_the_cache_when_the_cache_hol
 #[tokio::test]
 async fn a_change_after_progress_reported_past_it_restarts_the_cache_rather_than_repeat_it() {
     let store = Arc::new(Counting::new());
-    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let registry = registry_over(&store).await;
     let widgets = widgets();
     let mut before = registry.watch(&widgets, &from(None)).await.unwrap();
     store.race.armed.store(true, Ordering::SeqCst);
@@ -488,9 +488,7 @@ async fn a_change_after_progress_reported_past_it_restarts_the_cache_rather_than
 async fn a_progress_report_that_may_overtake_changes_answers_no_read() {
     let store = Arc::new(Counting::new());
     store.unordered.store(true, Ordering::SeqCst);
-    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let registry = registry_over(&store).await;
     let widgets = widgets();
     registry.create(&widgets, Some("default"), widget("early", 1), unadmitted()).await.unwrap();
     let mut watching = registry.watch(&widgets, &from(None)).await.unwrap();
@@ -533,9 +531,7 @@ async fn a_progress_report_that_may_overtake_changes_answers_no_read() {
 async fn a_consistent_list_of_a_quiet_resource_is_answered_from_the_cache_once_progress_is_asked() {
     let store = Arc::new(Counting::new());
     store.lazy.store(true, Ordering::SeqCst);
-    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let registry = registry_over(&store).await;
     let widgets = widgets();
     registry.create(&widgets, Some("default"), widget("kept", 1), unadmitted()).await.unwrap();
     let mut stream = registry.watch(&widgets, &from(None)).await.unwrap();
@@ -563,9 +559,7 @@ async fn a_consistent_list_of_a_quiet_resource_is_answered_from_the_cache_once_p
 #[tokio::test]
 async fn a_read_of_the_latest_state_is_answered_from_the_cache() {
     let store = Arc::new(Counting::new());
-    let registry = Registry::new(store.clone(), Arc::new(FixedClock), "/registry/");
-    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}});
-    registry.create(&super::namespaces(), None, namespace, unadmitted()).await.unwrap();
+    let registry = registry_over(&store).await;
     let widgets = widgets();
     registry.create(&widgets, Some("default"), widget("read", 1), unadmitted()).await.unwrap();
     let current = store.revision().await.unwrap().to_string();

@@ -116,11 +116,7 @@ impl Walked {
 
     fn failed(&mut self, id: &str, now: Instant) {
         if let Some(entry) = self.entries.get_mut(id) {
-            entry.attempts += 1;
-            let factor = 1u32 << (entry.attempts - 1).min(8);
-            entry.backoff_until = Some(now + (INITIAL_BACKOFF * factor).min(MAX_BACKOFF));
-            entry.stage = Stage::Unschedulable;
-            entry.since = Some(now);
+            entry.fail(now);
         }
     }
 
