@@ -200,9 +200,11 @@ fn exec_cp_attach_and_port_forward_reach_a_running_application() {
             }
             assert!(
                 Instant::now() < deadline,
-                "{protocol}: the forwarded server did not answer within 30s; kubectl said {:?} {:?}",
+                "{protocol}: the forwarded server did not answer within 30s; kubectl said {:?} {:?}\n--- controller log ---\n{}\n--- agent log ---\n{}",
                 std::fs::read_to_string(&log).unwrap_or_default(),
-                std::fs::read_to_string(log.with_extension("err")).unwrap_or_default()
+                std::fs::read_to_string(log.with_extension("err")).unwrap_or_default(),
+                controller.log(),
+                agent.log()
             );
             std::thread::sleep(Duration::from_millis(200));
         };

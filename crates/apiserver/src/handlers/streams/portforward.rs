@@ -83,7 +83,7 @@ pub(crate) async fn serve(
             Ok(Some(frame)) => frame,
             Ok(None) => break,
             Err(error) => {
-                tracing::debug!(%error, "a port-forward session ended on a bad frame");
+                tracing::info!(%error, "a port-forward session ended on a bad frame");
                 break;
             }
         };
