@@ -21,8 +21,9 @@
 //!   alone: the ceiling of what any scheduler binding through the application layer could
 //!   reach here.
 //! - Rounds: a full run alternates three rounds of the three (direct bindings, live placements,
-//!   placements from a backlog), each on fresh namespaces, so that a ceiling and the rows it
-//!   bounds are measured beside each other. Each ratio is a round's placements over the same
+//!   placements from a backlog), each on a fresh store with its own Nodes and on namespaces of
+//!   its own within it, so that a ceiling and the rows it bounds are measured beside each other
+//!   and every round does the same work. Each ratio is a round's placements over the same
 //!   round's direct bindings; the median and the spread over the rounds are printed.
 
 use std::collections::HashMap;
@@ -209,7 +210,7 @@ async fn direct_bindings(
 }
 
 /// How many rounds a full run alternates: direct bindings, then live placements, then
-/// placements from a backlog, each round on fresh namespaces.
+/// placements from a backlog, each round on a fresh store.
 const ROUNDS: usize = 3;
 
 /// What one round measured.
@@ -387,25 +388,26 @@ pub(crate) fn store_option<'a>(args: &'a [String], which: &str) -> Result<&'a st
 /// The benchmark.
 pub(crate) async fn run(args: &[String], size: Size) -> Result<(), String> {
     let Sizes { nodes, applications: count } = size.pick(FULL, SMOKE);
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let store = store_option(args, "scheduler")?;
-    let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
     println!("store: {store}");
-    let client = control.client(kayra_application::controller_identity("bench"));
-    let applications = client.resource("fleet.example.com", "applications").map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    create_nodes(&client, nodes).await?;
-    println!("{nodes} nodes created in {:.1} s", started.elapsed().as_secs_f64());
     let mut rounds = Vec::new();
     for round in 0..size.pick(ROUNDS, 1) {
+        // Each round on a store of its own, so that every round lists and places the same
+        // objects: a scheduler started in a later round would otherwise list every earlier
+        // round's Applications too, which no direct binding pays.
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let control = control((store == "sled").then(|| dir.path().join("kayra")).as_deref())?;
+        let client = control.client(kayra_application::controller_identity("bench"));
+        let applications = client.resource("fleet.example.com", "applications").map_err(|e| e.to_string())?;
+        let started = Instant::now();
+        create_nodes(&client, nodes).await?;
+        println!("  round {}: {nodes} nodes created in {:.1} s", round + 1, started.elapsed().as_secs_f64());
         let sizes = Sizes { nodes, applications: count };
-        let bindings = direct_bindings(&client, &applications, &format!("direct-{round}"), sizes).await?;
-        let placed = format!("placed-{round}");
-        let live = placements(&client, &applications, &placed, false, count).await?;
-        check(&client, &applications, &placed).await?;
-        let waiting = format!("backlog-{round}");
-        let backlog = placements(&client, &applications, &waiting, true, count).await?;
-        check(&client, &applications, &waiting).await?;
+        let bindings = direct_bindings(&client, &applications, "direct", sizes).await?;
+        let live = placements(&client, &applications, "placed", false, count).await?;
+        check(&client, &applications, "placed").await?;
+        let backlog = placements(&client, &applications, "backlog", true, count).await?;
+        check(&client, &applications, "backlog").await?;
         println!(
             "  round {}: direct bindings {:.0}/s; placements live {:.0}/s ({:.2}), from a backlog {:.0}/s ({:.2}); creates {:.0}/s live, {:.0}/s for the backlog",
             round + 1,
