@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Taint, Toleration};
-use kayra_api::kinds::ConditionType;
-use kayra_api::kinds::application::{Affinity, Application, SCHEDULER, scheduled_by_annotation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kayra_api::kinds::application::{Affinity, Placement, SCHEDULER, scheduled_by_annotation};
+use kayra_api::kinds::{Condition, ConditionType};
 use kayra_api::quantity::Quantity;
 use kayra_registry::Object;
 use serde::Deserialize;
@@ -204,17 +205,19 @@ impl AppInfo {
         }
     }
 
-    /// Decodes a stored Application of a deployment whose domain is `domain`.
+    /// Decodes a stored Application of a deployment whose domain is `domain`: only what the
+    /// scheduler reads ([`Scheduling`]), so a relist of many Applications does not decode
+    /// their commands, environments and managed fields.
     pub fn from_object(object: &Object, domain: &str) -> Option<AppInfo> {
-        let app = Application::deserialize(object).ok()?;
-        let node = app.bound_node().map(str::to_owned);
+        let app = Scheduling::deserialize(object).ok()?;
         let metadata = app.metadata;
-        let namespace = metadata.namespace.unwrap_or_default();
-        let name = metadata.name.unwrap_or_default();
         let placement = app.spec.placement.unwrap_or_default();
+        let node = placement.node_name.filter(|node| !node.is_empty());
         let requests = app.spec.resources.and_then(|r| r.requests).unwrap_or_default();
         let annotations = metadata.annotations.unwrap_or_default();
         let status = app.status.unwrap_or_default();
+        let namespace = metadata.namespace.unwrap_or_default();
+        let name = metadata.name.unwrap_or_default();
         Some(AppInfo {
             id: format!("{namespace}/{name}"),
             namespace,
@@ -263,9 +266,141 @@ impl AppInfo {
 /// A shared, decoded Application.
 pub type App = Arc<AppInfo>;
 
+/// What the scheduler reads of a stored Application, in the shape of
+/// [`Application`](kayra_api::kinds::application::Application)'s own
+/// fields; every other field is skipped.
+#[derive(Deserialize)]
+struct Scheduling {
+    #[serde(default)]
+    metadata: SchedulingMetadata,
+    #[serde(default)]
+    spec: SchedulingSpec,
+    #[serde(default)]
+    status: Option<SchedulingStatus>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SchedulingMetadata {
+    namespace: Option<String>,
+    name: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    creation_timestamp: Option<Time>,
+    deletion_timestamp: Option<Time>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Default, Deserialize)]
+struct SchedulingSpec {
+    resources: Option<kayra_api::kinds::application::Resources>,
+    placement: Option<Placement>,
+}
+
+#[derive(Default, Deserialize)]
+struct SchedulingStatus {
+    phase: Option<String>,
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The Application as the whole typed Kind decodes it: what the scheduler's narrower
+    /// decode must agree with.
+    fn decoded_whole(object: &Object, domain: &str) -> Option<AppInfo> {
+        let app = kayra_api::kinds::application::Application::deserialize(object).ok()?;
+        let node = app.bound_node().map(str::to_owned);
+        let metadata = app.metadata;
+        let (namespace, name) = (metadata.namespace.unwrap_or_default(), metadata.name.unwrap_or_default());
+        let placement = app.spec.placement.unwrap_or_default();
+        let requests = app.spec.resources.and_then(|r| r.requests).unwrap_or_default();
+        let status = app.status.unwrap_or_default();
+        Some(AppInfo {
+            id: format!("{namespace}/{name}"),
+            namespace,
+            name,
+            uid: metadata.uid.unwrap_or_default(),
+            resource_version: metadata.resource_version.unwrap_or_default(),
+            generation: metadata.generation.unwrap_or_default(),
+            created: metadata.creation_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
+            labels: metadata.labels.unwrap_or_default(),
+            requests: Resources {
+                cpu: requests.cpu.as_deref().map_or(0, millicores),
+                memory: requests.memory.as_deref().map_or(0, bytes),
+            },
+            node_selector: placement.node_selector,
+            affinity: placement.affinity.unwrap_or_default(),
+            tolerations: placement.tolerations,
+            priority: placement.priority.unwrap_or(0),
+            node,
+            scheduler_placed: metadata.annotations.unwrap_or_default().get(&scheduled_by_annotation(domain))
+                == Some(&SCHEDULER.to_owned()),
+            finished: matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")),
+            deleting: metadata.deletion_timestamp.is_some(),
+            scheduled_message: status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == ConditionType::Scheduled.as_str() && c.status == "False")
+                .map(|c| c.message.clone().unwrap_or_default()),
+        })
+    }
+
+    #[test]
+    fn the_scheduler_decodes_what_the_whole_kind_would() {
+        let domain = "example.com";
+        let annotation = scheduled_by_annotation(domain);
+        let objects = [
+            serde_json::json!({
+                "apiVersion": "fleet.example.com/v1", "kind": "Application",
+                "metadata": {
+                    "name": "web", "namespace": "shop", "uid": "u-1", "resourceVersion": "42", "generation": 3,
+                    "creationTimestamp": "2026-01-02T03:04:05Z", "labels": {"app": "web", "tier": "front"},
+                    "annotations": {annotation.clone(): SCHEDULER, "note": "x"},
+                    "managedFields": [{"manager": "kubectl", "operation": "Update", "apiVersion": "fleet.example.com/v1",
+                                       "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:command": {}}}}],
+                },
+                "spec": {
+                    "command": ["/bin/sleep", "60"], "env": [{"name": "A", "value": "b"}],
+                    "resources": {"requests": {"cpu": "250m", "memory": "64Mi"}, "limits": {"cpu": "1"}},
+                    "placement": {
+                        "nodeName": "n1", "nodeSelector": {"zone": "a"}, "priority": 7,
+                        "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                        "affinity": {"workloadAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                            {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}},
+                    },
+                },
+                "status": {"phase": "Running", "conditions": [{"type": "Scheduled", "status": "True", "lastTransitionTime": "2026-01-02T03:04:06Z"}]},
+            }),
+            serde_json::json!({
+                "metadata": {"name": "waits", "namespace": "shop", "deletionTimestamp": "2026-01-02T03:04:07Z",
+                             "annotations": {annotation: "someone-else"}},
+                "spec": {"command": ["/bin/true"], "placement": {"nodeName": ""}},
+                "status": {"phase": "Pending", "conditions": [
+                    {"type": "Ready", "status": "False", "lastTransitionTime": "2026-01-02T03:04:06Z"},
+                    {"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available",
+                     "lastTransitionTime": "2026-01-02T03:04:06Z"}]},
+            }),
+            serde_json::json!({"metadata": {"name": "done", "namespace": "jobs"}, "spec": {"command": ["/bin/true"]},
+                               "status": {"phase": "Succeeded"}}),
+            serde_json::json!({"metadata": {"name": "bare"}}),
+            serde_json::json!({"metadata": {"name": "odd", "labels": "not a map"}}),
+        ];
+        let decoded: Vec<bool> = objects
+            .iter()
+            .map(|object| {
+                let object = object.as_object().expect("an object");
+                let decoded = AppInfo::from_object(object, domain);
+                assert_eq!(decoded, decoded_whole(object, domain), "{object:?}");
+                decoded.is_some()
+            })
+            .collect();
+        assert_eq!(decoded, [true, true, true, true, false], "only labels that are no map fail to decode");
+    }
 
     #[test]
     fn a_change_is_relevant_when_it_may_let_something_fit() {
