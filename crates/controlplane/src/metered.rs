@@ -132,6 +132,13 @@ impl Store for Metered {
         answer
     }
 
+    async fn txn_all(&self, txns: Vec<Txn>) -> Vec<Result<TxnResult, StoreError>> {
+        let started = Instant::now();
+        let answers = self.inner.txn_all(txns).await;
+        self.observe("txn", started);
+        answers
+    }
+
     async fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {
         let started = Instant::now();
         let answer = self.inner.watch(prefix, after).await;

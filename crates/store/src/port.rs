@@ -25,6 +25,14 @@ pub trait Store: Send + Sync + 'static {
     /// Applies the ops at one new revision if every compare holds, atomically.
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError>;
 
+    /// Applies several transactions, each as [`Store::txn`] would and at a revision of its
+    /// own, and answers each one's result in the order given. An engine may commit them
+    /// together (one lock, one flush); their order relative to each other is not promised, so
+    /// none should depend on another. This one sends them all at once.
+    async fn txn_all(&self, txns: Vec<Txn>) -> Vec<Result<TxnResult, StoreError>> {
+        futures_util::future::join_all(txns.into_iter().map(|txn| self.txn(txn))).await
+    }
+
     /// Every event under `prefix` after revision `after`, in revision order, then every new one
     /// as it happens. `after` older than the retained history is [`StoreError::Compacted`];
     /// a watcher that cannot keep up is cut off with [`StoreError::WatchLagged`].

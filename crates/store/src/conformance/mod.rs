@@ -43,6 +43,7 @@ macro_rules! conformance_tests {
             create_refuses_an_existing_key,
             update_and_delete_only_at_the_expected_revision,
             transactions_are_all_or_nothing,
+            transactions_sent_together_each_stand_alone,
             malformed_requests_change_nothing,
             concurrent_compare_and_swap_has_one_winner,
             watch_delivers_events_in_order_with_previous_values,
@@ -263,6 +264,67 @@ pub async fn transactions_are_all_or_nothing(harness: &dyn Harness) {
     let after = store.range(&RangeRequest::prefix("t/")).await.unwrap();
     assert_eq!(keys(&after.kvs), ["t/a", "t/c"]);
     assert!(after.kvs.iter().all(|kv| kv.mod_revision == revision));
+}
+
+pub async fn transactions_sent_together_each_stand_alone(harness: &dyn Harness) {
+    let store = harness.open().await;
+    let r0 = store.put("all/taken", b"old".to_vec()).await.unwrap();
+    let mut watcher = store.watch("all/", r0).await.unwrap();
+    let lease = store.grant_lease(Duration::from_secs(60)).await.unwrap().id;
+    let create = |key: &str, value: &str, lease| Txn {
+        compares: vec![Compare::Absent(key.to_owned())],
+        ops: vec![Op::Put { key: key.to_owned(), value: value.as_bytes().to_vec(), lease }],
+    };
+    let unknown = crate::LeaseId(0x7eed);
+    let mut txns = vec![
+        create("all/a", "a", Some(lease)),
+        create("all/taken", "new", None),
+        create("all/b", "b", Some(unknown)),
+        Txn { compares: vec![], ops: vec![Op::put("all/c", "c1"), Op::put("all/c", "c2")] },
+    ];
+    // Many more, each on the shared lease (fewer than a watcher of the harness may queue).
+    txns.extend((0..48).map(|i| create(&format!("all/many/{i:02}"), "m", Some(lease))));
+    let results = store.txn_all(txns).await;
+    assert_eq!(results.len(), 52, "one result per transaction, in the order sent");
+    let TxnResult::Applied { revision: ra, .. } = results[0].as_ref().expect("the first applies") else {
+        panic!("a create of a free key applies, got {:?}", results[0])
+    };
+    match results[1].as_ref().expect("a failed compare is no error") {
+        TxnResult::Conflict { current, .. } => {
+            assert_eq!(current[0].as_ref().map(|kv| kv.value.clone()), Some(b"old".to_vec()));
+        }
+        other => panic!("a create of a taken key conflicts alone, got {other:?}"),
+    }
+    assert!(matches!(results[2], Err(StoreError::LeaseNotFound(_))), "got {:?}", results[2]);
+    assert!(matches!(results[3], Err(StoreError::InvalidArgument(_))), "got {:?}", results[3]);
+    let mut revisions = vec![*ra];
+    for result in &results[4..] {
+        match result {
+            Ok(TxnResult::Applied { revision, .. }) => revisions.push(*revision),
+            other => panic!("each create of a free key applies, got {other:?}"),
+        }
+    }
+    let mut distinct = revisions.clone();
+    distinct.sort_unstable();
+    distinct.dedup();
+    assert_eq!(distinct.len(), revisions.len(), "each applied transaction has a revision of its own");
+    assert_eq!(store.revision().await.unwrap(), *distinct.last().unwrap(), "nothing else was written");
+    assert_eq!(store.get("all/taken").await.unwrap().unwrap().value, b"old");
+    assert_eq!(store.get("all/b").await.unwrap(), None);
+    assert_eq!(store.get("all/c").await.unwrap(), None);
+    let mut seen = Vec::new();
+    for _ in 0..revisions.len() {
+        let event = next_event(&mut watcher).await;
+        assert_eq!(event.kv.lease, Some(lease), "{}", event.kv.key);
+        seen.push(event.revision());
+    }
+    assert_eq!(seen, distinct, "a watcher sees each write once, at its own revision, in revision order");
+    store.revoke_lease(lease).await.unwrap();
+    assert_eq!(
+        store.range(&RangeRequest::prefix("all/")).await.unwrap().count,
+        1,
+        "only the old key is left"
+    );
 }
 
 pub async fn malformed_requests_change_nothing(harness: &dyn Harness) {

@@ -254,6 +254,30 @@ impl Inner {
 
     /// Applies puts and deletes at one new revision, together with `extra` backend entries.
     /// Nothing is written when no op changes anything and `extra` is empty.
+    /// Evaluates `txn`'s compares and, when they hold, writes its ops at a new revision:
+    /// answers its result and the sequence of the write to wait for before acknowledging it.
+    fn apply_txn(&self, state: &mut State, txn: &Txn) -> Result<(TxnResult, Option<Seq>), StoreError> {
+        let mut current = Vec::with_capacity(txn.compares.len());
+        let mut holds = true;
+        for compare in &txn.compares {
+            let kv = self.visible(state, compare.key(), state.revision)?;
+            holds &= compare.holds(kv.as_ref());
+            current.push(kv);
+        }
+        if !holds {
+            return Ok((TxnResult::Conflict { revision: state.revision, current }, None));
+        }
+        for op in &txn.ops {
+            if let Op::Put { lease: Some(lease), .. } = op
+                && !state.leases.contains_key(lease)
+            {
+                return Err(StoreError::LeaseNotFound(*lease));
+            }
+        }
+        let written = self.write_ops(state, &txn.ops, Vec::new())?;
+        Ok((TxnResult::Applied { revision: written.revision, prev: written.prev }, written.seq))
+    }
+
     fn write_ops(
         &self,
         state: &mut State,
@@ -606,29 +630,42 @@ impl Store for MvccStore {
 
     async fn txn(&self, txn: Txn) -> Result<TxnResult, StoreError> {
         txn.validate(self.inner.options.max_value_size)?;
-        let written = {
+        let (result, seq) = {
             let mut state = self.inner.write();
-            let mut current = Vec::with_capacity(txn.compares.len());
-            let mut holds = true;
-            for compare in &txn.compares {
-                let kv = self.inner.visible(&state, compare.key(), state.revision)?;
-                holds &= compare.holds(kv.as_ref());
-                current.push(kv);
-            }
-            if !holds {
-                return Ok(TxnResult::Conflict { revision: state.revision, current });
-            }
-            for op in &txn.ops {
-                if let Op::Put { lease: Some(lease), .. } = op
-                    && !state.leases.contains_key(lease)
-                {
-                    return Err(StoreError::LeaseNotFound(*lease));
-                }
-            }
-            self.inner.write_ops(&mut state, &txn.ops, Vec::new())?
+            self.inner.apply_txn(&mut state, &txn)?
         };
-        self.inner.finish(written.seq).await?;
-        Ok(TxnResult::Applied { revision: written.revision, prev: written.prev })
+        self.inner.finish(seq).await?;
+        Ok(result)
+    }
+
+    /// Applies them in the order given under one hold of the lock, and waits for one flush
+    /// that covers them all.
+    async fn txn_all(&self, txns: Vec<Txn>) -> Vec<Result<TxnResult, StoreError>> {
+        let mut last = None;
+        let mut results: Vec<Result<TxnResult, StoreError>> = {
+            let mut state = self.inner.write();
+            txns.iter()
+                .map(|txn| {
+                    txn.validate(self.inner.options.max_value_size)?;
+                    let (result, seq) = self.inner.apply_txn(&mut state, txn)?;
+                    last = seq.or(last);
+                    Ok(result)
+                })
+                .collect()
+        };
+        if let Err(error) = self.inner.finish(last).await {
+            // Each applied transaction shares the flush that failed: each answers its error.
+            for result in results.iter_mut().filter(|result| result.is_ok()) {
+                *result = Err(match &error {
+                    StoreError::Closed => StoreError::Closed,
+                    other => StoreError::Engine {
+                        action: "make the transactions durable".to_owned(),
+                        source: other.to_string().into(),
+                    },
+                });
+            }
+        }
+        results
     }
 
     async fn watch(&self, prefix: &str, after: Revision) -> Result<Watcher, StoreError> {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::backend::{Backend, MemoryBackend};
 use super::record::{self, HEADER_LEN, Rev, Version, decode, encode};
 use super::{MvccStore, Options};
-use crate::{LeaseId, Op, RangeRequest, Store, StoreError, Txn};
+use crate::{LeaseId, Op, RangeRequest, Revision, Store, StoreError, Txn};
 
 #[tokio::test]
 async fn history_beyond_the_bound_is_compacted_automatically() {
@@ -308,6 +308,26 @@ async fn a_group_commit_counts_every_write_it_made_durable_together() {
     assert_eq!(batches.buckets[0], (Some(1), 1), "the first write went alone: {batches:?}");
     assert_eq!(batches.buckets[3], (Some(8), 1), "the five went together: {batches:?}");
     assert_eq!(backend.flushes.load(std::sync::atomic::Ordering::SeqCst), 2, "one flush each");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactions_sent_together_share_one_flush() {
+    let (backend, open) = gated();
+    let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+    let txns = (0..10).map(|i| Txn { compares: vec![], ops: vec![Op::put(format!("k{i}"), "v")] }).collect();
+    let sent = {
+        let store = store.clone();
+        tokio::spawn(async move { store.txn_all(txns).await })
+    };
+    open.send(()).unwrap();
+    let results = sent.await.unwrap();
+    let revisions: Vec<Revision> = results.into_iter().map(|result| result.unwrap().revision()).collect();
+    assert_eq!(
+        revisions,
+        (1..=10).collect::<Vec<_>>(),
+        "applied in the order sent, each at its own revision"
+    );
+    assert_eq!(backend.flushes.load(std::sync::atomic::Ordering::SeqCst), 1, "one flush for all ten");
 }
 
 /// A runtime whose one thread writes in the background, as the control loops' runtime does.
