@@ -614,3 +614,183 @@ async fn objects_that_expire_together_share_a_lease_until_it_ends() {
     w.registry.update(&expiring, Some("default"), "d", later, unadmitted()).await.unwrap();
     assert!(lease_of("d").await.is_some_and(|lease| lease != fresh && lease != shared));
 }
+
+/// A store that counts the transactions sent to it one by one and those sent together.
+struct Tally {
+    inner: kayra_store::mvcc::MvccStore,
+    alone: std::sync::atomic::AtomicUsize,
+    together: std::sync::Mutex<Vec<usize>>,
+}
+
+#[async_trait::async_trait]
+impl Store for Tally {
+    async fn get(&self, key: &str) -> Result<Option<kayra_store::KeyValue>, kayra_store::StoreError> {
+        self.inner.get(key).await
+    }
+    async fn range(
+        &self,
+        request: &kayra_store::RangeRequest,
+    ) -> Result<kayra_store::RangeResult, kayra_store::StoreError> {
+        self.inner.range(request).await
+    }
+    async fn txn(&self, txn: kayra_store::Txn) -> Result<kayra_store::TxnResult, kayra_store::StoreError> {
+        self.alone.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.txn(txn).await
+    }
+    async fn txn_all(
+        &self,
+        txns: Vec<kayra_store::Txn>,
+    ) -> Vec<Result<kayra_store::TxnResult, kayra_store::StoreError>> {
+        self.together.lock().unwrap().push(txns.len());
+        self.inner.txn_all(txns).await
+    }
+    async fn watch(
+        &self,
+        prefix: &str,
+        after: kayra_store::Revision,
+    ) -> Result<kayra_store::Watcher, kayra_store::StoreError> {
+        self.inner.watch(prefix, after).await
+    }
+    async fn compact(&self, revision: kayra_store::Revision) -> Result<(), kayra_store::StoreError> {
+        self.inner.compact(revision).await
+    }
+    async fn revision(&self) -> Result<kayra_store::Revision, kayra_store::StoreError> {
+        self.inner.revision().await
+    }
+    async fn grant_lease(
+        &self,
+        ttl: std::time::Duration,
+    ) -> Result<kayra_store::Lease, kayra_store::StoreError> {
+        self.inner.grant_lease(ttl).await
+    }
+    async fn keep_alive(
+        &self,
+        lease: kayra_store::LeaseId,
+    ) -> Result<std::time::Duration, kayra_store::StoreError> {
+        self.inner.keep_alive(lease).await
+    }
+    async fn revoke_lease(&self, lease: kayra_store::LeaseId) -> Result<(), kayra_store::StoreError> {
+        self.inner.revoke_lease(lease).await
+    }
+}
+
+#[tokio::test]
+async fn creates_sent_together_reach_the_store_together_and_each_answers_as_its_own() {
+    let tally = Arc::new(Tally {
+        inner: kayra_store::mvcc::MvccStore::in_memory(kayra_store::mvcc::Options::default()).unwrap(),
+        alone: std::sync::atomic::AtomicUsize::new(0),
+        together: std::sync::Mutex::default(),
+    });
+    let registry = kayra_registry::Registry::new(tally.clone(), Arc::new(crate::FixedClock), "/registry/");
+    for namespace in ["default", "team-a"] {
+        let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        registry.create(&super::namespaces(), None, body, unadmitted()).await.unwrap();
+    }
+    let widgets = widgets();
+    registry.create(&widgets, Some("default"), widget("taken", 1), unadmitted()).await.unwrap();
+    let before = tally.alone.load(std::sync::atomic::Ordering::SeqCst);
+    let from = tally.revision().await.unwrap().to_string();
+    let watching = kayra_registry::WatchOptions { resource_version: Some(from), ..Default::default() };
+    let mut watch = registry.watch(&widgets, &watching).await.expect("a watch of every widget");
+
+    let generated = json!({"kind": "Widget", "metadata": {"generateName": "job-"}, "spec": {"size": 1}});
+    let objects = vec![
+        (Some("default".to_owned()), widget("one", 1)),
+        (Some("default".to_owned()), widget("bad", 0)),
+        (Some("default".to_owned()), widget("taken", 2)),
+        (Some("team-a".to_owned()), widget("one", 3)),
+        (Some("default".to_owned()), widget("one", 4)),
+        (Some("team-a".to_owned()), generated.clone()),
+        (Some("nowhere".to_owned()), widget("lost", 1)),
+        (Some("team-a".to_owned()), generated),
+    ];
+    let answers = registry.create_all(&widgets, objects, unadmitted()).await;
+    let outcome: Vec<String> = answers
+        .iter()
+        .map(|answer| match answer {
+            Ok(object) => format!(
+                "{}/{}",
+                meta(object, "namespace").as_str().unwrap(),
+                meta(object, "name").as_str().unwrap()
+            ),
+            Err(RegistryError::Invalid { .. }) => "invalid".to_owned(),
+            Err(RegistryError::AlreadyExists { .. }) => "exists".to_owned(),
+            Err(RegistryError::NotFound { .. }) => "no namespace".to_owned(),
+            Err(other) => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(outcome[..5], ["default/one", "invalid", "exists", "team-a/one", "exists"], "{outcome:?}");
+    assert!(outcome[5].starts_with("team-a/job-") && outcome[7].starts_with("team-a/job-"), "{outcome:?}");
+    assert_ne!(outcome[5], outcome[7]);
+    assert_eq!(outcome[6], "no namespace");
+    assert_eq!(
+        *tally.together.lock().unwrap(),
+        [5],
+        "the five admitted under names of their own went to the store together, the taken one among them"
+    );
+    assert_eq!(
+        tally.alone.load(std::sync::atomic::Ordering::SeqCst) - before,
+        1,
+        "only the second `one` in default was written alone, and found its name taken"
+    );
+
+    let created: Vec<&kayra_registry::Object> =
+        answers.iter().filter_map(|answer| answer.as_ref().ok()).collect();
+    let mut versions: Vec<u64> = created
+        .iter()
+        .map(|object| meta(object, "resourceVersion").as_str().unwrap().parse().unwrap())
+        .collect();
+    versions.sort_unstable();
+    versions.dedup();
+    assert_eq!(versions.len(), 4, "each create has a revision of its own");
+    for object in &created {
+        let (namespace, name) = (meta(object, "namespace").as_str(), meta(object, "name").as_str().unwrap());
+        let stored = registry.get(&widgets, namespace, name).await.unwrap();
+        assert_eq!(&stored, *object, "the answer is what was stored");
+        assert_eq!(meta(&stored, "uid").as_str().map(str::len), Some(36), "stamped as any create");
+    }
+    assert_eq!(
+        registry.get(&widgets, Some("default"), "taken").await.unwrap()["spec"]["size"],
+        1,
+        "a taken name keeps its object"
+    );
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), watch.next()).await {
+            Ok(Ok(kayra_registry::WatchEvent::Added(object))) => {
+                seen.push(meta(&object, "resourceVersion").as_str().unwrap().parse::<u64>().unwrap());
+            }
+            other => panic!("each create is one ADDED, got {other:?}"),
+        }
+    }
+    assert_eq!(seen, versions, "a watcher sees each create once, in revision order");
+}
+
+#[tokio::test]
+async fn expiring_objects_created_together_share_their_lease() {
+    let w = world().await;
+    let expiring = Resource { strategy: Arc::new(ExpiringRules), ..w.widgets.clone() };
+    let objects = ["a", "b", "c"]
+        .into_iter()
+        .map(|name| {
+            let mut body = widget(name, 1);
+            body["metadata"]["labels"] = json!({"expires": "soon"});
+            (Some("default".to_owned()), body)
+        })
+        .collect();
+    for answer in w.registry.create_all(&expiring, objects, unadmitted()).await {
+        answer.unwrap();
+    }
+    let lease_of = |name: &str| {
+        let key = format!("/registry/fleet.example.com/widgets/default/{name}");
+        let store = w.store.clone();
+        async move { store.get(&key).await.unwrap().and_then(|kv| kv.lease) }
+    };
+    let shared = lease_of("a").await.expect("on a lease");
+    assert_eq!((lease_of("b").await, lease_of("c").await), (Some(shared), Some(shared)));
+    w.store.revoke_lease(shared).await.unwrap();
+    assert_eq!(
+        w.registry.list(&expiring, Some("default"), &Default::default()).await.unwrap().items.len(),
+        0
+    );
+}
