@@ -9,7 +9,7 @@ use kayra_api::scheme::KindInfo;
 use kayra_api::verb::Verb;
 use kayra_authn::Identity;
 use kayra_registry::{
-    Deleted, List, ListOptions, Object, PatchKind, RegistryError, Resource, WatchOptions, WatchStream,
+    Deleted, List, ListOptions, Object, Part, PatchKind, RegistryError, Resource, WatchOptions, WatchStream,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,7 +20,7 @@ use crate::authorization::Request;
 use crate::options::{DeleteRequest, FieldValidation, WriteRequest};
 use crate::permitted::Permitted;
 use crate::permitted::read::Watch;
-use crate::permitted::write::Body;
+use crate::permitted::write::{Body, relabel};
 
 /// A client of the application layer acting as one identity. Cheap to clone.
 #[derive(Debug, Clone)]
@@ -188,6 +188,45 @@ impl Client {
     ) -> Result<Object, RegistryError> {
         let permitted = self.authorize(self.request(Verb::Create, resource, namespace, None)?)?;
         Ok(permitted.create_body(encode(object)?, &TYPED, Body::Typed).await?.object)
+    }
+
+    /// Creates each of `objects` (a namespace and an object), as [`Client::create`] would
+    /// each, and answers each in the order given. Those this identity may create, and that are
+    /// admitted and valid, reach the store together, each still a create of its own
+    /// ([`Registry::create_all`](kayra_registry::Registry::create_all)): for a loop that has
+    /// several objects to write at once, such as the Events of one tick.
+    pub async fn create_all(
+        &self,
+        resource: &Resource,
+        objects: Vec<(Option<String>, Value)>,
+    ) -> Vec<Result<Object, RegistryError>> {
+        let mut answers: Vec<Option<Result<Object, RegistryError>>> = objects.iter().map(|_| None).collect();
+        let mut permitted = Vec::with_capacity(objects.len());
+        let mut writes = None;
+        for (i, (namespace, object)) in objects.into_iter().enumerate() {
+            let request = self.request(Verb::Create, resource, namespace.as_deref(), None);
+            let permit = request.and_then(|request| self.authorize(request));
+            match permit.and_then(|permit| permit.creating().map(|(r, kind)| (r.clone(), kind.clone()))) {
+                Ok(stored) => {
+                    writes.get_or_insert(stored);
+                    permitted.push((i, namespace, object));
+                }
+                Err(refused) => answers[i] = Some(Err(refused)),
+            }
+        }
+        if let Some((stored, kind)) = writes {
+            for (_, _, object) in &permitted {
+                self.layer.placement_current(&stored, Part::Main, Some(object)).await;
+            }
+            let options = self.layer.admitted(&self.identity, Part::Main, false);
+            let (places, objects): (Vec<usize>, Vec<(Option<String>, Value)>) =
+                permitted.into_iter().map(|(i, namespace, object)| (i, (namespace, object))).unzip();
+            let written = self.layer.registry().create_all(&stored, objects, options).await;
+            for (i, answer) in places.into_iter().zip(written) {
+                answers[i] = Some(answer.map_err(|error| relabel(error, &kind)));
+            }
+        }
+        answers.into_iter().map(|answer| answer.expect("every object is answered")).collect()
     }
 
     /// Replaces an object (everything but its status); `metadata.resourceVersion`, when set,

@@ -6,12 +6,12 @@
 //! client-go's correlator and `events.k8s.io` do, so a crash loop keeps one Event and not one
 //! per restart.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use jiff::Timestamp;
 use kayra_api::kinds::core::{EVENT_TTL, EventType};
-use kayra_registry::{PatchKind, RegistryError};
+use kayra_registry::{PatchKind, RegistryError, meta_str};
 use serde_json::{Value, json};
 
 use crate::client::Client;
@@ -38,6 +38,28 @@ pub struct Involved {
 /// Whether an Event is routine or something an operator should look at: its `type`, as the
 /// recorder's callers name it.
 pub type Severity = EventType;
+
+/// Something that happened, for [`Recorder::record_all`]: an Event to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Occurrence {
+    /// The object it is about.
+    pub involved: Involved,
+    /// Routine, or for an operator to look at.
+    pub severity: Severity,
+    /// Why, in one word (`Scheduled`, `FailedScheduling`).
+    pub reason: String,
+    /// What happened, for a person.
+    pub message: String,
+}
+
+/// An Event to create: not a repeat of one written before.
+struct NewEvent {
+    /// What makes it the same Event as a later repeat.
+    key: String,
+    namespace: String,
+    event: Value,
+    now: Timestamp,
+}
 
 /// Writes Events as one component of the control plane.
 #[derive(Debug, Clone)]
@@ -72,11 +94,71 @@ impl Recorder {
         reason: &str,
         message: &str,
     ) -> Result<(), RegistryError> {
+        let occurrence = Occurrence {
+            involved: involved.clone(),
+            severity,
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+        };
+        let Some(new) = self.count_repeat(&occurrence).await? else { return Ok(()) };
         let resource = self.client.resource("", "events")?;
+        let created = self.client.create(&resource, Some(&new.namespace), new.event).await?;
+        self.seen.wrote(new.key, meta_str(&created, "name").to_owned(), new.now);
+        Ok(())
+    }
+
+    /// Records each of `occurrences` as [`Recorder::record`] would, and answers each in the
+    /// order given: repeats count on the Events written before, and the new Events are
+    /// created together ([`Client::create_all`]), so those of one moment share the store's
+    /// work.
+    pub async fn record_all(&self, occurrences: Vec<Occurrence>) -> Vec<Result<(), RegistryError>> {
+        let mut answers: Vec<Option<Result<(), RegistryError>>> = occurrences.iter().map(|_| None).collect();
+        let mut new = Vec::new();
+        let mut keys = HashSet::new();
+        let mut later = Vec::new();
+        for (i, occurrence) in occurrences.iter().enumerate() {
+            match self.count_repeat(occurrence).await {
+                Ok(Some(event)) if keys.insert(event.key.clone()) => new.push((i, event)),
+                // A second occurrence of an Event new in this batch repeats the first.
+                Ok(Some(_)) => later.push(i),
+                Ok(None) => answers[i] = Some(Ok(())),
+                Err(error) => answers[i] = Some(Err(error)),
+            }
+        }
+        match self.client.resource("", "events") {
+            Ok(resource) => {
+                let objects =
+                    new.iter().map(|(_, event)| (Some(event.namespace.clone()), event.event.clone()));
+                let created = self.client.create_all(&resource, objects.collect()).await;
+                for ((i, event), created) in new.into_iter().zip(created) {
+                    answers[i] = Some(created.map(|created| {
+                        self.seen.wrote(event.key, meta_str(&created, "name").to_owned(), event.now);
+                    }));
+                }
+            }
+            Err(error) => {
+                let message = error.to_string();
+                for (i, _) in new {
+                    answers[i] = Some(Err(RegistryError::BadRequest(message.clone())));
+                }
+            }
+        }
+        for i in later {
+            let Occurrence { involved, severity, reason, message } = &occurrences[i];
+            answers[i] = Some(self.record(involved, *severity, reason, message).await);
+        }
+        answers.into_iter().map(|answer| answer.expect("every occurrence is answered")).collect()
+    }
+
+    /// Counts `occurrence` on the Event written for it before, when it is a repeat within that
+    /// Event's time to live; otherwise answers the new Event to create.
+    async fn count_repeat(&self, occurrence: &Occurrence) -> Result<Option<NewEvent>, RegistryError> {
+        let Occurrence { involved, severity, reason, message } = occurrence;
         let namespace = if involved.namespace.is_empty() { "default" } else { involved.namespace.as_str() };
-        let key = self.key(involved, severity, reason, message);
+        let key = self.key(involved, *severity, reason, message);
         let now = Timestamp::now();
         if let Some(repeat) = self.seen.repeat(&key, now) {
+            let resource = self.client.resource("", "events")?;
             let patch = json!({
                 "count": repeat.count,
                 "lastTimestamp": seconds(now),
@@ -85,7 +167,7 @@ impl Recorder {
             let patched =
                 self.client.patch(&resource, Some(namespace), &repeat.name, PatchKind::Merge, &patch).await;
             match patched {
-                Ok(_) => return Ok(()),
+                Ok(_) => return Ok(None),
                 // Expired or deleted since: the repeat starts a new Event.
                 Err(RegistryError::NotFound { .. }) => self.seen.forget(&key),
                 Err(error) => return Err(error),
@@ -109,11 +191,7 @@ impl Recorder {
         if let Some(host) = &self.host {
             event["source"]["host"] = json!(host);
         }
-        let created = self.client.create(&resource, Some(namespace), event).await?;
-        if let Some(name) = created.get("metadata").and_then(|m| m.get("name")).and_then(Value::as_str) {
-            self.seen.wrote(key, name.to_owned(), now);
-        }
-        Ok(())
+        Ok(Some(NewEvent { key, namespace: namespace.to_owned(), event, now }))
     }
 
     /// What makes two Events the same one: the object, what happened, and who says so.
@@ -278,6 +356,53 @@ mod tests {
             "every remembered Event has one place in the order"
         );
         assert!(events.by_use.values().all(|key| events.by_key.contains_key(key)));
+    }
+
+    #[tokio::test]
+    async fn events_recorded_together_each_count_as_one_recorded_alone_would() {
+        use std::sync::Arc;
+        let store = Arc::new(kayra_store::mvcc::MvccStore::in_memory(Default::default()).unwrap());
+        let registry =
+            kayra_registry::Registry::new(store, Arc::new(kayra_api::clock::SystemClock), "/registry/");
+        let scheme = Arc::new(kayra_api::scheme::Scheme::new("example.com"));
+        let control = Arc::new(crate::ApplicationLayer::new(scheme, registry));
+        let client = control.client(crate::controller_identity("test"));
+        let namespaces = client.resource("", "namespaces").unwrap();
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}});
+        client.create(&namespaces, None, namespace).await.unwrap();
+        let recorder = Recorder::new(client.clone(), "kayra-test");
+        let occurrence = |name: &str, message: &str| Occurrence {
+            involved: Involved {
+                api_version: "fleet.example.com/v1".into(),
+                kind: "Application".into(),
+                namespace: "demo".into(),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+            },
+            severity: Severity::Normal,
+            reason: "Scheduled".into(),
+            message: message.into(),
+        };
+        let a = occurrence("a", "on n1");
+        recorder.record(&a.involved, a.severity, &a.reason, &a.message).await.unwrap();
+        let batch = vec![a, occurrence("b", "on n2"), occurrence("c", "on n3"), occurrence("b", "on n2")];
+        for answer in recorder.record_all(batch).await {
+            answer.unwrap();
+        }
+        let events = client.resource("", "events").unwrap();
+        let mut counts: Vec<(String, i64)> = client
+            .list_all(&events, Some("demo"))
+            .await
+            .unwrap()
+            .iter()
+            .map(|event| {
+                let name = event["involvedObject"]["name"].as_str().unwrap().to_owned();
+                (name, event["count"].as_i64().unwrap())
+            })
+            .collect();
+        counts.sort();
+        let expected = [("a".to_owned(), 2), ("b".to_owned(), 2), ("c".to_owned(), 1)];
+        assert_eq!(counts, expected, "a repeat of an earlier Event and one within the batch both count");
     }
 
     #[test]

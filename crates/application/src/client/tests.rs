@@ -63,3 +63,43 @@ async fn an_identity_without_a_grant_is_refused_and_nothing_is_written() {
     assert!(admin.list_all(&namespaces, None).await.unwrap().is_empty());
     assert!(matches!(nobody.get(&namespaces, None, "x").await, Err(RegistryError::Forbidden(_))));
 }
+
+#[tokio::test]
+async fn creates_sent_together_are_each_authorized_admitted_and_answered() {
+    let control = control();
+    let admin = control.client(crate::controller_identity("test"));
+    let namespaces = admin.resource("", "namespaces").unwrap();
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}});
+    admin.create(&namespaces, None, namespace).await.unwrap();
+    let secrets = admin.resource("fleet.example.com", "secrets").unwrap();
+    let secret = |name: &str| {
+        json!({"apiVersion": "fleet.example.com/v1", "kind": "Secret", "metadata": {"name": name},
+               "stringData": {"password": "hunter2"}})
+    };
+    let demo = || Some("demo".to_owned());
+    let objects = vec![
+        (demo(), secret("one")),
+        (demo(), secret("Bad_Name")),
+        (Some("missing".to_owned()), secret("two")),
+        (demo(), secret("three")),
+    ];
+    let answers = admin.create_all(&secrets, objects).await;
+    let names: Vec<&str> = answers
+        .iter()
+        .filter_map(|answer| answer.as_ref().ok())
+        .map(|s| kayra_registry::meta_str(s, "name"))
+        .collect();
+    assert_eq!(names, ["one", "three"]);
+    match &answers[1] {
+        Err(RegistryError::Invalid { kind, .. }) => assert_eq!(kind, "Secret.fleet.example.com"),
+        other => panic!("an invalid name is refused as a create would refuse it, got {other:?}"),
+    }
+    assert!(matches!(answers[2], Err(RegistryError::NotFound { .. })), "{:?}", answers[2]);
+    let stored = admin.get(&secrets, Some("demo"), "one").await.unwrap();
+    assert_eq!(stored["data"]["password"], "aHVudGVyMg==", "admitted and defaulted as any create");
+
+    let nobody = control.client(Identity::new("mallory", "", vec![]));
+    let refused = nobody.create_all(&secrets, vec![(demo(), secret("four"))]).await;
+    assert!(matches!(refused[..], [Err(RegistryError::Forbidden(_))]), "{refused:?}");
+    assert_eq!(admin.list_all(&secrets, Some("demo")).await.unwrap().len(), 2, "nothing else was written");
+}

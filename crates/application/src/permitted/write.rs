@@ -5,7 +5,7 @@
 use kayra_api::scheme::KindInfo;
 use kayra_api::verb::Verb;
 use kayra_registry::{
-    ApplyOptions, Creation, Deleted, ListOptions, Object, Part, PatchKind, RegistryError, meta_str,
+    ApplyOptions, Creation, Deleted, ListOptions, Object, Part, PatchKind, RegistryError, Resource, meta_str,
 };
 use serde_json::Value;
 
@@ -42,6 +42,12 @@ impl Permitted {
     /// `body` must be current.
     pub async fn update(&self, body: Value, options: &WriteRequest) -> Result<Written, RegistryError> {
         self.update_body(body, options, Body::Sent).await
+    }
+
+    /// The resource a create under this permit writes, and its Kind.
+    pub(crate) fn creating(&self) -> Result<(&Resource, &KindInfo), RegistryError> {
+        let target = self.target(Verb::Create, None)?;
+        Ok((self.stored(target)?, &target.kind))
     }
 
     pub(crate) async fn create_body(
@@ -291,7 +297,7 @@ pub fn cannot_handle(kind: &KindInfo, error: &str) -> RegistryError {
 }
 
 /// An invalid object named by `Kind.group`, as Kubernetes names it.
-fn relabel(error: RegistryError, kind: &KindInfo) -> RegistryError {
+pub(crate) fn relabel(error: RegistryError, kind: &KindInfo) -> RegistryError {
     match error {
         RegistryError::Invalid { kind: named, name, causes } if !kind.group.is_empty() => {
             RegistryError::Invalid { kind: format!("{named}.{}", kind.group), name, causes }
