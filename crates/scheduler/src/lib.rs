@@ -11,7 +11,8 @@
 //! made. A bound Application gets a `Scheduled` Event; one that fits nowhere gets
 //! `Scheduled=False` with kube-scheduler's message and a `FailedScheduling` Event when that
 //! message changes. Events and explanations are written on the next 20 ms tick, together
-//! with the others due in the same period, so they share the store's flushes. The
+//! with the others due in the same period, so they share the store's flushes; the Events of
+//! one tick reach the store in one call ([`Recorder::record_all`]). The
 //! [`taint_manager`] moves scheduler-placed Applications off nodes with `NoExecute` taints
 //! they do not tolerate.
 //!
@@ -34,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use kayra_api::kinds::ConditionType;
 use kayra_application::client::Client;
-use kayra_application::events::{Involved, Recorder, Severity};
+use kayra_application::events::{Involved, Occurrence, Recorder, Severity};
 use kayra_application::feed::{FollowFeed, Follower};
 use kayra_loop::runtime::Loop;
 use kayra_loop::source::{Item, Sink, Source};
@@ -68,6 +69,9 @@ const EXPLAIN_TICK: Duration = Duration::from_millis(20);
 /// How many times an explanation is written before the Application is tried again instead:
 /// each attempt after the first follows a write that met a newer version.
 const EXPLAIN_ATTEMPTS: usize = 3;
+/// How many Events one writer records at once: those due on one tick beyond it are taken by
+/// the tick's other writers, so no one store call holds many.
+const EVENTS_AT_ONCE: usize = 64;
 
 /// Places Applications that name no node.
 #[derive(Clone)]
@@ -92,6 +96,8 @@ struct Inner {
     wake: Notify,
     binds: Arc<Semaphore>,
     explanations: Arc<Semaphore>,
+    /// The Events due on the next tick, recorded together.
+    due: Mutex<Vec<Occurrence>>,
     /// Where the explanation ticks are counted from.
     epoch: tokio::time::Instant,
     metrics: metrics::SchedulerMetrics,
@@ -165,6 +171,7 @@ impl Scheduler {
                 wake: Notify::new(),
                 binds: Arc::new(Semaphore::new(BINDS)),
                 explanations: Arc::new(Semaphore::new(EXPLANATIONS)),
+                due: Mutex::default(),
                 epoch: tokio::time::Instant::now(),
                 metrics: metrics::SchedulerMetrics::default(),
             }),
@@ -374,16 +381,46 @@ impl Scheduler {
     }
 
     /// Records a bind (whose write set `Scheduled=True`): the Event `Scheduled`, written on the
-    /// next tick with the others bound in the same period, so they share flushes.
+    /// next tick with the others bound in the same period.
     async fn scheduled(&self, bound: &Arc<Object>, node: &str) {
-        tokio::time::sleep_until(self.next_tick()).await;
-        let Ok(_permit) = self.inner.explanations.acquire().await else { return };
         let message = format!("Successfully assigned {} to {node}", id_of(bound));
-        if let Err(error) =
-            self.inner.recorder.record(&self.involved(bound), Severity::Normal, "Scheduled", &message).await
-        {
-            tracing::debug!(%error, "the Scheduled event was not recorded");
+        self.record_on_tick(self.occurrence(bound, Severity::Normal, "Scheduled", message)).await;
+    }
+
+    /// Records `occurrence` on the next tick, together with the other Events due then
+    /// ([`Recorder::record_all`], at most [`EVENTS_AT_ONCE`] in one): each Event's own writer
+    /// wakes then, and takes whatever is due, so every one is written by some writer of that
+    /// tick.
+    async fn record_on_tick(&self, occurrence: Occurrence) {
+        self.due().push(occurrence);
+        tokio::time::sleep_until(self.next_tick()).await;
+        let due: Vec<Occurrence> = {
+            let mut due = self.due();
+            let taken = due.len().min(EVENTS_AT_ONCE);
+            due.drain(..taken).collect()
+        };
+        if due.is_empty() {
+            return;
         }
+        for answer in self.inner.recorder.record_all(due).await {
+            if let Err(error) = answer {
+                tracing::debug!(%error, "a scheduler event was not recorded");
+            }
+        }
+    }
+
+    fn due(&self) -> MutexGuard<'_, Vec<Occurrence>> {
+        self.inner.due.lock().expect("the due events' lock is never held across a panic")
+    }
+
+    fn occurrence(
+        &self,
+        application: &Object,
+        severity: Severity,
+        reason: &str,
+        message: String,
+    ) -> Occurrence {
+        Occurrence { involved: self.involved(application), severity, reason: reason.to_owned(), message }
     }
 
     /// Explains why an Application fits nowhere: condition and Event, when the message changed.
@@ -396,20 +433,15 @@ impl Scheduler {
             return;
         }
         tokio::time::sleep_until(self.next_tick()).await;
-        let Ok(_permit) = self.inner.explanations.acquire().await else { return };
-        let involved = self.involved(&entry.object);
+        let Ok(permit) = self.inner.explanations.acquire().await else { return };
         let mut object = entry.object.clone();
         for _ in 0..EXPLAIN_ATTEMPTS {
             match self.unschedulable((*object).clone(), message).await {
                 Ok(()) => {
-                    if let Err(error) = self
-                        .inner
-                        .recorder
-                        .record(&involved, Severity::Warning, "FailedScheduling", message)
-                        .await
-                    {
-                        tracing::debug!(%error, "the FailedScheduling event was not recorded");
-                    }
+                    drop(permit);
+                    let event =
+                        self.occurrence(&object, Severity::Warning, "FailedScheduling", message.to_owned());
+                    self.record_on_tick(event).await;
                     return;
                 }
                 Err(RegistryError::Conflict { .. }) => {}

@@ -94,6 +94,37 @@ async fn an_empty_node_list_still_runs_the_queue_once_both_lists_are_in() {
     assert!(woken.is_ok(), "nothing queued the scheduling key once both lists were in");
 }
 
+/// More Events due on one tick than one writer takes: every one is written, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_due_on_a_tick_is_written_once_however_many_are_due() {
+    let scheduler = scheduler().await;
+    let application = create(&scheduler, "busy").await;
+    let count = crate::EVENTS_AT_ONCE * 2 + 5;
+    let writers: Vec<_> = (0..count)
+        .map(|i| {
+            let (scheduler, application) = (scheduler.clone(), application.clone());
+            tokio::spawn(async move {
+                let event = scheduler.occurrence(
+                    &application,
+                    crate::Severity::Normal,
+                    "Scheduled",
+                    format!("event {i}"),
+                );
+                scheduler.record_on_tick(event).await;
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.await.expect("a writer");
+    }
+    let mut messages = events(&scheduler, "Scheduled").await;
+    messages.sort();
+    let mut expected: Vec<String> = (0..count).map(|i| format!("event {i}")).collect();
+    expected.sort();
+    assert_eq!(messages, expected);
+    assert!(scheduler.due().is_empty(), "nothing is left behind");
+}
+
 #[tokio::test]
 async fn an_explanation_that_meets_a_newer_version_is_written_on_that_version() {
     let scheduler = scheduler().await;
