@@ -27,7 +27,7 @@ pub trait Store: Send + Sync + 'static {
 
     /// Applies several transactions, each as [`Store::txn`] would and at a revision of its
     /// own, and answers each one's result in the order given. An engine may commit them
-    /// together (one lock, one flush); their order relative to each other is not promised, so
+    /// together (one flush); their order relative to each other is not promised, so
     /// none should depend on another. This one sends them all at once.
     async fn txn_all(&self, txns: Vec<Txn>) -> Vec<Result<TxnResult, StoreError>> {
         futures_util::future::join_all(txns.into_iter().map(|txn| self.txn(txn))).await

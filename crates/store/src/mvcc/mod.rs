@@ -638,21 +638,20 @@ impl Store for MvccStore {
         Ok(result)
     }
 
-    /// Applies them in the order given under one hold of the lock, and waits for one flush
+    /// Applies them in the order given, each under a hold of the lock of its own (so that
+    /// another writer waits for one of them at most, not for all), and waits for one flush
     /// that covers them all.
     async fn txn_all(&self, txns: Vec<Txn>) -> Vec<Result<TxnResult, StoreError>> {
         let mut last = None;
-        let mut results: Vec<Result<TxnResult, StoreError>> = {
-            let mut state = self.inner.write();
-            txns.iter()
-                .map(|txn| {
-                    txn.validate(self.inner.options.max_value_size)?;
-                    let (result, seq) = self.inner.apply_txn(&mut state, txn)?;
-                    last = seq.or(last);
-                    Ok(result)
-                })
-                .collect()
-        };
+        let mut results: Vec<Result<TxnResult, StoreError>> = txns
+            .iter()
+            .map(|txn| {
+                txn.validate(self.inner.options.max_value_size)?;
+                let (result, seq) = self.inner.apply_txn(&mut self.inner.write(), txn)?;
+                last = seq.or(last);
+                Ok(result)
+            })
+            .collect();
         if let Err(error) = self.inner.finish(last).await {
             // Each applied transaction shares the flush that failed: each answers its error.
             for result in results.iter_mut().filter(|result| result.is_ok()) {
