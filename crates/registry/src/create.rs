@@ -97,15 +97,16 @@ impl Registry {
             };
             let mut ops = vec![Op::Put { key: key.clone(), value: Self::encode(&admitted.object), lease }];
             ops.extend(history);
-            txns.push(Txn { compares: vec![Compare::Absent(key)], ops });
-            sent.push((i, namespace, admitted, lease));
+            txns.push(Txn { compares: vec![Compare::Absent(key.clone())], ops });
+            sent.push((i, namespace, key, admitted, lease));
         }
         let results = self.store.txn_all(txns).await;
-        for ((i, namespace, mut admitted, lease), result) in sent.into_iter().zip(results) {
+        for ((i, namespace, key, mut admitted, lease), result) in sent.into_iter().zip(results) {
             match result {
                 Ok(TxnResult::Applied { revision, .. }) => {
                     object::metadata_mut(&mut admitted.object)
                         .insert("resourceVersion".into(), Value::String(revision.to_string()));
+                    self.hand_over(resource, &key, revision, &admitted.object);
                     answers[i] = Some(Ok(admitted.object));
                 }
                 Ok(TxnResult::Conflict { .. }) if !admitted.generate => {
@@ -203,6 +204,7 @@ impl Registry {
                 Outcome::Applied(revision) => {
                     object::metadata_mut(object)
                         .insert("resourceVersion".into(), Value::String(revision.to_string()));
+                    self.hand_over(resource, &key, revision, object);
                     return Ok(admitted.object);
                 }
                 Outcome::Conflict(_) if *generate => continue,

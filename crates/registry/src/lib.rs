@@ -209,6 +209,18 @@ impl Registry {
         }
     }
 
+    /// Hands the object just written under `key` at `revision` to the resource's watch
+    /// cache, which then applies that change without decoding the stored bytes.
+    pub(crate) fn hand_over(
+        &self,
+        resource: &Resource,
+        key: &str,
+        revision: kayra_store::Revision,
+        object: &Object,
+    ) {
+        self.caches.hand_over(&resource.store_prefix(&self.root), key, revision, object);
+    }
+
     /// As [`Registry::get`], the object as its JSON: from the resource's watch cache once it
     /// has applied every change the store had when the read began (waiting for it as a list
     /// does), so that a read of the latest state decodes and encodes nothing; its bytes are the

@@ -223,6 +223,7 @@ impl Registry {
                 Outcome::Applied(revision) => {
                     object::metadata_mut(&mut object)
                         .insert("resourceVersion".into(), Value::String(revision.to_string()));
+                    self.hand_over(resource, &key, revision, &object);
                     return Ok(object);
                 }
                 Outcome::Conflict(None) => return Err(not_found(resource, name)),

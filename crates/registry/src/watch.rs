@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -372,6 +372,21 @@ impl Caches {
         (version == revision).then(|| object.clone())
     }
 
+    /// Hands the cache kept under `base` the object this registry just wrote under `key` at
+    /// `revision`, so that the change, when the cache applies it, need not decode what the
+    /// object was encoded into. Nothing when no cache is kept there or it holds many already.
+    pub(crate) fn hand_over(&self, base: &str, key: &str, revision: Revision, object: &Object) {
+        let Some(cache) = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned() else {
+            return;
+        };
+        if cache.written().late(revision) {
+            return;
+        }
+        let object = object.clone();
+        // The change may have been applied while the object was copied: then it is late.
+        cache.written().offer(key, revision, object);
+    }
+
     /// Waits until the cache kept under `base` has applied every change up to `current`, at
     /// most [`CATCH_UP`], asking its store watch for progress so that a cache whose resource
     /// is quiet learns at once that nothing of it changed (as kube-apiserver's consistent reads
@@ -519,6 +534,55 @@ pub(crate) struct Cache {
     _stop: tokio::sync::oneshot::Sender<()>,
     /// Asks the store watch the cache follows for a progress report.
     progress_requester: Mutex<Option<kayra_store::watch::ProgressRequester>>,
+    /// Objects this registry wrote, for the changes their writes make.
+    written: Mutex<Written>,
+}
+
+/// Objects this registry wrote, by key, with the revision of the write: the change that write
+/// makes takes its object from here instead of decoding the stored bytes again.
+#[derive(Default)]
+struct Written {
+    objects: HashMap<String, (Revision, Object)>,
+    /// The latest revision the cache has looked for here: an object written at or below it
+    /// comes too late, and is not kept.
+    seen: Revision,
+}
+
+/// The most written objects a cache holds for changes it has not applied yet; past it, a
+/// change is decoded from the store's bytes as usual.
+const WRITTEN: usize = 4096;
+
+impl Written {
+    /// Whether an object written at `revision` would come too late to be used, or find no room.
+    fn late(&self, revision: Revision) -> bool {
+        revision <= self.seen || self.objects.len() >= WRITTEN
+    }
+
+    /// Keeps the object written under `key` at `revision` for its change, unless it is late.
+    fn offer(&mut self, key: &str, revision: Revision, object: Object) {
+        if !self.late(revision) {
+            self.objects.insert(key.to_owned(), (revision, object));
+        }
+    }
+
+    /// The object written under `key` at `revision`, if kept; one kept for an earlier revision
+    /// is dropped, one for a later stays. Asked for every change, in revision order.
+    fn take(&mut self, key: &str, revision: Revision) -> Option<Object> {
+        self.seen = self.seen.max(revision);
+        match self.objects.get(key) {
+            Some((at, _)) if *at <= revision => {
+                let (at, object) = self.objects.remove(key).expect("found above");
+                (at == revision).then_some(object)
+            }
+            _ => None,
+        }
+    }
+
+    /// A fresh list at `revision` holds everything written up to it.
+    fn listed(&mut self, revision: Revision) {
+        self.seen = self.seen.max(revision);
+        self.objects.retain(|_, (at, _)| *at > revision);
+    }
 }
 
 struct State {
@@ -606,6 +670,7 @@ impl Cache {
             progress,
             _stop: stop,
             progress_requester: Mutex::new(None),
+            written: Mutex::default(),
         });
         let follower = follow::follow(Arc::downgrade(&cache), store, prefix);
         let following = async move {
@@ -619,6 +684,16 @@ impl Cache {
             None => drop(tokio::spawn(following)),
         }
         cache
+    }
+
+    fn written(&self) -> MutexGuard<'_, Written> {
+        self.written.lock().expect("watch cache lock poisoned")
+    }
+
+    /// The object written under `key` at `revision`, when this registry wrote it and handed it
+    /// over (see [`Written::take`]).
+    fn take_written(&self, key: &str, revision: Revision) -> Option<Object> {
+        self.written().take(key, revision)
     }
 
     /// The revision up to which the cache has certainly applied every change.
@@ -698,6 +773,7 @@ impl Cache {
 
     /// Replaces the cache's contents with a fresh list; every client must start over.
     fn reset(&self, revision: Revision, objects: BTreeMap<String, Arc<Entry>>) {
+        self.written().listed(revision);
         let mut state = self.state.lock().expect("watch cache lock poisoned");
         state.revision = revision;
         state.reported = revision;

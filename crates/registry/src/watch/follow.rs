@@ -57,9 +57,13 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
                 source: None,
             }));
         }
+        // An object this registry wrote comes as it was written; any other is decoded.
         let decode = |kv: &kayra_store::KeyValue| {
-            object::decode_stored(&kv.key, &kv.value, kv.mod_revision)
-                .map(|object| Entry::new(object, kv.value.len()))
+            let object = match live.take_written(&kv.key, kv.mod_revision) {
+                Some(object) => object,
+                None => object::decode_stored(&kv.key, &kv.value, kv.mod_revision)?,
+            };
+            Ok::<_, RegistryError>(Entry::new(object, kv.value.len()))
         };
         // The version before the change is the cache's own: the store's copy of it is not
         // decoded again.
@@ -68,7 +72,10 @@ async fn follow_once(cache: &Weak<Cache>, store: &Arc<dyn Store>, prefix: &str) 
             key: event.kv.key.clone(),
             object: match event.kind {
                 EventKind::Put => Some(decode(&event.kv)?),
-                EventKind::Delete => None,
+                EventKind::Delete => {
+                    live.take_written(&event.kv.key, revision);
+                    None
+                }
             },
             prev: None,
             gone: OnceLock::new(),

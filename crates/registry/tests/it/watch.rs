@@ -227,6 +227,9 @@ struct Counting {
     /// Whether the version before each change that its watchers send is replaced by bytes
     /// that are no object, so that a reader that decodes it fails.
     garbled_prev: Arc<AtomicBool>,
+    /// Whether each change its watchers send carries bytes that are no object, so that a
+    /// reader that decodes it fails.
+    garbled_values: Arc<AtomicBool>,
     /// Whether a point read answers bytes that are no object (at the right revision), so that
     /// a writer that decodes what it read fails.
     garbled_gets: AtomicBool,
@@ -257,6 +260,7 @@ impl Counting {
             lazy: Arc::default(),
             unordered: AtomicBool::new(false),
             garbled_prev: Arc::default(),
+            garbled_values: Arc::default(),
             garbled_gets: AtomicBool::new(false),
         }
     }
@@ -291,6 +295,7 @@ impl Store for Counting {
         let race = self.race.clone();
         let lazy = self.lazy.clone();
         let garbled_prev = self.garbled_prev.clone();
+        let garbled_values = self.garbled_values.clone();
         let store = self.inner.clone();
         tokio::spawn(async move {
             // Lazy, progress is withheld until a reader asks, then reported once it reaches
@@ -330,6 +335,9 @@ impl Store for Counting {
                             && let Some(prev) = &mut event.prev
                         {
                             prev.value = b"not an object".to_vec();
+                        }
+                        if garbled_values.load(Ordering::SeqCst) {
+                            event.kv.value = b"not an object".to_vec();
                         }
                         if race.armed.swap(false, Ordering::SeqCst) {
                             sender.offer(Arc::new(WatchBatch { revision, events: Vec::new() }));
@@ -444,6 +452,53 @@ async fn a_write_takes_the_version_it_replaces_from_the_cache_when_the_cache_hol
         .await
         .expect_err("the garbled read is decoded");
     assert!(matches!(refused, RegistryError::Corrupt { .. }), "{refused:?}");
+}
+
+#[tokio::test]
+async fn a_change_this_registry_wrote_is_applied_as_written_not_decoded_again() {
+    let store = Arc::new(Counting::new());
+    let registry = registry_over(&store).await;
+    let widgets = widgets();
+    let mut stream = registry.watch(&widgets, &WatchOptions::default()).await.unwrap();
+    store.garbled_values.store(true, Ordering::SeqCst);
+    registry.create(&widgets, Some("default"), widget("written", 1), unadmitted()).await.unwrap();
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "written".into()));
+    let patch = br#"{"metadata":{"labels":{"tier":"web"}},"spec":{"size":2}}"#;
+    registry
+        .patch(&widgets, Some("default"), "written", PatchKind::Merge, patch, unadmitted())
+        .await
+        .unwrap();
+    assert_eq!(next(&mut stream).await, ("MODIFIED".into(), "written".into()));
+    let together =
+        vec![(Some("default".to_owned()), widget("one", 1)), (Some("default".to_owned()), widget("two", 2))];
+    for created in registry.create_all(&widgets, together, unadmitted()).await {
+        created.unwrap();
+    }
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "one".into()));
+    assert_eq!(next(&mut stream).await, ("ADDED".into(), "two".into()));
+    // What the cache holds is what decoding the stored bytes would give.
+    let listed = registry.list(&widgets, Some("default"), &ListOptions::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 3);
+    for item in &listed.items {
+        let key =
+            format!("/registry/fleet.example.com/widgets/default/{}", meta(item, "name").as_str().unwrap());
+        let stored = store.inner.get(&key).await.unwrap().expect("stored");
+        let mut decoded: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&stored.value).unwrap();
+        decoded["metadata"]["resourceVersion"] = json!(stored.mod_revision.to_string());
+        assert_eq!(*item, decoded);
+    }
+    assert_eq!(store.watches.load(Ordering::SeqCst), 1, "the cache never decoded a garbled change");
+    // A change written past this registry is decoded, and here the bytes are garbled: the cache
+    // starts over.
+    let outside = serde_json::to_vec(&widget("outside", 1)).unwrap();
+    store.inner.put("/registry/fleet.example.com/widgets/default/outside", outside).await.unwrap();
+    let restarted = async {
+        while store.watches.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), restarted).await.expect("the garbled change was decoded");
 }
 
 #[tokio::test]
