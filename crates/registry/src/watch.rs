@@ -32,9 +32,14 @@ use crate::{RegistryError, Resource};
 mod event;
 mod follow;
 mod status;
+mod stream;
+mod written;
 
 pub use event::WatchEvent;
 pub use status::WatchCacheStatus;
+use stream::Pending;
+pub use stream::WatchStream;
+use written::Written;
 
 /// How many recent events a cache keeps for clients resuming from a revision.
 const WINDOW: usize = 4096;
@@ -131,107 +136,6 @@ impl Entry {
 
 fn encode(object: &Object) -> Bytes {
     Bytes::from(serde_json::to_vec(object).expect("a JSON map always serializes"))
-}
-
-/// One event queued for a client.
-#[derive(Debug)]
-struct Pending {
-    revision: Revision,
-    event: WatchEvent,
-    entry: Arc<Entry>,
-}
-
-/// A client's stream of events. Dropping it ends the watch.
-#[derive(Debug)]
-pub struct WatchStream {
-    backlog: VecDeque<Pending>,
-    receiver: mpsc::Receiver<Pending>,
-    /// Bytes queued for this client and not taken yet (the backlog is not counted).
-    queued: Arc<AtomicUsize>,
-    cache: Weak<Cache>,
-    last: Revision,
-}
-
-impl WatchStream {
-    /// The next event; an error once the stream was cut off (too slow, or the cache had to
-    /// start over), after which the client resumes from [`WatchStream::revision`].
-    pub async fn next(&mut self) -> Result<WatchEvent, RegistryError> {
-        self.take().await.map(|pending| pending.event)
-    }
-
-    /// The next event with its object encoded as JSON: the same bytes `serde_json` writes for
-    /// [`WatchEvent::object`], encoded once per object version for every client of the cache.
-    pub async fn next_json(&mut self) -> Result<(WatchEvent, Bytes), RegistryError> {
-        self.take().await.map(|pending| {
-            let json = pending.entry.json();
-            (pending.event, json)
-        })
-    }
-
-    /// The next event when one is queued already, without waiting: `None` when none is. A
-    /// client that drains what is ready this way handles a burst of changes in one go.
-    pub fn try_next(&mut self) -> Option<Result<WatchEvent, RegistryError>> {
-        if let Some(pending) = self.backlog.pop_front() {
-            self.last = self.last.max(pending.revision);
-            return Some(Ok(pending.event));
-        }
-        match self.receiver.try_recv() {
-            Ok(pending) => Some(Ok(self.taken(pending).event)),
-            Err(mpsc::error::TryRecvError::Empty) => None,
-            Err(mpsc::error::TryRecvError::Disconnected) => Some(Err(self.closed())),
-        }
-    }
-
-    /// The revision the stream's cache has reached, as it moves: every write to the store
-    /// moves it, whether or not this stream selects the change, so a client waiting for
-    /// [`WatchStream::revision`] to pass some revision learns when to look again. `None` once
-    /// the cache is gone.
-    pub fn cache_progress(&self) -> Option<watch::Receiver<Revision>> {
-        self.cache.upgrade().map(|cache| cache.progress.subscribe())
-    }
-
-    async fn take(&mut self) -> Result<Pending, RegistryError> {
-        if let Some(pending) = self.backlog.pop_front() {
-            self.last = self.last.max(pending.revision);
-            return Ok(pending);
-        }
-        match self.receiver.recv().await {
-            Some(pending) => Ok(self.taken(pending)),
-            None => Err(self.closed()),
-        }
-    }
-
-    fn taken(&mut self, pending: Pending) -> Pending {
-        self.queued.fetch_sub(pending.entry.size, Ordering::Relaxed);
-        self.last = pending.revision;
-        pending
-    }
-
-    fn closed(&self) -> RegistryError {
-        RegistryError::Expired {
-            message: format!(
-                "the watch was closed after revision {}: it fell behind, or the server restarted it; \
-                 watch again from there",
-                self.last
-            ),
-            continue_from: None,
-        }
-    }
-
-    /// The latest revision the client has been brought up to: the revision of its last event,
-    /// or of the cache when nothing it selects changed since. A bookmark reports this.
-    pub fn revision(&self) -> Revision {
-        // The cache's revision first: every event at or before it was queued before it was
-        // reached, so an empty, open queue means the client has them all.
-        let cache = self.cache.upgrade().map_or(0, |cache| cache.readable());
-        // A watch from now queues every current object at the revision it started from: the
-        // client has reached that revision only once it took the last of them.
-        if let Some(queued) = self.backlog.front() {
-            return self.last.min(queued.revision.saturating_sub(1));
-        }
-        let idle = self.receiver.is_empty() && !self.receiver.is_closed();
-        if idle { self.last.max(cache) } else { self.last }
-    }
 }
 
 /// A page of a list as a cache answers it: each item's JSON, encoded once per object version
@@ -536,53 +440,6 @@ pub(crate) struct Cache {
     progress_requester: Mutex<Option<kayra_store::watch::ProgressRequester>>,
     /// Objects this registry wrote, for the changes their writes make.
     written: Mutex<Written>,
-}
-
-/// Objects this registry wrote, by key, with the revision of the write: the change that write
-/// makes takes its object from here instead of decoding the stored bytes again.
-#[derive(Default)]
-struct Written {
-    objects: HashMap<String, (Revision, Object)>,
-    /// The latest revision the cache has looked for here: an object written at or below it
-    /// comes too late, and is not kept.
-    seen: Revision,
-}
-
-/// The most written objects a cache holds for changes it has not applied yet; past it, a
-/// change is decoded from the store's bytes as usual.
-const WRITTEN: usize = 4096;
-
-impl Written {
-    /// Whether an object written at `revision` would come too late to be used, or find no room.
-    fn late(&self, revision: Revision) -> bool {
-        revision <= self.seen || self.objects.len() >= WRITTEN
-    }
-
-    /// Keeps the object written under `key` at `revision` for its change, unless it is late.
-    fn offer(&mut self, key: &str, revision: Revision, object: Object) {
-        if !self.late(revision) {
-            self.objects.insert(key.to_owned(), (revision, object));
-        }
-    }
-
-    /// The object written under `key` at `revision`, if kept; one kept for an earlier revision
-    /// is dropped, one for a later stays. Asked for every change, in revision order.
-    fn take(&mut self, key: &str, revision: Revision) -> Option<Object> {
-        self.seen = self.seen.max(revision);
-        match self.objects.get(key) {
-            Some((at, _)) if *at <= revision => {
-                let (at, object) = self.objects.remove(key).expect("found above");
-                (at == revision).then_some(object)
-            }
-            _ => None,
-        }
-    }
-
-    /// A fresh list at `revision` holds everything written up to it.
-    fn listed(&mut self, revision: Revision) {
-        self.seen = self.seen.max(revision);
-        self.objects.retain(|_, (at, _)| *at > revision);
-    }
 }
 
 struct State {

@@ -2,7 +2,8 @@
 
 use serde_json::json;
 
-use super::{WRITTEN, Written, prefix_end};
+use super::prefix_end;
+use super::written::{WRITTEN, Written};
 use crate::Object;
 
 #[test]
