@@ -433,15 +433,24 @@ impl Scheduler {
             return;
         }
         tokio::time::sleep_until(self.next_tick()).await;
-        let Ok(permit) = self.inner.explanations.acquire().await else { return };
+        let Ok(_permit) = self.inner.explanations.acquire().await else { return };
+        let involved = self.involved(&entry.object);
         let mut object = entry.object.clone();
         for _ in 0..EXPLAIN_ATTEMPTS {
             match self.unschedulable((*object).clone(), message).await {
+                // Its Event is written here, under the explanation's permit, not with the
+                // tick's others: after a burst of Applications that fit nowhere, the
+                // explanations' pace is what keeps the API's own writes quick meanwhile, and
+                // written together they came faster and crowded them.
                 Ok(()) => {
-                    drop(permit);
-                    let event =
-                        self.occurrence(&object, Severity::Warning, "FailedScheduling", message.to_owned());
-                    self.record_on_tick(event).await;
+                    if let Err(error) = self
+                        .inner
+                        .recorder
+                        .record(&involved, Severity::Warning, "FailedScheduling", message)
+                        .await
+                    {
+                        tracing::debug!(%error, "the FailedScheduling event was not recorded");
+                    }
                     return;
                 }
                 Err(RegistryError::Conflict { .. }) => {}
