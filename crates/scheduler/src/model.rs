@@ -209,43 +209,7 @@ impl AppInfo {
     /// scheduler reads ([`Scheduling`]), so a relist of many Applications does not decode
     /// their commands, environments and managed fields.
     pub fn from_object(object: &Object, domain: &str) -> Option<AppInfo> {
-        let app = Scheduling::deserialize(object).ok()?;
-        let metadata = app.metadata;
-        let placement = app.spec.placement.unwrap_or_default();
-        let node = placement.node_name.filter(|node| !node.is_empty());
-        let requests = app.spec.resources.and_then(|r| r.requests).unwrap_or_default();
-        let annotations = metadata.annotations.unwrap_or_default();
-        let status = app.status.unwrap_or_default();
-        let namespace = metadata.namespace.unwrap_or_default();
-        let name = metadata.name.unwrap_or_default();
-        Some(AppInfo {
-            id: format!("{namespace}/{name}"),
-            namespace,
-            name,
-            uid: metadata.uid.unwrap_or_default(),
-            resource_version: metadata.resource_version.unwrap_or_default(),
-            generation: metadata.generation.unwrap_or_default(),
-            created: metadata.creation_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
-            labels: metadata.labels.unwrap_or_default(),
-            requests: Resources {
-                cpu: requests.cpu.as_deref().map_or(0, millicores),
-                memory: requests.memory.as_deref().map_or(0, bytes),
-            },
-            node_selector: placement.node_selector,
-            affinity: placement.affinity.unwrap_or_default(),
-            tolerations: placement.tolerations,
-            priority: placement.priority.unwrap_or(0),
-            node,
-            scheduler_placed: annotations.get(&scheduled_by_annotation(domain)).map(String::as_str)
-                == Some(SCHEDULER),
-            finished: matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")),
-            deleting: metadata.deletion_timestamp.is_some(),
-            scheduled_message: status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == ConditionType::Scheduled.as_str() && c.status == "False")
-                .map(|c| c.message.clone().unwrap_or_default()),
-        })
+        Scheduling::deserialize(object).ok().map(|app| app.info(domain))
     }
 
     /// Whether it waits for a node: no node, not finished, not being deleted.
@@ -277,6 +241,48 @@ struct Scheduling {
     spec: SchedulingSpec,
     #[serde(default)]
     status: Option<SchedulingStatus>,
+}
+
+impl Scheduling {
+    /// The Application as the scheduler sees it, in a deployment whose domain is `domain`.
+    fn info(self, domain: &str) -> AppInfo {
+        let metadata = self.metadata;
+        let placement = self.spec.placement.unwrap_or_default();
+        let node = placement.node_name.filter(|node| !node.is_empty());
+        let requests = self.spec.resources.and_then(|r| r.requests).unwrap_or_default();
+        let annotations = metadata.annotations.unwrap_or_default();
+        let status = self.status.unwrap_or_default();
+        let namespace = metadata.namespace.unwrap_or_default();
+        let name = metadata.name.unwrap_or_default();
+        AppInfo {
+            id: format!("{namespace}/{name}"),
+            namespace,
+            name,
+            uid: metadata.uid.unwrap_or_default(),
+            resource_version: metadata.resource_version.unwrap_or_default(),
+            generation: metadata.generation.unwrap_or_default(),
+            created: metadata.creation_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
+            labels: metadata.labels.unwrap_or_default(),
+            requests: Resources {
+                cpu: requests.cpu.as_deref().map_or(0, millicores),
+                memory: requests.memory.as_deref().map_or(0, bytes),
+            },
+            node_selector: placement.node_selector,
+            affinity: placement.affinity.unwrap_or_default(),
+            tolerations: placement.tolerations,
+            priority: placement.priority.unwrap_or(0),
+            node,
+            scheduler_placed: annotations.get(&scheduled_by_annotation(domain)).map(String::as_str)
+                == Some(SCHEDULER),
+            finished: matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")),
+            deleting: metadata.deletion_timestamp.is_some(),
+            scheduled_message: status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == ConditionType::Scheduled.as_str() && c.status == "False")
+                .map(|c| c.message.clone().unwrap_or_default()),
+        }
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -314,40 +320,25 @@ mod tests {
     /// decode must agree with.
     fn decoded_whole(object: &Object, domain: &str) -> Option<AppInfo> {
         let app = kayra_api::kinds::application::Application::deserialize(object).ok()?;
-        let node = app.bound_node().map(str::to_owned);
         let metadata = app.metadata;
-        let (namespace, name) = (metadata.namespace.unwrap_or_default(), metadata.name.unwrap_or_default());
-        let placement = app.spec.placement.unwrap_or_default();
-        let requests = app.spec.resources.and_then(|r| r.requests).unwrap_or_default();
-        let status = app.status.unwrap_or_default();
-        Some(AppInfo {
-            id: format!("{namespace}/{name}"),
-            namespace,
-            name,
-            uid: metadata.uid.unwrap_or_default(),
-            resource_version: metadata.resource_version.unwrap_or_default(),
-            generation: metadata.generation.unwrap_or_default(),
-            created: metadata.creation_timestamp.map(|t| t.0.to_string()).unwrap_or_default(),
-            labels: metadata.labels.unwrap_or_default(),
-            requests: Resources {
-                cpu: requests.cpu.as_deref().map_or(0, millicores),
-                memory: requests.memory.as_deref().map_or(0, bytes),
+        let scheduling = Scheduling {
+            metadata: SchedulingMetadata {
+                namespace: metadata.namespace,
+                name: metadata.name,
+                uid: metadata.uid,
+                resource_version: metadata.resource_version,
+                generation: metadata.generation,
+                creation_timestamp: metadata.creation_timestamp,
+                deletion_timestamp: metadata.deletion_timestamp,
+                labels: metadata.labels,
+                annotations: metadata.annotations,
             },
-            node_selector: placement.node_selector,
-            affinity: placement.affinity.unwrap_or_default(),
-            tolerations: placement.tolerations,
-            priority: placement.priority.unwrap_or(0),
-            node,
-            scheduler_placed: metadata.annotations.unwrap_or_default().get(&scheduled_by_annotation(domain))
-                == Some(&SCHEDULER.to_owned()),
-            finished: matches!(status.phase.as_deref(), Some("Succeeded" | "Failed")),
-            deleting: metadata.deletion_timestamp.is_some(),
-            scheduled_message: status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == ConditionType::Scheduled.as_str() && c.status == "False")
-                .map(|c| c.message.clone().unwrap_or_default()),
-        })
+            spec: SchedulingSpec { resources: app.spec.resources, placement: app.spec.placement },
+            status: app
+                .status
+                .map(|status| SchedulingStatus { phase: status.phase, conditions: status.conditions }),
+        };
+        Some(scheduling.info(domain))
     }
 
     #[test]
