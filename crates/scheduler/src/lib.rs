@@ -11,8 +11,9 @@
 //! made. A bound Application gets a `Scheduled` Event; one that fits nowhere gets
 //! `Scheduled=False` with kube-scheduler's message and a `FailedScheduling` Event when that
 //! message changes. Events and explanations are written on the next 20 ms tick, together
-//! with the others due in the same period, so they share the store's flushes; the Events of
-//! one tick reach the store in one call ([`Recorder::record_all`]). The
+//! with the others due in the same period, so they share the store's flushes; the `Scheduled`
+//! Events of one tick reach the store in one call ([`Recorder::record_all`]), and a
+//! `FailedScheduling` Event is written with its explanation. The
 //! [`taint_manager`] moves scheduler-placed Applications off nodes with `NoExecute` taints
 //! they do not tolerate.
 //!
@@ -438,10 +439,9 @@ impl Scheduler {
         let mut object = entry.object.clone();
         for _ in 0..EXPLAIN_ATTEMPTS {
             match self.unschedulable((*object).clone(), message).await {
-                // Its Event is written here, under the explanation's permit, not with the
-                // tick's others: after a burst of Applications that fit nowhere, the
-                // explanations' pace is what keeps the API's own writes quick meanwhile, and
-                // written together they came faster and crowded them.
+                // Its Event is written here, under the explanation's permit: after a burst
+                // of Applications that fit nowhere, the explanations' pace is what keeps the
+                // API's own writes quick meanwhile.
                 Ok(()) => {
                     if let Err(error) = self
                         .inner
