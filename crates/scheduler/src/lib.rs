@@ -143,7 +143,7 @@ impl State {
 
 impl Scheduler {
     /// The scheduler, acting as `client`, scoring resources by `policy`. Nodes are trusted on
-    /// their `Ready` condition alone until [`Scheduler::heartbeat_timeout`] says otherwise.
+    /// their `Ready` condition alone until [`Framework::heartbeat_timeout`] says otherwise.
     pub fn new(client: Client, policy: Policy) -> Result<Scheduler, SchedulerError> {
         Scheduler::with_framework(client, Framework::new(policy, None))
     }

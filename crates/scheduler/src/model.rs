@@ -206,7 +206,7 @@ impl AppInfo {
     }
 
     /// Decodes a stored Application of a deployment whose domain is `domain`: only what the
-    /// scheduler reads ([`Scheduling`]), so a relist of many Applications does not decode
+    /// scheduler reads (`Scheduling`), so a relist of many Applications does not decode
     /// their commands, environments and managed fields.
     pub fn from_object(object: &Object, domain: &str) -> Option<AppInfo> {
         Scheduling::deserialize(object).ok().map(|app| app.info(domain))
