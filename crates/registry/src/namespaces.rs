@@ -20,17 +20,22 @@ pub fn namespace_terminating(namespace: &Object) -> bool {
 
 impl Registry {
     /// A namespace that does not exist, or is being deleted ([`namespace_terminating`]), takes
-    /// no new objects.
+    /// no new objects. The namespace is read from the store (a create must not follow a stale
+    /// copy), and taken decoded from the watch cache when the cache holds the version read.
     pub(crate) async fn check_namespace_accepts(&self, namespace: &str) -> Result<(), RegistryError> {
-        let key = format!("{}core/namespaces/{namespace}", self.root);
+        let base = format!("{}core/namespaces/", self.root);
+        let key = format!("{base}{namespace}");
         let Some(kv) = self.store.get(&key).await? else {
             return Err(RegistryError::NotFound {
                 resource: "namespaces".to_owned(),
                 name: namespace.to_owned(),
             });
         };
-        let namespace_object = object::decode_stored(&key, &kv.value, kv.mod_revision)?;
-        if namespace_terminating(&namespace_object) {
+        let terminating = match self.caches.object_at(&base, &key, kv.mod_revision) {
+            Some(cached) => namespace_terminating(&cached),
+            None => namespace_terminating(&object::decode_stored(&key, &kv.value, kv.mod_revision)?),
+        };
+        if terminating {
             return Err(RegistryError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
             )));

@@ -454,6 +454,41 @@ async fn a_write_takes_the_version_it_replaces_from_the_cache_when_the_cache_hol
     assert!(matches!(refused, RegistryError::Corrupt { .. }), "{refused:?}");
 }
 
+/// A create reads its namespace from the store, and takes it decoded from the namespaces' watch
+/// cache when the cache holds the version read; a namespace being deleted refuses it just the same.
+#[tokio::test]
+async fn a_create_takes_its_namespace_from_the_cache_when_the_cache_holds_the_version_read() {
+    let store = Arc::new(Counting::new());
+    let registry = registry_over(&store).await;
+    let (widgets, namespaces) = (widgets(), super::namespaces());
+    store.garbled_gets.store(true, Ordering::SeqCst);
+    let refused = registry.create(&widgets, Some("default"), widget("early", 1), unadmitted()).await;
+    assert!(matches!(refused, Err(RegistryError::Corrupt { .. })), "no cache yet, so decoded: {refused:?}");
+    store.garbled_gets.store(false, Ordering::SeqCst);
+    let mut watching = registry.watch(&namespaces, &WatchOptions::default()).await.unwrap();
+    assert_eq!(next(&mut watching).await, ("ADDED".into(), "default".into()));
+    let closing = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "closing", "finalizers": ["kubernetes"]}});
+    registry.create(&namespaces, None, closing, unadmitted()).await.unwrap();
+    assert_eq!(next(&mut watching).await, ("ADDED".into(), "closing".into()));
+    store.garbled_gets.store(true, Ordering::SeqCst);
+    for namespace in ["default", "closing"] {
+        registry
+            .create(&widgets, Some(namespace), widget("cached", 1), unadmitted())
+            .await
+            .expect("the namespace came from the cache, not from the garbled read");
+    }
+    store.garbled_gets.store(false, Ordering::SeqCst);
+    registry.delete(&namespaces, None, "closing", &unadmitted_delete()).await.unwrap();
+    assert_eq!(next(&mut watching).await, ("MODIFIED".into(), "closing".into()));
+    store.garbled_gets.store(true, Ordering::SeqCst);
+    let refused = registry.create(&widgets, Some("closing"), widget("late", 1), unadmitted()).await;
+    assert!(
+        matches!(refused, Err(RegistryError::Forbidden(ref m)) if m.contains("being terminated")),
+        "{refused:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_change_this_registry_wrote_is_applied_as_written_not_decoded_again() {
     let store = Arc::new(Counting::new());
