@@ -4,8 +4,9 @@
 //! store's watch, and by the scheduler's own reservations between a decision and its bind
 //! (made and undone by the `SnapshotReservation` reserve plugin).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
+use foldhash::HashMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::model::{App, NodeInfo, Resources};

@@ -13,8 +13,7 @@
 //! The pre-filter reads the snapshot's label index once per Application; the filter and score
 //! then cost a few lookups per node.
 
-use std::collections::{HashMap, HashSet};
-
+use foldhash::{HashMap, HashSet, HashSetExt};
 use k8s_openapi::api::core::v1::PodAffinityTerm;
 
 use crate::SchedulerError;
