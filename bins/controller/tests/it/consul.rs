@@ -102,8 +102,17 @@ fn the_first_local_run_goes_on_without_consul_when_its_port_is_taken() {
     if !have_kubectl() {
         return;
     }
-    // Held here, or by whatever else holds Consul's port on this host: taken either way.
-    let _held = std::net::TcpListener::bind("127.0.0.1:8500");
+    // Held here for the whole test. Other tests' controllers take Consul's port for a while
+    // when they find it free, and may let it go at any moment: wait for it. A holder that
+    // outlasts two minutes is none of them, and keeps the port taken just the same.
+    let waiting = std::time::Instant::now() + Duration::from_secs(120);
+    let _held = loop {
+        match std::net::TcpListener::bind("127.0.0.1:8500") {
+            Ok(held) => break Some(held),
+            Err(_) if std::time::Instant::now() < waiting => std::thread::sleep(Duration::from_millis(100)),
+            Err(_) => break None,
+        }
+    };
     let controller = Controller::start(&["--store", "sled"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !controller.log().contains("not served in Consul's shape") {
