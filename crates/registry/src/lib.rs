@@ -202,8 +202,17 @@ impl Registry {
         key: &str,
         stored: &kayra_store::KeyValue,
     ) -> Result<Arc<Object>, RegistryError> {
-        let base = resource.store_prefix(&self.root);
-        match self.caches.object_at(&base, key, stored.mod_revision) {
+        self.stored_under(&resource.store_prefix(&self.root), key, stored)
+    }
+
+    /// As [`Registry::stored_object`], for the resource whose objects live under `base`.
+    pub(crate) fn stored_under(
+        &self,
+        base: &str,
+        key: &str,
+        stored: &kayra_store::KeyValue,
+    ) -> Result<Arc<Object>, RegistryError> {
+        match self.caches.object_at(base, key, stored.mod_revision) {
             Some(object) => Ok(object),
             None => object::decode_stored(key, &stored.value, stored.mod_revision).map(Arc::new),
         }

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::{
     Admit, DeleteOptions, Deleted, FieldManager, ListOptions, Object, PatchKind, Registry, RegistryError,
-    Resource, WriteOptions, meta_str, object, path,
+    Resource, WriteOptions, meta_str, path,
 };
 
 /// The manager the namespace finalizer's own writes are recorded as.
@@ -31,11 +31,7 @@ impl Registry {
                 name: namespace.to_owned(),
             });
         };
-        let terminating = match self.caches.object_at(&base, &key, kv.mod_revision) {
-            Some(cached) => namespace_terminating(&cached),
-            None => namespace_terminating(&object::decode_stored(&key, &kv.value, kv.mod_revision)?),
-        };
-        if terminating {
+        if namespace_terminating(&*self.stored_under(&base, &key, &kv)?) {
             return Err(RegistryError::Forbidden(format!(
                 "unable to create new content in namespace {namespace} because it is being terminated"
             )));
