@@ -205,7 +205,7 @@ pub struct Framework {
     /// Where the next cycle starts looking, so that successive cycles examine different nodes
     /// first when they stop early (kube-scheduler's `nextStartNodeIndex`).
     next_start: std::sync::atomic::AtomicUsize,
-    queue_sort: Box<dyn QueueSort>,
+    queue_sort: std::sync::Arc<dyn QueueSort>,
     plugins: Vec<Weighted>,
     post_filters: Vec<Box<dyn PostFilter>>,
     reserves: Vec<Box<dyn Reserve>>,
@@ -237,7 +237,7 @@ impl Framework {
     pub fn new(policy: Policy, heartbeat_timeout: Option<std::time::Duration>) -> Framework {
         Framework {
             next_start: std::sync::atomic::AtomicUsize::new(0),
-            queue_sort: Box::new(plugins::priority::PrioritySort),
+            queue_sort: std::sync::Arc::new(plugins::priority::PrioritySort),
             plugins: vec![
                 Weighted {
                     plugin: Box::new(plugins::node_schedulable::NodeSchedulable { heartbeat_timeout }),
@@ -285,9 +285,9 @@ impl Framework {
         self
     }
 
-    /// The queue order: whether `a` goes before `b`.
-    pub fn compare(&self, a: &AppInfo, b: &AppInfo) -> Ordering {
-        self.queue_sort.compare(a, b)
+    /// The queue order.
+    pub fn queue_sort(&self) -> std::sync::Arc<dyn QueueSort> {
+        self.queue_sort.clone()
     }
 
     /// One scheduling cycle: the node `app` goes to, or why none.

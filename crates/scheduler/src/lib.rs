@@ -104,7 +104,6 @@ struct Inner {
     metrics: metrics::SchedulerMetrics,
 }
 
-#[derive(Default)]
 struct State {
     snapshot: Snapshot,
     queue: Queue,
@@ -160,6 +159,7 @@ impl Scheduler {
         let applications = client.resource(&format!("fleet.{domain}"), "applications").map_err(served)?;
         let nodes = client.resource("", "nodes").map_err(served)?;
         let recorder = Recorder::new(client.clone(), "kayra-scheduler");
+        let queue = Queue::new(framework.queue_sort());
         Ok(Scheduler {
             inner: Arc::new(Inner {
                 client,
@@ -168,7 +168,13 @@ impl Scheduler {
                 domain,
                 framework,
                 recorder,
-                state: Mutex::default(),
+                state: Mutex::new(State {
+                    snapshot: Snapshot::default(),
+                    queue,
+                    synced: [false; 2],
+                    versions: HashMap::new(),
+                    tolerating_since: HashMap::new(),
+                }),
                 wake: Notify::new(),
                 binds: Arc::new(Semaphore::new(BINDS)),
                 explanations: Arc::new(Semaphore::new(EXPLANATIONS)),
@@ -282,8 +288,7 @@ impl Scheduler {
                     return Ok(Action::AwaitChange);
                 }
                 let framework = &self.inner.framework;
-                let (batch, next) =
-                    state.queue.pop(Instant::now(), BATCH, |a, b| framework.compare(&a.app, &b.app));
+                let (batch, next) = state.queue.pop(Instant::now(), BATCH);
                 if batch.is_empty() {
                     return Ok(match next {
                         Some(at) => Action::RequeueAfter(at.saturating_duration_since(Instant::now())),

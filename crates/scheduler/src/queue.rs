@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use kayra_registry::Object;
 
+use crate::framework::QueueSort;
 use crate::model::App;
 
 /// kube-scheduler's `podInitialBackoffSeconds`.
@@ -48,9 +49,24 @@ pub struct Entry {
     pub backoff_until: Option<Instant>,
     /// Since when it is unschedulable.
     pub since: Option<Instant>,
+    /// While it is ready to be popped: the number of its item in the queue's ready heap.
+    ready: Option<u64>,
 }
 
 impl Entry {
+    /// A newly waiting Application: active, never tried.
+    pub fn new(app: App, object: Arc<Object>) -> Entry {
+        Entry {
+            app,
+            object,
+            stage: Stage::Active,
+            attempts: 0,
+            backoff_until: None,
+            since: None,
+            ready: None,
+        }
+    }
+
     /// A failed attempt at `now`: unschedulable, its backoff doubled (up to the longest).
     fn fail(&mut self, now: Instant) {
         self.attempts += 1;
@@ -72,14 +88,48 @@ impl Entry {
     }
 }
 
+/// An Application ready to be popped, as the ready heap holds it: the greatest item is the one
+/// the queue order places first. An item is current while its entry's `ready` is its `number`;
+/// one whose Application has left the ready set, or has been pushed again since, is dropped
+/// when it comes up.
+struct Ready {
+    app: App,
+    number: u64,
+    order: Arc<dyn QueueSort>,
+}
+
+impl Ord for Ready {
+    fn cmp(&self, other: &Ready) -> Ordering {
+        self.order.compare(&other.app, &self.app).then_with(|| other.number.cmp(&self.number))
+    }
+}
+
+impl PartialOrd for Ready {
+    fn partial_cmp(&self, other: &Ready) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Ready {
+    fn eq(&self, other: &Ready) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Ready {}
+
 /// Every Application waiting for a node, indexed by stage so that a pop visits only the
-/// Applications it may take: the active ones whose backoff has passed, the backoffs and flushes
-/// that have come due, never every waiting Application.
-#[derive(Debug, Default)]
+/// Applications it takes (and the stale items it passes): the ready ones in a heap kept in the
+/// queue order, the backoffs and flushes that have come due, never every waiting Application.
 pub struct Queue {
     entries: HashMap<String, Entry>,
-    /// Active, with no backoff left to wait out (as of the last pop): what a pop chooses from.
-    ready: HashSet<String>,
+    /// The queue order.
+    order: Arc<dyn QueueSort>,
+    /// Active, with no backoff left to wait out (as of the last pop), in the queue order: what
+    /// a pop takes from.
+    ready: BinaryHeap<Ready>,
+    /// The number the last ready item got.
+    numbered: u64,
     /// Active ones still backing off, by when their backoff ends. An item whose Application
     /// has since left this stage, or backs off until another time, is dropped when it comes up.
     backing_off: BinaryHeap<Reverse<(Instant, String)>>,
@@ -89,7 +139,31 @@ pub struct Queue {
     flushes: BinaryHeap<Reverse<(Instant, String)>>,
 }
 
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("entries", &self.entries.len())
+            .field("ready", &self.ready.len())
+            .field("backing_off", &self.backing_off.len())
+            .field("unschedulable", &self.unschedulable.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Queue {
+    /// An empty queue that pops in `order`.
+    pub fn new(order: Arc<dyn QueueSort>) -> Queue {
+        Queue {
+            entries: HashMap::new(),
+            order,
+            ready: BinaryHeap::new(),
+            numbered: 0,
+            backing_off: BinaryHeap::new(),
+            unschedulable: HashSet::new(),
+            flushes: BinaryHeap::new(),
+        }
+    }
+
     /// How many wait, in any stage.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -116,26 +190,25 @@ impl Queue {
             Some(entry) => {
                 let respecified = entry.app.generation != app.generation || entry.app.uid != app.uid;
                 let wake = entry.stage == Stage::Unschedulable && respecified;
+                // A ready one takes its place in the order again, as it reads now.
+                let reorder = entry.ready.is_some() && !Arc::ptr_eq(&entry.app, &app);
                 entry.app = app;
                 entry.object = object;
+                let id = entry.app.id.clone();
+                if reorder {
+                    entry.ready = None;
+                    self.make_ready(&id);
+                    self.compact();
+                }
                 if wake {
-                    let id = entry.app.id.clone();
                     self.unschedulable.remove(&id);
                     self.make_active(&id);
                 }
             }
             None => {
                 let id = app.id.clone();
-                let entry = Entry {
-                    app,
-                    object,
-                    stage: Stage::Active,
-                    attempts: 0,
-                    backoff_until: None,
-                    since: None,
-                };
-                self.entries.insert(id.clone(), entry);
-                self.ready.insert(id);
+                self.entries.insert(id.clone(), Entry::new(app, object));
+                self.make_ready(&id);
             }
         }
     }
@@ -143,7 +216,6 @@ impl Queue {
     /// Drops an Application (gone, or bound).
     pub fn remove(&mut self, id: &str) {
         if self.entries.remove(id).is_some() {
-            self.ready.remove(id);
             self.unschedulable.remove(id);
         }
     }
@@ -156,15 +228,10 @@ impl Queue {
         }
     }
 
-    /// Up to `most` active Applications whose backoff has passed, in `order`, now in flight;
-    /// with when the next backing-off one is due. Unschedulable ones that waited
+    /// Up to `most` active Applications whose backoff has passed, in the queue order, now in
+    /// flight; with when the next backing-off one is due. Unschedulable ones that waited
     /// [`FLUSH_AFTER`] become active first.
-    pub fn pop(
-        &mut self,
-        now: Instant,
-        most: usize,
-        order: impl Fn(&Entry, &Entry) -> Ordering,
-    ) -> (Vec<Entry>, Option<Instant>) {
+    pub fn pop(&mut self, now: Instant, most: usize) -> (Vec<Entry>, Option<Instant>) {
         while let Some(Reverse((at, id))) = self.flushes.peek().cloned()
             && at <= now
         {
@@ -182,33 +249,34 @@ impl Queue {
             }
             self.backing_off.pop();
             if current {
-                self.ready.insert(id);
+                self.make_ready(&id);
             }
         };
-        let mut ready: Vec<&Entry> = self.ready.iter().filter_map(|id| self.entries.get(id)).collect();
-        if ready.len() > most {
-            ready.select_nth_unstable_by(most, |a, b| order(a, b));
-            ready.truncate(most);
-        }
-        ready.sort_by(|a, b| order(a, b));
-        let ids: Vec<String> = ready.iter().map(|entry| entry.app.id.clone()).collect();
-        let popped = ids
-            .iter()
-            .filter_map(|id| {
-                self.ready.remove(id);
-                let entry = self.entries.get_mut(id)?;
+        let mut popped = Vec::new();
+        while popped.len() < most
+            && let Some(item) = self.ready.pop()
+        {
+            if let Some(entry) = self.entries.get_mut(&item.app.id)
+                && entry.ready == Some(item.number)
+            {
+                entry.ready = None;
                 entry.stage = Stage::InFlight;
-                Some(entry.clone())
-            })
-            .collect();
+                popped.push(entry.clone());
+            }
+        }
         self.compact();
         (popped, next)
     }
 
     /// Drops the heaps' stale items once they outnumber the live ones, so that Applications
-    /// that fail, wake and fail again do not grow them for as long as a flush takes.
+    /// that fail, wake and fail again, or whose status is written while they wait, do not grow
+    /// them for as long as they wait.
     fn compact(&mut self) {
         let live = self.entries.len() + 1024;
+        if self.ready.len() > 2 * live {
+            let entries = &self.entries;
+            self.ready.retain(|item| entries.get(&item.app.id).is_some_and(|e| e.ready == Some(item.number)));
+        }
         if self.backing_off.len() > 2 * live {
             let entries = &self.entries;
             self.backing_off
@@ -224,7 +292,7 @@ impl Queue {
     pub fn failed(&mut self, id: &str, now: Instant) {
         if let Some(entry) = self.entries.get_mut(id) {
             entry.fail(now);
-            self.ready.remove(id);
+            entry.ready = None;
             self.unschedulable.insert(id.to_owned());
             self.flushes.push(Reverse((now + FLUSH_AFTER, id.to_owned())));
         }
@@ -251,10 +319,19 @@ impl Queue {
         entry.stage = Stage::Active;
         match entry.backoff_until {
             Some(until) => self.backing_off.push(Reverse((until, id.to_owned()))),
-            None => {
-                self.ready.insert(id.to_owned());
-            }
+            None => self.make_ready(id),
         }
+    }
+
+    /// Puts an active Application in the ready heap, unless it is there already.
+    fn make_ready(&mut self, id: &str) {
+        let Some(entry) = self.entries.get_mut(id) else { return };
+        if entry.ready.is_some() {
+            return;
+        }
+        self.numbered += 1;
+        entry.ready = Some(self.numbered);
+        self.ready.push(Ready { app: entry.app.clone(), number: self.numbered, order: self.order.clone() });
     }
 }
 

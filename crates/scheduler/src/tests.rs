@@ -41,14 +41,9 @@ async fn create(scheduler: &Scheduler, name: &str) -> Object {
 
 fn entry(scheduler: &Scheduler, object: Object) -> Entry {
     let app = Arc::new(AppInfo::from_object(&object, &scheduler.inner.domain).expect("decodes"));
-    Entry {
-        app,
-        object: Arc::new(object),
-        stage: crate::queue::Stage::InFlight,
-        attempts: 0,
-        backoff_until: None,
-        since: None,
-    }
+    let mut entry = Entry::new(app, Arc::new(object));
+    entry.stage = crate::queue::Stage::InFlight;
+    entry
 }
 
 async fn scheduled_condition(scheduler: &Scheduler, name: &str) -> Option<Value> {
@@ -403,7 +398,7 @@ mod binds {
         // Decided and reserved on n1, as a pass of the queue does.
         let entry = {
             let mut state = scheduler.state();
-            let (mut batch, _) = state.queue.pop(Instant::now(), 1, |_, _| std::cmp::Ordering::Equal);
+            let (mut batch, _) = state.queue.pop(Instant::now(), 1);
             let entry = batch.pop().expect("x waits");
             scheduler.inner.framework.reserve(&entry.app, "n1", &mut state.snapshot).expect("reserved");
             entry

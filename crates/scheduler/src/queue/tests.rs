@@ -3,6 +3,20 @@
 
 use super::*;
 use crate::model::AppInfo;
+use crate::plugins::priority::PrioritySort;
+
+/// Pops by namespace and name.
+struct ById;
+
+impl QueueSort for ById {
+    fn compare(&self, a: &AppInfo, b: &AppInfo) -> Ordering {
+        a.id.cmp(&b.id)
+    }
+}
+
+fn by_id() -> Queue {
+    Queue::new(Arc::new(ById))
+}
 
 fn app(name: &str, generation: i64) -> App {
     let mut app = AppInfo::new("demo", name);
@@ -16,26 +30,25 @@ fn names(entries: &[Entry]) -> Vec<&str> {
 
 #[test]
 fn unschedulable_applications_wait_for_a_relevant_change_then_back_off() {
-    let mut queue = Queue::default();
+    let mut queue = by_id();
     let object = Arc::new(Object::new());
-    let by_name = |a: &Entry, b: &Entry| a.app.name.cmp(&b.app.name);
     queue.upsert(app("b", 1), object.clone());
     queue.upsert(app("a", 1), object.clone());
     let start = Instant::now();
-    let (popped, _) = queue.pop(start, 10, by_name);
+    let (popped, _) = queue.pop(start, 10);
     assert_eq!(names(&popped), ["a", "b"]);
-    assert!(queue.pop(start, 10, by_name).0.is_empty(), "in flight is not popped twice");
+    assert!(queue.pop(start, 10).0.is_empty(), "in flight is not popped twice");
     queue.failed("demo/a", start);
     queue.remove("demo/b");
     // Its own status write (same generation) does not wake it.
     queue.upsert(app("a", 1), object.clone());
-    assert!(queue.pop(start + Duration::from_secs(5), 10, by_name).0.is_empty());
+    assert!(queue.pop(start + Duration::from_secs(5), 10).0.is_empty());
     // A relevant change does, once the backoff (1s after one failure) has passed.
     queue.move_unschedulable();
-    let (popped, next) = queue.pop(start, 10, by_name);
+    let (popped, next) = queue.pop(start, 10);
     assert!(popped.is_empty());
     assert_eq!(next, Some(start + INITIAL_BACKOFF));
-    let (popped, _) = queue.pop(start + INITIAL_BACKOFF, 10, by_name);
+    let (popped, _) = queue.pop(start + INITIAL_BACKOFF, 10);
     assert_eq!(names(&popped), ["a"]);
     // The backoff doubles, up to its cap.
     for _ in 0..10 {
@@ -46,13 +59,28 @@ fn unschedulable_applications_wait_for_a_relevant_change_then_back_off() {
     queue.upsert(app("a", 2), object.clone());
     assert_eq!(queue.get("demo/a").map(|e| e.stage), Some(Stage::Active));
     queue.failed("demo/a", start);
-    let (popped, _) = queue.pop(start + FLUSH_AFTER, 10, by_name);
+    let (popped, _) = queue.pop(start + FLUSH_AFTER, 10);
     assert_eq!(names(&popped), ["a"]);
     // A bound or finished Application leaves the queue.
     let mut bound = (*app("a", 2)).clone();
     bound.node = Some("n1".into());
     queue.upsert(Arc::new(bound), object);
     assert!(queue.is_empty());
+}
+
+#[test]
+fn an_application_rewritten_while_it_waits_is_popped_once_and_its_old_places_do_not_pile_up() {
+    let mut queue = by_id();
+    let object = Arc::new(Object::new());
+    queue.upsert(app("a", 1), object.clone());
+    for _ in 0..100_000 {
+        // Each version read anew takes its place in the order again.
+        queue.upsert(app("a", 1), object.clone());
+        assert!(queue.ready.len() <= 2 * (queue.len() + 1024) + 1, "{} items", queue.ready.len());
+    }
+    let now = Instant::now();
+    assert_eq!(names(&queue.pop(now, 10).0), ["a"]);
+    assert!(queue.pop(now, 10).0.is_empty(), "popped once");
 }
 
 /// The queue as a plain list that every pop walks whole: what the indexed queue must answer.
@@ -77,15 +105,7 @@ impl Walked {
                 entry.object = object;
             }
             None => {
-                let entry = Entry {
-                    app: app.clone(),
-                    object,
-                    stage: Stage::Active,
-                    attempts: 0,
-                    backoff_until: None,
-                    since: None,
-                };
-                self.entries.insert(app.id.clone(), entry);
+                self.entries.insert(app.id.clone(), Entry::new(app, object));
             }
         }
     }
@@ -99,15 +119,15 @@ impl Walked {
             }
         }
         let mut next: Option<Instant> = None;
-        let mut ready: Vec<String> = Vec::new();
+        let mut ready: Vec<&Entry> = Vec::new();
         for entry in self.entries.values().filter(|e| e.stage == Stage::Active) {
             match entry.backoff_until {
                 Some(until) if until > now => next = Some(next.map_or(until, |n| n.min(until))),
-                _ => ready.push(entry.app.id.clone()),
+                _ => ready.push(entry),
             }
         }
-        ready.sort();
-        ready.truncate(most);
+        ready.sort_by(|a, b| PrioritySort.compare(&a.app, &b.app));
+        let ready: Vec<String> = ready.iter().take(most).map(|entry| entry.app.id.clone()).collect();
         for id in &ready {
             self.entries.get_mut(id).expect("listed").stage = Stage::InFlight;
         }
@@ -129,7 +149,7 @@ impl Walked {
 
 #[derive(Debug, Clone)]
 enum Step {
-    Upsert { app: usize, generation: i64, bound: bool },
+    Upsert { app: usize, generation: i64, priority: i64, bound: bool },
     Remove(usize),
     MoveUnschedulable,
     Pop { after_ms: u64, most: usize },
@@ -141,8 +161,8 @@ enum Step {
 fn step() -> impl proptest::strategy::Strategy<Value = Step> {
     use proptest::prelude::*;
     prop_oneof![
-        3 => (0..12usize, 1..3i64, proptest::bool::weighted(0.1))
-            .prop_map(|(app, generation, bound)| Step::Upsert { app, generation, bound }),
+        3 => (0..12usize, 1..3i64, 0..3i64, proptest::bool::weighted(0.1))
+            .prop_map(|(app, generation, priority, bound)| Step::Upsert { app, generation, priority, bound }),
         1 => (0..12usize).prop_map(Step::Remove),
         1 => Just(Step::MoveUnschedulable),
         3 => (prop_oneof![Just(0u64), 0..3_000u64, Just(300_000u64)], 1..5usize)
@@ -155,18 +175,19 @@ fn step() -> impl proptest::strategy::Strategy<Value = Step> {
 
 proptest::proptest! {
     /// Any run of queue operations, on a clock that only moves forward, pops what a walk of
-    /// every waiting Application would, in the same order, with the same next due time.
+    /// every waiting Application would, in the same order (priorities that change while an
+    /// Application waits included), with the same next due time.
     #[test]
     fn the_indexed_queue_pops_what_a_walk_of_every_entry_would(steps in proptest::collection::vec(step(), 1..80)) {
-        let (mut queue, mut walked) = (Queue::default(), Walked::default());
+        let (mut queue, mut walked) = (Queue::new(Arc::new(PrioritySort)), Walked::default());
         let object = Arc::new(Object::new());
-        let by_name = |a: &Entry, b: &Entry| a.app.id.cmp(&b.app.id);
         let mut now = Instant::now();
         let id = |n: usize| format!("demo/app-{n:02}");
         for step in steps {
             match step {
-                Step::Upsert { app: n, generation, bound } => {
+                Step::Upsert { app: n, generation, priority, bound } => {
                     let mut app = (*app(&format!("app-{n:02}"), generation)).clone();
+                    app.priority = priority;
                     if bound {
                         app.node = Some("n1".into());
                     }
@@ -186,7 +207,7 @@ proptest::proptest! {
                 }
                 Step::Pop { after_ms, most } => {
                     now += Duration::from_millis(after_ms);
-                    let (popped, next) = queue.pop(now, most, by_name);
+                    let (popped, next) = queue.pop(now, most);
                     let popped: Vec<String> = popped.into_iter().map(|e| e.app.id.clone()).collect();
                     proptest::prop_assert_eq!((popped, next), walked.pop(now, most));
                 }
