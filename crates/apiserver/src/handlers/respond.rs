@@ -16,7 +16,7 @@ use crate::routes::Query;
 use crate::table;
 
 /// About how many bytes of a list are encoded at a time.
-const LIST_CHUNK: usize = 64 << 10;
+const LIST_CHUNK: usize = 1 << 20;
 
 /// A JSON response with `Warning` headers.
 pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String]) -> Response {
@@ -86,30 +86,37 @@ pub(crate) fn list(
         Value::String(format!("{}List", kind.kind)),
         metadata
     );
-    let mut head = Some(Bytes::from(head));
+    let mut head = Some(head.into_bytes());
     let mut items = items;
     let (mut first, mut ended) = (true, false);
     let chunks = futures_util::stream::poll_fn(move |_| {
-        if let Some(head) = head.take() {
-            return Poll::Ready(Some(Ok::<_, std::io::Error>(head)));
-        }
         if ended {
             return Poll::Ready(None);
         }
-        let mut chunk = Vec::with_capacity(LIST_CHUNK + (LIST_CHUNK >> 2));
+        // The envelope goes out with the first items.
+        let mut chunk = head.take().unwrap_or_default();
+        let mut sized = false;
         while chunk.len() < LIST_CHUNK {
             let Some(item) = items.next() else {
                 chunk.extend_from_slice(b"]}");
                 ended = true;
                 break;
             };
+            if !sized {
+                // Room for as many more items of this one's size as are left, up to a chunk.
+                let left = items.size_hint().0.saturating_add(1);
+                chunk.reserve(
+                    left.saturating_mul(item.len() + 1).saturating_add(2).min(LIST_CHUNK + (LIST_CHUNK >> 2)),
+                );
+                sized = true;
+            }
             if !first {
                 chunk.push(b',');
             }
             first = false;
             chunk.extend_from_slice(&item);
         }
-        Poll::Ready(Some(Ok(Bytes::from(chunk))))
+        Poll::Ready(Some(Ok::<_, std::io::Error>(Bytes::from(chunk))))
     });
     stream(Body::from_stream(chunks))
 }
@@ -126,4 +133,49 @@ pub(crate) fn stream(body: Body) -> Response {
 pub(crate) fn success(code: StatusCode) -> Response {
     let status = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code.as_u16()});
     json_response(code, &status, &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use futures_util::StreamExt;
+
+    use super::*;
+
+    /// The frames of a list of `count` items of about `size` bytes each.
+    async fn frames(count: usize, size: usize) -> Vec<Bytes> {
+        let scheme = kayra_api::scheme::Scheme::new("example.com");
+        let kind = scheme.find("", "v1", "namespaces").expect("Namespaces are served").clone();
+        let items: Vec<Bytes> =
+            (0..count).map(|n| Bytes::from(json!({"n": n, "pad": "x".repeat(size)}).to_string())).collect();
+        let response = list(&kind, list_metadata("7", None, None), items.into_iter());
+        let mut stream = response.into_body().into_data_stream();
+        let mut frames = Vec::new();
+        while let Some(frame) = stream.next().await {
+            frames.push(frame.expect("a frame"));
+        }
+        frames
+    }
+
+    #[tokio::test]
+    async fn a_list_goes_out_whole_in_one_frame_up_to_a_chunk_and_in_chunks_beyond() {
+        for (count, size, least, most) in [(0, 0, 1, 1), (1, 10, 1, 1), (500, 1300, 1, 1), (3000, 1300, 3, 5)]
+        {
+            let frames = frames(count, size).await;
+            assert!((least..=most).contains(&frames.len()), "{count} items: {} frames", frames.len());
+            for frame in &frames {
+                assert!(frame.len() <= LIST_CHUNK + size + 64, "a frame of {} bytes", frame.len());
+            }
+            let body: Vec<u8> = frames.concat();
+            let list: Value = serde_json::from_slice(&body).expect("the frames make one JSON document");
+            assert_eq!(list["kind"], "NamespaceList");
+            assert_eq!(list["metadata"]["resourceVersion"], "7");
+            let numbers: Vec<u64> = list["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .filter_map(|item| item["n"].as_u64())
+                .collect();
+            assert_eq!(numbers, (0..count as u64).collect::<Vec<_>>());
+        }
+    }
 }
