@@ -1,5 +1,5 @@
-//! The layers every request passes through before its handler, each a tower layer in a module
-//! of its own, assembled here in the one order they run in (outermost first):
+//! The layers every request passes through before its handler, each in a module of its own and
+//! all run by one tower layer on every route, in the one order assembled here (outermost first):
 //!
 //! 1. [`audit_id`] — echoes the request's `Audit-Id` or mints one, opens the request's span and
 //!    puts the id on the answer;
@@ -17,6 +17,9 @@
 //!    layer's one authorization function; what it may do rides on to the handler;
 //! 9. [`limits`] — the body, read within its size and time bounds.
 //!
+//! Each layer is an async function handed what runs below it (`next`), and one future per
+//! request runs them all: no layer clones the services below it or boxes a future of its own.
+//!
 //! The audit log sits above authentication so that a request refused there (or panicking there)
 //! is recorded too, and the Audit-Id above recovery so that a panic's log line and its 500 carry
 //! the request's id.
@@ -31,28 +34,81 @@ pub(crate) mod limits;
 pub(crate) mod recover;
 pub(crate) mod routing;
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 use axum::Router;
-use axum::middleware::{from_fn, from_fn_with_state};
-use tower::ServiceBuilder;
+use axum::extract::Request;
+use axum::response::Response;
+use futures_util::future::BoxFuture;
+use tower::{Service, ServiceExt};
 
 use crate::state::ApiState;
 
 /// `routes` behind every layer, in their order.
 pub(crate) fn stack(routes: Router<Arc<ApiState>>, state: Arc<ApiState>) -> Router {
     recover::install_panic_hook();
-    let layers = ServiceBuilder::new()
-        .layer(from_fn(audit_id::layer))
-        .layer(from_fn(recover::layer))
-        .layer(from_fn_with_state(state.clone(), audit::layer))
-        .layer(from_fn_with_state(state.clone(), authentication::layer))
-        .layer(from_fn_with_state(state.clone(), impersonation::layer))
-        .layer(from_fn_with_state(state.clone(), routing::layer))
-        .layer(from_fn_with_state(state.clone(), instrument::layer))
-        .layer(from_fn_with_state(state.clone(), authorization::layer))
-        .layer(from_fn(limits::layer));
-    routes.layer(layers).with_state(state)
+    let layered = state.clone();
+    routes
+        .layer(tower::layer::layer_fn(move |route| Layered { state: layered.clone(), route }))
+        .with_state(state)
+}
+
+/// A route's service behind every layer.
+#[derive(Clone)]
+struct Layered<S> {
+    state: Arc<ApiState>,
+    route: S,
+}
+
+impl<S> Service<Request> for Layered<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // The route is made ready when the request reaches it.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let (state, route) = (self.state.clone(), self.route.clone());
+        Box::pin(async move { Ok(layers(&state, route, request).await) })
+    }
+}
+
+/// Runs `request` through every layer, in their order, then `route`.
+async fn layers<S>(state: &Arc<ApiState>, route: S, request: Request) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    let route = |request| async move {
+        match route.oneshot(request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        }
+    };
+    audit_id::layer(request, |request| {
+        recover::layer(request, |request| {
+            audit::layer(state, request, |request| {
+                authentication::layer(state, request, |request| {
+                    impersonation::layer(state, request, |request| {
+                        routing::layer(state, request, |request| {
+                            instrument::layer(state, request, |request| {
+                                authorization::layer(state, request, |request| limits::layer(request, route))
+                            })
+                        })
+                    })
+                })
+            })
+        })
+    })
+    .await
 }
 
 /// Reads and drops what a refused request still sends (up to 256 KiB, for at most a second),

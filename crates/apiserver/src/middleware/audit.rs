@@ -6,13 +6,13 @@
 //! layers below tell it who the request turned out to be through the [`Subject`] it puts in the
 //! request. A request that panics is recorded as the 500 it is answered with.
 
+use std::future::Future;
 use std::io::Write;
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::middleware::Next;
+use axum::extract::{ConnectInfo, Request};
 use axum::response::Response;
 use futures_util::FutureExt;
 use kayra_authn::Identity;
@@ -21,11 +21,15 @@ use super::audit_id::AuditId;
 use crate::state::ApiState;
 
 /// Records the request's line once it is answered.
-pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    state: &Arc<ApiState>,
+    mut request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let Some(log) = state.audit.clone().filter(|_| AuditLog::audits(method.as_str(), &path)) else {
-        return next.run(request).await;
+        return next(request).await;
     };
     let audit_id = request.extensions().get::<AuditId>().map(|id| id.0.clone()).unwrap_or_default();
     // An exec is recorded with the command line it runs.
@@ -40,7 +44,7 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
         request.extensions().get::<ConnectInfo<std::net::SocketAddr>>().map(|info| info.0.to_string());
     let subject = Subject::default();
     request.extensions_mut().insert(subject.clone());
-    let answered = AssertUnwindSafe(next.run(request)).catch_unwind().await;
+    let answered = AssertUnwindSafe(next(request)).catch_unwind().await;
     let code = answered.as_ref().map_or(500, |response| response.status().as_u16());
     let (user, impersonator) = subject.get();
     log.record(&Entry {

@@ -4,8 +4,8 @@
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue};
-use axum::middleware::Next;
 use axum::response::Response;
+use std::future::Future;
 use tracing::Instrument;
 
 /// The header that names a request in the audit log, as Kubernetes spells it.
@@ -16,11 +16,14 @@ pub(crate) const AUDIT_ID: &str = "audit-id";
 pub(crate) struct AuditId(pub(crate) String);
 
 /// Names the request and runs it in its span.
-pub(crate) async fn layer(mut request: Request, next: Next) -> Response {
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    mut request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let id = audit_id(request.headers());
     let span = tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), audit_id = %id);
     request.extensions_mut().insert(AuditId(id.clone()));
-    let mut response = next.run(request).instrument(span.clone()).await;
+    let mut response = next(request).instrument(span.clone()).await;
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert(AUDIT_ID, value);
     }

@@ -5,11 +5,11 @@
 //! this layer refuses nothing itself (authorization answers 401), so that what follows, the
 //! audit line included, knows who asked.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Extensions, HeaderMap, header};
-use axum::middleware::Next;
 use axum::response::Response;
 use kayra_authn::Identity;
 
@@ -39,10 +39,14 @@ pub(crate) enum Caller {
 }
 
 /// Authenticates the request.
-pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    state: &Arc<ApiState>,
+    mut request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     #[cfg(test)]
     crate::tests::fault(request.headers(), "authentication");
-    let caller = match authenticate(&state, request.headers(), request.extensions()).await {
+    let caller = match authenticate(state, request.headers(), request.extensions()).await {
         Some(identity) => {
             Subject::tell(&request, &identity, None);
             Caller::Known { identity, impersonator: None }
@@ -50,7 +54,7 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
         None => Caller::Anonymous,
     };
     request.extensions_mut().insert(caller);
-    next.run(request).await
+    next(request).await
 }
 
 /// The identity a bearer token stands for: the token file's, else a service-account token's

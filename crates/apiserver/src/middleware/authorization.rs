@@ -8,11 +8,11 @@
 //! handler then asks the catalog whether it is a registered API's, so it learns whether the
 //! caller may read discovery paths.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{Request as HttpRequest, State};
+use axum::extract::Request as HttpRequest;
 use axum::http::Method;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use kayra_api::verb::Verb;
 use kayra_application::authorization::Request;
@@ -32,13 +32,13 @@ pub(crate) struct Unrouted {
 }
 
 /// Decides the request.
-pub(crate) async fn layer(
-    State(state): State<Arc<ApiState>>,
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    state: &Arc<ApiState>,
     mut request: HttpRequest,
-    next: Next,
+    next: impl FnOnce(HttpRequest) -> F,
 ) -> Response {
-    match authorize(&state, &mut request) {
-        Ok(()) => next.run(request).await,
+    match authorize(state, &mut request) {
+        Ok(()) => next(request).await,
         Err(error) => {
             super::drain(request.into_body()).await;
             error.into_response()

@@ -4,11 +4,11 @@
 //! request then acts as exactly that user and those groups. A refusal is answered by the
 //! authorization layer, after routing, as every refusal is.
 
+use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::HeaderMap;
-use axum::middleware::Next;
 use axum::response::Response;
 use kayra_application::authorization::Impersonation;
 
@@ -18,7 +18,11 @@ use crate::error::ApiError;
 use crate::state::ApiState;
 
 /// Applies the impersonation headers the caller sent.
-pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    state: &Arc<ApiState>,
+    mut request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     if let Some(Caller::Known { identity, impersonator: None }) =
         request.extensions().get::<Caller>().cloned()
     {
@@ -38,7 +42,7 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
             request.extensions_mut().insert(caller);
         }
     }
-    next.run(request).await
+    next(request).await
 }
 
 /// Whom the headers ask to act as, if anyone; malformed headers are refused.

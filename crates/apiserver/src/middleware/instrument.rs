@@ -2,13 +2,13 @@
 //! answered, timed, its body sizes measured, and held in the in-flight gauge of its kind while it is answered; a watch
 //! or a followed stream is held in the long-running gauge instead, until its body ends.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, HttpBody};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::Method;
-use axum::middleware::Next;
 use axum::response::Response;
 use futures_util::StreamExt;
 use kayra_api::verb::Verb;
@@ -21,8 +21,12 @@ use crate::routes::{Target, query, verb};
 use crate::state::ApiState;
 
 /// Counts and times the request.
-pub(crate) async fn layer(State(state): State<Arc<ApiState>>, request: Request, next: Next) -> Response {
-    let Some(metrics) = state.requests.clone() else { return next.run(request).await };
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    state: &Arc<ApiState>,
+    request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
+    let Some(metrics) = state.requests.clone() else { return next(request).await };
     let (labels, long_running) = labels(&request);
     let request_kind = match *request.method() {
         Method::GET | Method::HEAD | Method::OPTIONS => "readOnly",
@@ -36,12 +40,12 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, request: Request, 
     let response = if long_running {
         let open = metrics.longrunning.get_or_create(&labels).clone();
         open.inc();
-        let response = next.run(request).await;
+        let response = next(request).await;
         held_until_the_body_ends(response, open)
     } else {
         let in_flight = metrics.in_flight.get_or_create(&KindLabels { request_kind }).clone();
         in_flight.inc();
-        let response = next.run(request).await;
+        let response = next(request).await;
         in_flight.dec();
         metrics.duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
         let sizes = metrics.response_sizes.get_or_create(&labels).clone();

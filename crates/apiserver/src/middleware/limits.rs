@@ -4,8 +4,8 @@
 
 use axum::body::Body;
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use std::future::Future;
 
 use crate::error::ApiError;
 
@@ -16,13 +16,16 @@ pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60)
 pub const MAX_BODY: usize = 3 * 1024 * 1024;
 
 /// Reads the body within its bounds (a request that says it sends none goes straight on).
-pub(crate) async fn layer(request: Request, next: Next) -> Response {
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     if axum::body::HttpBody::is_end_stream(request.body()) {
-        return next.run(request).await;
+        return next(request).await;
     }
     let (parts, body) = request.into_parts();
     match read(body).await {
-        Ok(body) => next.run(Request::from_parts(parts, Body::from(body))).await,
+        Ok(body) => next(Request::from_parts(parts, Body::from(body))).await,
         Err(error) => error.into_response(),
     }
 }

@@ -17,7 +17,6 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 
 use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
 
@@ -25,8 +24,11 @@ use crate::error::ApiError;
 
 /// Serves the request, answering a panic anywhere below with a 500 `Status` (which reveals
 /// nothing of it) and logging it with its backtrace, in the request's span.
-pub(crate) async fn layer(request: Request, next: Next) -> Response {
-    match catching(next.run(request)).await {
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
+    match catching(next(request)).await {
         Ok(response) => response,
         Err(panic) => {
             tracing::error!(

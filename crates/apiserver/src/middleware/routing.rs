@@ -3,11 +3,11 @@
 //! and the service-account issuer's discovery document and JWKS, are answered to anyone here,
 //! the only paths that need no identity; every other path goes on with its [`Route`].
 
+use std::future::Future;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
@@ -24,7 +24,11 @@ pub(crate) enum Route {
 }
 
 /// Routes the request.
-pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Request, next: Next) -> Response {
+pub(crate) async fn layer<F: Future<Output = Response>>(
+    state: &Arc<ApiState>,
+    mut request: Request,
+    next: impl FnOnce(Request) -> F,
+) -> Response {
     let method = request.method().clone();
     let route = match routes::parse(state.scheme(), state.gates, request.uri().path()) {
         Err(PathError::NonCanonical) => {
@@ -38,13 +42,13 @@ pub(crate) async fn layer(State(state): State<Arc<ApiState>>, mut request: Reque
         Ok(Target::Health) => return (StatusCode::OK, "ok").into_response(),
         Ok(Target::Issuer(document)) => {
             super::drain(request.into_body()).await;
-            return crate::issuer::serve(&state, document, &method).await;
+            return crate::issuer::serve(state, document, &method).await;
         }
         Ok(target) => Route::Served(target),
         Err(PathError::NotFound) => Route::Unrouted,
     };
     request.extensions_mut().insert(route);
-    next.run(request).await
+    next(request).await
 }
 
 #[cfg(test)]
