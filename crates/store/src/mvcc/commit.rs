@@ -163,22 +163,14 @@ impl GroupCommit {
         }
     }
 
-    /// Flushes as the leader of the next group. On a multi-threaded runtime with more than one
-    /// worker the leader flushes right where it runs, with no thread hand-off at all: a flush
-    /// is short (a write and a sync of what was appended), at most one runs at a time (the
-    /// others wait for it asynchronously), so it holds at most one worker while the rest run and
-    /// steal its queued tasks. With a single worker the runtime moves its other tasks to
-    /// another thread first (`block_in_place`); elsewhere the flush runs on a blocking thread.
-    /// Every way the flush completes and wakes the waiters even if the leader's caller goes away.
+    /// Flushes as the leader of the next group, on a blocking thread. A flush waits for the
+    /// disk (a write and a sync of what was appended); a runtime worker that waited with it
+    /// would leave the other requests, whose writes the next flush carries, one worker short
+    /// for that long, so fewer of them would reach the next flush. The flush completes and
+    /// wakes the waiters even if the leader's caller goes away.
     fn lead_flush(self: &Arc<Self>) {
         let this = self.clone();
-        let flush = move || this.flush_once();
-        let runtime = tokio::runtime::Handle::current();
-        match runtime.runtime_flavor() {
-            tokio::runtime::RuntimeFlavor::MultiThread if runtime.metrics().num_workers() > 1 => flush(),
-            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(flush),
-            _ => drop(tokio::task::spawn_blocking(flush)),
-        }
+        drop(tokio::task::spawn_blocking(move || this.flush_once()));
     }
 
     /// One flush, then: record it (and how many batches it made durable), wake the waiters and

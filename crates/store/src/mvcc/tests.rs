@@ -245,6 +245,35 @@ async fn watching_at_a_revision_not_yet_durable_neither_panics_nor_skips() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_a_flush_waits_for_the_disk_every_runtime_worker_keeps_serving() {
+    let (backend, open) = gated();
+    let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
+    let writer = {
+        let store = store.clone();
+        tokio::spawn(async move { store.put("k", b"v".to_vec()).await })
+    };
+    while backend.begun.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        tokio::task::yield_now().await;
+    }
+    // The flush is held at the gate. Two tasks that can only finish together, each holding
+    // its worker until the other runs, need both workers.
+    let arrived = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let meet = |arrived: Arc<std::sync::atomic::AtomicUsize>| async move {
+        arrived.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while arrived.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            assert!(std::time::Instant::now() < deadline, "a worker was held by the flush");
+            std::thread::yield_now();
+        }
+    };
+    let (first, second) = (tokio::spawn(meet(arrived.clone())), tokio::spawn(meet(arrived.clone())));
+    let met = tokio::try_join!(first, second);
+    open.send(()).unwrap();
+    met.expect("both workers served while the flush waited");
+    assert_eq!(writer.await.unwrap().unwrap(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_writer_went_away_still_becomes_durable_and_visible() {
     let (backend, open) = gated();
     let store = MvccStore::open(backend.clone(), Options::default()).unwrap();
