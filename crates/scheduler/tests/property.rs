@@ -351,7 +351,7 @@ fn run(nodes: &[NodeSpec], apps: &[AppSpec], policy: Policy) -> Vec<Option<Strin
     snapshot.replace_nodes(nodes.iter().enumerate().map(|(at, n)| node_info(at, n)).collect());
     let mut order: Vec<(usize, AppInfo)> =
         apps.iter().enumerate().map(|(at, a)| (at, app_info(at, a))).collect();
-    order.sort_by(|(_, a), (_, b)| framework.compare(a, b));
+    order.sort_by(|(_, a), (_, b)| framework.queue_sort().compare(a, b));
     let mut placed: Vec<(AppSpec, usize)> = Vec::new();
     let mut result = vec![None; apps.len()];
     for (at, app) in order {
