@@ -186,53 +186,13 @@ const LOOP_RUNTIME_SHUTDOWN: std::time::Duration = std::time::Duration::from_sec
 /// never waits in the API's run queue behind their tasks. Its threads write in the background
 /// (`kayra_store::priority`): their writes ride the flushes the API's writes start instead of
 /// starting flushes of their own, so a burst of conditions and Events does not keep the disk
-/// busy under every user's write. And its threads run at a lower CPU priority
-/// ([`LOOP_NICENESS`]): when the loops and the API want the cores at once, as in the tail of a
-/// burst, the API's requests go first and the loops take what is left.
+/// busy under every user's write.
 fn loop_runtime() -> Result<tokio::runtime::Runtime, ControlPlaneError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kayra-loops")
-        .on_thread_start(|| {
-            kayra_store::priority::mark_thread_background();
-            lower_priority();
-        })
+        .on_thread_start(kayra_store::priority::mark_thread_background)
         .enable_all()
         .build()
         .map_err(ControlPlaneError::io("cannot start the loops' runtime"))
-}
-
-/// How much nicer than the API's threads the loops' threads are. Under contention the kernel
-/// then gives them about a tenth of what a thread of the API gets, never nothing, so a
-/// sustained stream of requests slows the loops without stopping them.
-const LOOP_NICENESS: i32 = 10;
-
-/// Lowers the calling thread's CPU priority by [`LOOP_NICENESS`] (on Linux a nice value is a
-/// thread's own).
-fn lower_priority() {
-    if let Err(error) = rustix::process::nice(LOOP_NICENESS) {
-        tracing::debug!(%error, "the loops' thread keeps the API's CPU priority");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_loops_threads_yield_the_cpu_to_the_apis() {
-        let own = rustix::process::getpriority_process(None).expect("this thread's nice value");
-        let runtime = loop_runtime().expect("the loops' runtime");
-        let (nice, background) = runtime.block_on(async {
-            tokio::spawn(async {
-                let nice = rustix::process::getpriority_process(None).expect("a nice value");
-                (nice, kayra_store::priority::is_background_thread())
-            })
-            .await
-            .expect("ran")
-        });
-        assert_eq!(nice, (own + LOOP_NICENESS).min(19), "the loops' worker runs nicer");
-        assert!(background, "its writes are background writes");
-        assert_eq!(rustix::process::getpriority_process(None).ok(), Some(own), "no other thread changed");
-    }
 }
