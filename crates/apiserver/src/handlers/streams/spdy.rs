@@ -8,6 +8,7 @@
 
 use std::io;
 
+use bytes::{Buf, BytesMut};
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -87,35 +88,57 @@ fn malformed(what: impl Into<String>) -> io::Error {
 pub(crate) struct FrameReader<R> {
     io: R,
     inflate: Decompress,
+    /// What was read of frames not yet answered.
+    buffer: BytesMut,
 }
 
 impl<R: AsyncRead + Unpin> FrameReader<R> {
     /// Frames from `io`.
     pub(crate) fn new(io: R) -> FrameReader<R> {
-        FrameReader { io, inflate: Decompress::new(true) }
+        FrameReader { io, inflate: Decompress::new(true), buffer: BytesMut::new() }
     }
 
-    /// The next frame; `None` at a clean end of the connection between frames.
+    /// The next frame; `None` at a clean end of the connection between frames. Safe to cancel
+    /// (a `select!` branch that loses): what was read of a frame stays for the next call.
     pub(crate) async fn read(&mut self) -> io::Result<Option<Frame>> {
-        let mut head = [0u8; 8];
-        match self.io.read_exact(&mut head[..1]).await {
-            Ok(_) => {}
-            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(error) => return Err(error),
+        loop {
+            if let Some(frame) = self.take()? {
+                return Ok(Some(frame));
+            }
+            if self.buffer.capacity() - self.buffer.len() < 4096 {
+                self.buffer.reserve(8192);
+            }
+            if self.io.read_buf(&mut self.buffer).await? == 0 {
+                if self.buffer.is_empty() {
+                    return Ok(None);
+                }
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the connection ended inside a SPDY frame",
+                ));
+            }
         }
-        self.io.read_exact(&mut head[1..]).await?;
+    }
+
+    /// The first frame in the buffer, once it is all there.
+    fn take(&mut self) -> io::Result<Option<Frame>> {
+        let Some(head) = self.buffer.get(..8) else { return Ok(None) };
         let first = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
         let flags = head[4];
         let length = u32::from_be_bytes([0, head[5], head[6], head[7]]) as usize;
         if length > MAX_FRAME {
             return Err(malformed(format!("a SPDY frame of {length} bytes is larger than {MAX_FRAME}")));
         }
-        let mut payload = vec![0; length];
-        self.io.read_exact(&mut payload).await?;
+        if self.buffer.len() < 8 + length {
+            self.buffer.reserve(8 + length - self.buffer.len());
+            return Ok(None);
+        }
+        self.buffer.advance(8);
+        let payload = self.buffer.split_to(length);
         if first & 0x8000_0000 == 0 {
             return Ok(Some(Frame::Data {
                 stream: first & 0x7fff_ffff,
-                data: payload,
+                data: payload.to_vec(),
                 fin: flags & FLAG_FIN != 0,
             }));
         }
@@ -378,6 +401,34 @@ mod tests {
             }
             assert_eq!(plain, 0u32.to_be_bytes(), "an empty header block");
         }
+    }
+
+    #[tokio::test]
+    async fn a_read_given_up_inside_a_frame_loses_nothing_of_it() {
+        use futures_util::FutureExt;
+        use tokio::io::AsyncWriteExt;
+
+        let mut client = FrameWriter::new();
+        let data =
+            client.encode(&Frame::Data { stream: 3, data: b"hello, forwarded port".to_vec(), fin: false });
+        let ping = client.encode(&Frame::Ping(9));
+        let (mut near, far) = tokio::io::duplex(1024);
+        let mut reader = FrameReader::new(far);
+        // Half a header, then half a payload: each time the read is polled, then dropped, as
+        // a `select!` drops the branch that loses.
+        for (from, to) in [(0, 5), (5, 12)] {
+            near.write_all(&data[from..to]).await.unwrap();
+            assert!(reader.read().now_or_never().is_none(), "the frame is not whole yet");
+        }
+        near.write_all(&data[12..]).await.unwrap();
+        near.write_all(&ping).await.unwrap();
+        assert_eq!(
+            reader.read().await.unwrap(),
+            Some(Frame::Data { stream: 3, data: b"hello, forwarded port".to_vec(), fin: false })
+        );
+        assert_eq!(reader.read().await.unwrap(), Some(Frame::Ping(9)));
+        drop(near);
+        assert_eq!(reader.read().await.unwrap(), None, "a clean end between frames");
     }
 
     #[tokio::test]
