@@ -190,19 +190,23 @@ impl Queue {
             Some(entry) => {
                 let respecified = entry.app.generation != app.generation || entry.app.uid != app.uid;
                 let wake = entry.stage == Stage::Unschedulable && respecified;
-                // A ready one takes its place in the order again, as it reads now.
-                let reorder = entry.ready.is_some() && !Arc::ptr_eq(&entry.app, &app);
+                // A ready one whose place in the order changed (its priority, say) takes its
+                // new place; a status write leaves it where it is.
+                let reorder =
+                    entry.ready.is_some() && self.order.compare(&entry.app, &app) != Ordering::Equal;
                 entry.app = app;
                 entry.object = object;
-                let id = entry.app.id.clone();
-                if reorder {
-                    entry.ready = None;
-                    self.make_ready(&id);
-                    self.compact();
-                }
-                if wake {
-                    self.unschedulable.remove(&id);
-                    self.make_active(&id);
+                if reorder || wake {
+                    let id = entry.app.id.clone();
+                    if reorder {
+                        entry.ready = None;
+                        self.make_ready(&id);
+                        self.compact();
+                    }
+                    if wake {
+                        self.unschedulable.remove(&id);
+                        self.make_active(&id);
+                    }
                 }
             }
             None => {

@@ -70,12 +70,14 @@ fn unschedulable_applications_wait_for_a_relevant_change_then_back_off() {
 
 #[test]
 fn an_application_rewritten_while_it_waits_is_popped_once_and_its_old_places_do_not_pile_up() {
-    let mut queue = by_id();
+    let mut queue = Queue::new(Arc::new(PrioritySort));
     let object = Arc::new(Object::new());
     queue.upsert(app("a", 1), object.clone());
-    for _ in 0..100_000 {
-        // Each version read anew takes its place in the order again.
-        queue.upsert(app("a", 1), object.clone());
+    for n in 0..100_000 {
+        // Each version with another priority takes its new place in the order.
+        let mut rewritten = (*app("a", 1)).clone();
+        rewritten.priority = n % 3;
+        queue.upsert(Arc::new(rewritten), object.clone());
         assert!(queue.ready.len() <= 2 * (queue.len() + 1024) + 1, "{} items", queue.ready.len());
     }
     let now = Instant::now();
