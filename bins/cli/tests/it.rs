@@ -180,12 +180,17 @@ async fn apis_lists_actions_as_part_of_the_resource_name() {
     ])
     .await;
 
-    // The reconciler fetches the document in the background: wait for its resources to show.
+    // The reconciler fetches the document in the background: the group shows at once, with a
+    // `-` row, and its resources once the document is in. Wait for the resources.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let apis = loop {
         let (ok, apis, err) = cli.run(&["apis"]).await;
         assert!(ok, "{err}");
-        if apis.lines().any(|line| line.starts_with("compute.example.com")) {
+        let listed = |line: &str| {
+            let mut columns = line.split_whitespace();
+            columns.next() == Some("compute.example.com") && columns.next() != Some("-")
+        };
+        if apis.lines().any(listed) {
             break apis;
         }
         assert!(std::time::Instant::now() < deadline, "the registered API never shows: {apis}");
