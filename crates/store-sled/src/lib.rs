@@ -23,8 +23,8 @@ use kayra_store::mvcc::backend::{Backend, BatchEntry, Reader, Visitor};
 use kayra_store::mvcc::{MvccStore, Options};
 
 /// Opens (creating if needed) the store kept in the directory `path`. Must be called inside a
-/// Tokio runtime. A path that cannot hold a database, a database another process holds, or
-/// damaged files give a typed error naming the path.
+/// Tokio runtime. A path that cannot hold a database, a database another holder keeps locked
+/// for longer than [`LOCK_WAIT`], or damaged files give a typed error naming the path.
 pub fn open(path: &Path, options: Options) -> Result<MvccStore, StoreError> {
     if path.exists() && !path.is_dir() {
         return Err(StoreError::engine(
@@ -32,12 +32,20 @@ pub fn open(path: &Path, options: Options) -> Result<MvccStore, StoreError> {
             "the path exists and is not a directory",
         ));
     }
-    let db = sled::Config::new()
-        .path(path)
-        .flush_every_ms(None)
-        .mode(sled::Mode::HighThroughput)
-        .open()
-        .map_err(|error| engine_error(&format!("open the store at {}", path.display()), error))?;
+    let config = sled::Config::new().path(path).flush_every_ms(None).mode(sled::Mode::HighThroughput);
+    let waited_until = std::time::Instant::now() + LOCK_WAIT;
+    let db = loop {
+        match config.open() {
+            Err(error) if held_by_another(&error) && std::time::Instant::now() < waited_until => {
+                std::thread::sleep(LOCK_RETRY);
+            }
+            opened => {
+                break opened.map_err(|error| {
+                    engine_error(&format!("open the store at {}", path.display()), error)
+                })?;
+            }
+        }
+    };
     let backend = SledBackend { db };
     backend.roll_back_interrupted()?;
     MvccStore::open(Arc::new(backend), options)
@@ -197,6 +205,22 @@ impl<'a> Cursor<'a> {
 
 fn damaged_undo() -> StoreError {
     StoreError::Corrupt("the undo record of an interrupted batch is damaged".to_owned())
+}
+
+/// How long [`open`] waits (blocking its thread) for a database another holder keeps locked.
+/// A store dropped in this process lets go of its database a moment after its last write is
+/// acknowledged (the thread that led the flush, and sled's I/O threads, finish with the file
+/// first), so an embedding service that closes its store and opens it again, a restart in
+/// process, would otherwise be refused now and then; another process's store is refused after
+/// the wait, as bbolt's open with a lock timeout refuses it.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How often [`open`] tries the lock again while it waits.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Whether sled refused to open because another holder has the database's file lock.
+fn held_by_another(error: &sled::Error) -> bool {
+    matches!(error, sled::Error::Io(io) if io.to_string().starts_with("could not acquire lock on"))
 }
 
 /// The one place sled's errors become the port's.

@@ -39,16 +39,8 @@ fn agrees_with_the_model() {
     model::check(&Sled::default(), 64);
 }
 
-/// Opens, uses and closes a store, then reopens it.
-async fn reopen(path: &Path) -> kayra_store::mvcc::MvccStore {
-    // The engine's housekeeping task lets go of the database as soon as it notices the store
-    // is gone; sled refuses a second open while the first still holds its lock.
-    for _ in 0..100 {
-        match kayra_store_sled::open(path, Options::default()) {
-            Ok(store) => return store,
-            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
-        }
-    }
+/// Opens the store at `path` again, right after the one before it was dropped.
+fn reopen(path: &Path) -> kayra_store::mvcc::MvccStore {
     kayra_store_sled::open(path, Options::default()).expect("the store reopens")
 }
 
@@ -63,7 +55,7 @@ async fn watchers_resume_after_a_restart_from_retained_history() {
         store.delete("app/b").await.unwrap();
         seen
     };
-    let store = reopen(dir.path()).await;
+    let store = reopen(dir.path());
     assert_eq!(store.revision().await.unwrap(), resume_after + 2, "revisions survive a restart");
     let mut watcher = store.watch("app/", resume_after).await.unwrap();
     let first = watcher.next().await.unwrap().unwrap();
@@ -76,11 +68,28 @@ async fn watchers_resume_after_a_restart_from_retained_history() {
 }
 
 #[tokio::test]
-async fn a_store_held_by_another_opener_is_refused() {
+async fn a_store_held_by_another_opener_is_refused_after_the_lock_wait() {
     let dir = tempfile::tempdir().unwrap();
     let _first = kayra_store_sled::open(dir.path(), Options::default()).unwrap();
+    let started = std::time::Instant::now();
     let second = kayra_store_sled::open(dir.path(), Options::default());
     assert!(matches!(second, Err(StoreError::Engine { .. })), "{second:?}");
+    assert!(second.unwrap_err().to_string().contains(&dir.path().display().to_string()));
+    assert!(started.elapsed() >= kayra_store_sled::LOCK_WAIT, "refused after {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_dropped_after_its_last_write_reopens_at_once() {
+    // An embedding service that closes its store and opens it again (a restart in process) is
+    // not refused while the dropped store's engine lets go of the database.
+    let dir = tempfile::tempdir().unwrap();
+    for round in 0..100u32 {
+        let store = kayra_store_sled::open(dir.path(), Options::default()).unwrap_or_else(|error| {
+            panic!("round {round}: the dropped store still holds the engine: {error}")
+        });
+        store.put("k", round.to_string().into_bytes()).await.unwrap();
+        drop(store);
+    }
 }
 
 #[tokio::test]
