@@ -18,7 +18,10 @@
 //! 9. [`limits`] — the body, read within its size and time bounds.
 //!
 //! Each layer is an async function handed what runs below it (`next`), and one future per
-//! request runs them all: no layer clones the services below it or boxes a future of its own.
+//! request runs them all: no layer clones the services below it. Each layer's future is boxed
+//! by the one above it: a future holding the one below it inline is as large as every layer
+//! below together, and is copied whole each time the layer above takes it, so nine layers held
+//! inline copied about 40 KB per request where boxed ones copy each layer's own state once.
 //!
 //! The audit log sits above authentication so that a request refused there (or panicking there)
 //! is recorded too, and the Audit-Id above recovery so that a panic's log line and its 500 carry
@@ -94,19 +97,21 @@ where
         }
     };
     audit_id::layer(request, |request| {
-        recover::layer(request, |request| {
-            audit::layer(state, request, |request| {
-                authentication::layer(state, request, |request| {
-                    impersonation::layer(state, request, |request| {
-                        routing::layer(state, request, |request| {
-                            instrument::layer(state, request, |request| {
-                                authorization::layer(state, request, |request| limits::layer(request, route))
-                            })
-                        })
-                    })
-                })
-            })
-        })
+        Box::pin(recover::layer(request, |request| {
+            Box::pin(audit::layer(state, request, |request| {
+                Box::pin(authentication::layer(state, request, |request| {
+                    Box::pin(impersonation::layer(state, request, |request| {
+                        Box::pin(routing::layer(state, request, |request| {
+                            Box::pin(instrument::layer(state, request, |request| {
+                                Box::pin(authorization::layer(state, request, |request| {
+                                    Box::pin(limits::layer(request, route))
+                                }))
+                            }))
+                        }))
+                    }))
+                }))
+            }))
+        }))
     })
     .await
 }

@@ -63,10 +63,13 @@ pub(crate) async fn bearer(state: &ApiState, token: &str) -> Option<Identity> {
     if let Some(identity) = state.tokens.authenticate(token) {
         return Some(identity);
     }
+    // The verifications that read the store are boxed: every request's future would
+    // otherwise make room for them, the token file's included.
     if token.bytes().filter(|byte| *byte == b'.').count() == 2 {
-        return state.layer().service_account_identity(token).await;
+        return Box::pin(state.layer().service_account_identity(token)).await;
     }
-    state.layer().bootstrap_token(&kayra_authn::bootstrap::Token::parse(token)?).await
+    let bootstrap = kayra_authn::bootstrap::Token::parse(token)?;
+    Box::pin(state.layer().bootstrap_token(&bootstrap)).await
 }
 
 /// The caller: the verified client certificate's identity, else a bearer token's.

@@ -24,11 +24,14 @@ use crate::error::ApiError;
 
 /// Serves the request, answering a panic anywhere below with a 500 `Status` (which reveals
 /// nothing of it) and logging it with its backtrace, in the request's span.
-pub(crate) async fn layer<F: Future<Output = Response>>(
+///
+/// Built of combinators rather than `async` blocks: every request's future holds this one, and
+/// an `async` block holding the future below it makes room for that future more than once.
+pub(crate) fn layer<F: Future<Output = Response>>(
     request: Request,
     next: impl FnOnce(Request) -> F,
-) -> Response {
-    match catching(next(request)).await {
+) -> impl Future<Output = Response> {
+    catching(next(request)).map(|outcome| match outcome {
         Ok(response) => response,
         Err(panic) => {
             tracing::error!(
@@ -39,7 +42,7 @@ pub(crate) async fn layer<F: Future<Output = Response>>(
             );
             ApiError::Internal("the request could not be served".to_owned()).into_response()
         }
-    }
+    })
 }
 
 /// A panic caught in a request.
@@ -59,20 +62,19 @@ tokio::task_local! {
 }
 
 /// Runs `future`, turning a panic while it is polled into `Err` with what the hook captured.
-pub(crate) async fn catching<T>(future: impl Future<Output = T>) -> Result<T, Panic> {
-    CAUGHT
-        .scope(RefCell::new(None), async {
-            let outcome = AssertUnwindSafe(future).catch_unwind().await;
-            outcome.map_err(|payload| {
-                let captured = CAUGHT.with(|slot| slot.borrow_mut().take());
-                captured.unwrap_or_else(|| Panic {
-                    message: message(payload.as_ref()),
-                    location: "unknown".to_owned(),
-                    backtrace: "unavailable: the panic hook was replaced".to_owned(),
-                })
+pub(crate) fn catching<T>(future: impl Future<Output = T>) -> impl Future<Output = Result<T, Panic>> {
+    // The slot is read while the scope still holds it: the map runs inside the scope's poll.
+    let caught = AssertUnwindSafe(future).catch_unwind().map(|outcome| {
+        outcome.map_err(|payload| {
+            let captured = CAUGHT.with(|slot| slot.borrow_mut().take());
+            captured.unwrap_or_else(|| Panic {
+                message: message(payload.as_ref()),
+                location: "unknown".to_owned(),
+                backtrace: "unavailable: the panic hook was replaced".to_owned(),
             })
         })
-        .await
+    });
+    CAUGHT.scope(RefCell::new(None), caught)
 }
 
 /// Installs the hook that captures a request's panic (once per process; later calls do
@@ -107,4 +109,41 @@ fn message(payload: &(dyn std::any::Any + Send)) -> String {
         .cloned()
         .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
         .unwrap_or_else(|| "a panic without a message".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+
+    use super::*;
+
+    /// A future that holds `N` bytes across an await, as a request's layers below do.
+    async fn holding<const N: usize>(request: Request) -> Response {
+        let held = [7u8; N];
+        tokio::task::yield_now().await;
+        let _ = request;
+        Response::new(Body::from(held.to_vec()))
+    }
+
+    #[test]
+    fn the_layer_makes_room_for_the_future_below_it_once() {
+        let below = std::mem::size_of_val(&holding::<8192>(Request::default()));
+        let layered = std::mem::size_of_val(&layer(Request::default(), holding::<8192>));
+        assert!(
+            layered < below + 1024,
+            "the recovery layer's future is {layered} bytes around one of {below}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_panic_below_is_a_500_and_an_answer_passes_through() {
+        install_panic_hook();
+        let answered = layer(Request::default(), holding::<16>).await;
+        assert_eq!(answered.status(), axum::http::StatusCode::OK);
+        let panicked = layer(Request::default(), |_| async { panic!("asked for") }).await;
+        assert_eq!(panicked.status(), axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+        let caught = catching::<()>(async { panic!("a message") }).await.expect_err("it panicked");
+        assert_eq!(caught.message, "a message");
+        assert!(caught.location.contains("recover.rs"), "{}", caught.location);
+    }
 }

@@ -30,9 +30,11 @@ pub(crate) async fn layer<F: Future<Output = Response>>(
     next: impl FnOnce(Request) -> F,
 ) -> Response {
     let method = request.method().clone();
+    // What the rare answers await is boxed: every request's future makes room for whatever
+    // any of its branches awaits.
     let route = match routes::parse(state.scheme(), state.gates, request.uri().path()) {
         Err(PathError::NonCanonical) => {
-            super::drain(request.into_body()).await;
+            Box::pin(super::drain(request.into_body())).await;
             return ApiError::BadRequest(
                 "the request path is not canonical: empty, '.', '..' or percent-encoded segments are refused"
                     .to_owned(),
@@ -41,8 +43,8 @@ pub(crate) async fn layer<F: Future<Output = Response>>(
         }
         Ok(Target::Health) => return (StatusCode::OK, "ok").into_response(),
         Ok(Target::Issuer(document)) => {
-            super::drain(request.into_body()).await;
-            return crate::issuer::serve(state, document, &method).await;
+            Box::pin(super::drain(request.into_body())).await;
+            return Box::pin(crate::issuer::serve(state, document, &method)).await;
         }
         Ok(target) => Route::Served(target),
         Err(PathError::NotFound) => Route::Unrouted,
