@@ -6,11 +6,14 @@
 //! leaf to [`identity_from_certificate`]; bearer tokens go to [`TokenFile::authenticate`].
 
 pub mod bootstrap;
+mod changes;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 use std::time::SystemTime;
+
+use changes::Changes;
 
 /// The group of the controller's replicas, as they identify themselves to each other (a client
 /// certificate each replica issues itself with the cluster CA). Reserved: no token, bootstrap
@@ -57,6 +60,9 @@ pub fn identity_from_certificate(der: &[u8]) -> Option<Identity> {
 #[derive(Debug)]
 pub struct TokenFile {
     path: Option<PathBuf>,
+    /// Whether the file may have changed: held while the file is looked at, so that no request
+    /// sent after a change is authenticated before the change is read.
+    changes: Option<Mutex<Changes>>,
     state: RwLock<TokenState>,
 }
 
@@ -103,12 +109,16 @@ impl TokenFileError {
 impl TokenFile {
     /// No tokens at all: only client certificates authenticate.
     pub fn none() -> TokenFile {
-        TokenFile { path: None, state: RwLock::new(TokenState::default()) }
+        TokenFile { path: None, changes: None, state: RwLock::new(TokenState::default()) }
     }
 
     /// Loads the file at `path`; a malformed file is an error naming the line.
     pub fn load(path: &Path) -> Result<TokenFile, TokenFileError> {
-        let file = TokenFile { path: Some(path.to_owned()), state: RwLock::new(TokenState::default()) };
+        let file = TokenFile {
+            path: Some(path.to_owned()),
+            changes: Some(Mutex::new(Changes::watch(path))),
+            state: RwLock::new(TokenState::default()),
+        };
         file.reload()?;
         Ok(file)
     }
@@ -140,8 +150,13 @@ impl TokenFile {
 
     /// The identity a bearer token stands for.
     pub fn authenticate(&self, token: &str) -> Option<Identity> {
-        if let Err(error) = self.reload() {
-            tracing::error!(%error, "the token file cannot be used; no bearer token is accepted until it is fixed");
+        if let Some(changes) = &self.changes {
+            let mut changes = changes.lock().expect("token file watch lock");
+            if changes.pending()
+                && let Err(error) = self.reload()
+            {
+                tracing::error!(%error, "the token file cannot be used; no bearer token is accepted until it is fixed");
+            }
         }
         self.state.read().expect("token lock").identities.get(&digest(token)).cloned()
     }
