@@ -7,9 +7,9 @@
 //! controller answered; CREATE of an Application (which the scheduler follows with a condition
 //! and an Event when no node can take it) and of a Secret (one stored write, no loop follows)
 //! against the durable-HTTP ceiling, a bare handler in another process whose POST is one
-//! group-committed sled insert (`kayra-bench http-durable`). Creates and their ceilings run in
-//! alternating rounds, each started once the controller is quiet (its follow-up writes done);
-//! the median ratio and the spread over the rounds are printed. A user's Secret creates are
+//! group-committed sled insert (`kayra-bench http-durable`). Every row and its ceiling run in
+//! alternating rounds, each pair started once the controller is quiet (its follow-up writes
+//! done); the median ratio and the spread over the rounds are printed. A user's Secret creates are
 //! then timed on a quiet controller and again right after a burst of Applications that no node
 //! can take, in the scheduler's tail of follow-up writes. It also reports the controller's idle
 //! memory, empty and holding the objects it created.
@@ -285,16 +285,18 @@ fn secret_template() -> Value {
            "stringData": {"password": "correct-horse-battery-staple"}})
 }
 
-/// One create row's rounds: ours and the ceiling, measured alternately.
+/// One row's rounds: ours and its ceiling, measured alternately.
 struct Rounds {
     label: String,
+    /// What the ceiling is, as the printed figure names it ("durable HTTP").
+    ceiling_name: &'static str,
     ours: Vec<Figures>,
     ceiling: Vec<Figures>,
 }
 
 impl Rounds {
-    fn new(label: String) -> Rounds {
-        Rounds { label, ours: Vec::new(), ceiling: Vec::new() }
+    fn new(label: String, ceiling_name: &'static str) -> Rounds {
+        Rounds { label, ceiling_name, ours: Vec::new(), ceiling: Vec::new() }
     }
 
     fn push(&mut self, ours: Figures, ceiling: Figures) {
@@ -315,11 +317,12 @@ impl Rounds {
             self.ours.iter().zip(&self.ceiling).map(|(o, c)| o.rate / c.rate).collect();
         let (low, high) = ratios.iter().fold((f64::MAX, f64::MIN), |(l, h), r| (l.min(*r), h.max(*r)));
         println!(
-            "  {:<22} ours {:>7.0}/s p50 {:>6.2} ms p99 {:>6.2} ms | durable HTTP {:>7.0}/s p50 {:>6.2} ms p99 {:>6.2} ms | ratio median {:.2}, spread {low:.2}-{high:.2}",
+            "  {:<22} ours {:>7.0}/s p50 {:>6.2} ms p99 {:>6.2} ms | {} {:>7.0}/s p50 {:>6.2} ms p99 {:>6.2} ms | ratio median {:.2}, spread {low:.2}-{high:.2}",
             self.label,
             median(&mut of(&self.ours, |f| f.rate)),
             median(&mut of(&self.ours, |f| f.p50)),
             median(&mut of(&self.ours, |f| f.p99)),
+            self.ceiling_name,
             median(&mut of(&self.ceiling, |f| f.rate)),
             median(&mut of(&self.ceiling, |f| f.p50)),
             median(&mut of(&self.ceiling, |f| f.p99)),
@@ -328,7 +331,7 @@ impl Rounds {
         let ours_rate = median(&mut of(&self.ours, |f| f.rate));
         let ceiling_rate = median(&mut of(&self.ceiling, |f| f.rate));
         report
-            .figure(format!("{}, of durable HTTP, median of rounds", self.label), ours_rate, "req/s")
+            .figure(format!("{}, of {}, median of rounds", self.label, self.ceiling_name), ours_rate, "req/s")
             .ceiling(ceiling_rate)
             .ratio(median(&mut ratios));
         report
@@ -339,22 +342,6 @@ impl Rounds {
             )
             .ceiling(median(&mut of(&self.ceiling, |f| f.p50)));
     }
-}
-
-/// One printed row: ours beside its ceiling, its rate and p50 added to `report`.
-fn row(label: &str, ours: Figures, ceiling: Figures, ceiling_name: &str, report: &mut Report) {
-    report.figure(format!("{label}, of the {ceiling_name}"), ours.rate, "req/s").ceiling(ceiling.rate);
-    report.figure(format!("{label}, p50"), ours.p50, "ms").ceiling(ceiling.p50);
-    println!(
-        "  {label:<10} ours {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | {ceiling_name:<26} {:>8.0}/s p50 {:>7.2} ms p99 {:>7.2} ms | ratio {:.2}",
-        ours.rate,
-        ours.p50,
-        ours.p99,
-        ceiling.rate,
-        ceiling.p50,
-        ceiling.p99,
-        ours.rate / ceiling.rate
-    );
 }
 
 async fn get_json(client: &reqwest::Client, url: &str, token: &str) -> Result<(Value, bytes::Bytes), String> {
@@ -451,7 +438,7 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
                 let prefix = format!("{}-{connections}-{round}", kind.to_lowercase());
                 let ours = measure(creating(target, template, connections, count, prefix)).await?;
                 if round == 1 {
-                    creates.push(Rounds::new(format!("CREATE-{connections} {kind}")));
+                    creates.push(Rounds::new(format!("CREATE-{connections} {kind}"), "durable HTTP"));
                 }
                 creates[at].push(ours, ceiling);
                 at += 1;
@@ -486,16 +473,28 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
     std::fs::write(&list_file, &list_body).map_err(|e| e.to_string())?;
     let (bare_process, bare_get, bare_list) = start_bare(&get_file, &list_file).await?;
 
-    let mut table: Vec<(String, Figures, Figures, &str)> = Vec::new();
-    for connections in [1, MANY] {
-        let ceiling = measure(timed(http_args(&bare_get, None, connections), span)).await?;
-        let ours = measure(timed(http_args(&probe, Some(&token), connections), span)).await?;
-        table.push((format!("GET-{connections}"), ours, ceiling, "bare axum handler"));
-    }
-    for connections in [1, MANY] {
-        let ceiling = measure(timed(http_args(&bare_list, None, connections), span)).await?;
-        let ours = measure(timed(http_args(&page, Some(&token), connections), span)).await?;
-        table.push((format!("LIST-{connections}"), ours, ceiling, "same bytes from memory"));
+    // The reads, as the creates: alternating rounds, each run started once the controller is
+    // quiet, so that a slow moment of the machine falls on one round and not on one side.
+    let mut reads: Vec<Rounds> = Vec::new();
+    let mut read_waited = Duration::ZERO;
+    for round in 1..=round_count {
+        let rows = [
+            ("GET", &bare_get, &probe, "the bare axum handler"),
+            ("LIST", &bare_list, &page, "the same bytes from memory"),
+        ];
+        let mut at = 0;
+        for (verb, ceiling_url, our_url, ceiling_name) in rows {
+            for connections in [1, MANY] {
+                read_waited += crate::nodes::quiet(pid, quiet_sample).await?;
+                let ceiling = measure(timed(http_args(ceiling_url, None, connections), span)).await?;
+                let ours = measure(timed(http_args(our_url, Some(&token), connections), span)).await?;
+                if round == 1 {
+                    reads.push(Rounds::new(format!("{verb}-{connections}"), ceiling_name));
+                }
+                reads[at].push(ours, ceiling);
+                at += 1;
+            }
+        }
     }
     drop(bare_process);
 
@@ -504,8 +503,13 @@ pub(crate) async fn run(size: Size) -> Result<(), String> {
         object.len(),
         list_body.len() / 1024
     );
-    for (label, ours, ceiling, name) in &table {
-        row(label, *ours, *ceiling, name, &mut report);
+    println!(
+        "{round_count} alternating rounds of {:.1} s runs, each pair started once the controller was quiet ({:.1} s waited in all):",
+        span.as_secs_f64(),
+        read_waited.as_secs_f64()
+    );
+    for rounds in &reads {
+        rounds.print(&mut report);
     }
     println!(
         "\nCREATE, {round_count} alternating rounds of {creates_one} creates at 1 connection and {creates_many} at {MANY}, against the durable-HTTP ceiling (a bare handler's group-committed sled insert, another process); each run started once the controller was quiet ({:.1} s waited in all):",
