@@ -144,13 +144,13 @@ impl Registry {
             let limit = options.limit.filter(|limit| *limit > 0).unwrap_or(MAX_PAGE).min(MAX_PAGE);
             let current = self.store.revision().await?;
             self.caches.reach(&base, current).await;
-            if let Some(page) = self.caches.page(&base, &prefix, current, labels, fields, limit) {
+            if let Some(page) = self.caches.json_page(&base, &prefix, current, labels, fields, limit) {
                 let continue_token = page
                     .next
                     .and_then(|key| key.strip_prefix(&base).map(str::to_owned))
                     .map(|start| Continue::new(page.revision, start).encode());
                 return Ok(JsonList {
-                    items: JsonItems::cached(page.items),
+                    items: page.items,
                     resource_version: page.revision.to_string(),
                     remaining_item_count: page
                         .remaining

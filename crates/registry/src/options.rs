@@ -217,7 +217,9 @@ pub enum Deleted {
 }
 
 /// The items of a [`JsonList`], each encoded as it is taken: a response streams a list of the
-/// watch cache's objects without first holding every object's JSON at once.
+/// watch cache's objects without first holding every object's JSON at once. A page the cache
+/// keeps whole comes as one piece, its items joined with commas already: joining the pieces
+/// with commas gives the list's items either way.
 #[derive(Debug, Clone)]
 pub struct JsonItems(Items);
 
@@ -225,6 +227,8 @@ pub struct JsonItems(Items);
 enum Items {
     Encoded(std::vec::IntoIter<bytes::Bytes>),
     Cached(std::vec::IntoIter<std::sync::Arc<crate::watch::Entry>>),
+    /// Every item's JSON, joined with commas already.
+    Joined(Option<bytes::Bytes>),
 }
 
 impl JsonItems {
@@ -236,6 +240,11 @@ impl JsonItems {
     pub(crate) fn cached(entries: Vec<std::sync::Arc<crate::watch::Entry>>) -> JsonItems {
         JsonItems(Items::Cached(entries.into_iter()))
     }
+
+    /// Items whose JSON is joined with commas already: one piece (none when there are none).
+    pub(crate) fn joined(joined: bytes::Bytes) -> JsonItems {
+        JsonItems(Items::Joined(Some(joined).filter(|joined| !joined.is_empty())))
+    }
 }
 
 impl Iterator for JsonItems {
@@ -245,6 +254,7 @@ impl Iterator for JsonItems {
         match &mut self.0 {
             Items::Encoded(items) => items.next(),
             Items::Cached(entries) => entries.next().map(|entry| entry.json_for_list()),
+            Items::Joined(joined) => joined.take(),
         }
     }
 
@@ -252,6 +262,7 @@ impl Iterator for JsonItems {
         match &self.0 {
             Items::Encoded(items) => items.size_hint(),
             Items::Cached(entries) => entries.size_hint(),
+            Items::Joined(joined) => (usize::from(joined.is_some()), Some(usize::from(joined.is_some()))),
         }
     }
 }

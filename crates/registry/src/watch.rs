@@ -31,11 +31,13 @@ use crate::{RegistryError, Resource};
 
 mod event;
 mod follow;
+mod pages;
 mod status;
 mod stream;
 mod written;
 
 pub use event::WatchEvent;
+use pages::Pages;
 pub use status::WatchCacheStatus;
 use stream::Pending;
 pub use stream::WatchStream;
@@ -201,52 +203,12 @@ impl Caches {
         limit: usize,
     ) -> Option<CachedPage> {
         let cache = self.caches.lock().expect("watch caches lock poisoned").get(base).cloned()?;
-        let filtered = !labels.is_empty() || !fields.is_empty();
         let filter = Filter { namespace: None, labels, fields };
-        let (revision, entries, next, remaining) = {
-            let state = cache.state.lock().expect("watch cache lock poisoned");
-            if !state.primed || state.readable < current {
-                return None;
-            }
-            // Bounded on both sides, so that counting what follows the page walks the map
-            // without comparing keys.
-            let end = prefix_end(prefix);
-            let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-            let bounded = end.is_some();
-            let mut range = state
-                .objects
-                .range::<str, _>((Bound::Included(prefix), upper))
-                .take_while(|(key, _)| bounded || key.starts_with(prefix));
-            let mut entries = Vec::new();
-            let (mut next, mut remaining) = (None, None);
-            for (key, entry) in range.by_ref() {
-                if !filtered || filter.matches(&entry.object) {
-                    entries.push(entry.clone());
-                }
-                if entries.len() == limit {
-                    // Unfiltered, every object in the range before this one is on the page, so
-                    // what follows is the range's count less the page; filtered, only whether
-                    // anything follows is needed.
-                    let total = if prefix == base {
-                        Some(state.objects.len())
-                    } else {
-                        state.folders.get(prefix).copied().filter(|_| prefix.ends_with('/'))
-                    };
-                    let after = match total {
-                        Some(total) if !filtered => total.saturating_sub(limit),
-                        _ if filtered => usize::from(range.next().is_some()),
-                        _ => range.count(),
-                    };
-                    if after > 0 {
-                        next = Some(format!("{key}\0"));
-                        remaining = (!filtered).then_some(after as u64);
-                    }
-                    break;
-                }
-            }
-            (state.readable, entries, next, remaining)
-        };
-        Some(CachedPage { revision, items: entries, next, remaining })
+        let state = cache.state.lock().expect("watch cache lock poisoned");
+        if !state.primed || state.readable < current {
+            return None;
+        }
+        Some(state.page(base, prefix, &filter, limit))
     }
 
     /// The JSON of the object stored under `key` in the cache kept under `base`, when that
@@ -471,6 +433,53 @@ struct State {
     primed: bool,
     /// Changes received from the store since the cache started, across relists.
     received: u64,
+    /// The pages asked for since the objects last changed, and the encodings kept of them.
+    pages: Pages,
+}
+
+impl State {
+    /// A page of the objects under `prefix` (inside the resource's `base`) that `filter`
+    /// passes, at the revision the cache can be read at.
+    fn page(&self, base: &str, prefix: &str, filter: &Filter, limit: usize) -> CachedPage {
+        let filtered = !filter.labels.is_empty() || !filter.fields.is_empty();
+        // Bounded on both sides, so that counting what follows the page walks the map
+        // without comparing keys.
+        let end = prefix_end(prefix);
+        let upper = end.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+        let bounded = end.is_some();
+        let mut range = self
+            .objects
+            .range::<str, _>((Bound::Included(prefix), upper))
+            .take_while(|(key, _)| bounded || key.starts_with(prefix));
+        let mut items = Vec::new();
+        let (mut next, mut remaining) = (None, None);
+        for (key, entry) in range.by_ref() {
+            if !filtered || filter.matches(&entry.object) {
+                items.push(entry.clone());
+            }
+            if items.len() == limit {
+                // Unfiltered, every object in the range before this one is on the page, so
+                // what follows is the range's count less the page; filtered, only whether
+                // anything follows is needed.
+                let total = if prefix == base {
+                    Some(self.objects.len())
+                } else {
+                    self.folders.get(prefix).copied().filter(|_| prefix.ends_with('/'))
+                };
+                let after = match total {
+                    Some(total) if !filtered => total.saturating_sub(limit),
+                    _ if filtered => usize::from(range.next().is_some()),
+                    _ => range.count(),
+                };
+                if after > 0 {
+                    next = Some(format!("{key}\0"));
+                    remaining = (!filtered).then_some(after as u64);
+                }
+                break;
+            }
+        }
+        CachedPage { revision: self.readable, items, next, remaining }
+    }
 }
 
 struct Client {
@@ -519,6 +528,7 @@ impl Cache {
             clients: Vec::new(),
             primed: false,
             received: 0,
+            pages: Pages::default(),
         };
         let (stop, stopped) = tokio::sync::oneshot::channel();
         let cache = Arc::new(Cache {
@@ -641,6 +651,7 @@ impl Cache {
             *state.folders.entry(folder(key).to_owned()).or_default() += 1;
         }
         state.objects = objects;
+        state.pages.changed();
         state.window.clear();
         state.window_size = 0;
         state.clients.clear();
@@ -679,6 +690,7 @@ impl Cache {
         state.received += changes.len() as u64;
         if !changes.is_empty() {
             state.readable = state.readable.max(revision);
+            state.pages.changed();
         }
         for mut change in changes {
             change.prev = match &change.object {

@@ -20,6 +20,9 @@ use crate::table;
 /// while a list of every object holds no more than this beside what it streams.
 const LIST_CHUNK: usize = 1 << 20;
 
+/// From how many bytes a piece of a list goes out as it is rather than copied into a chunk.
+const SHARED: usize = 64 << 10;
+
 /// A JSON response with `Warning` headers.
 pub(crate) fn json_response(code: StatusCode, body: &Value, warnings: &[String]) -> Response {
     let mut response = (code, axum::Json(body)).into_response();
@@ -73,10 +76,11 @@ pub(crate) fn list_metadata(
     metadata
 }
 
-/// A list of `items` (each an object's JSON) as the client takes it: the envelope with
-/// `metadata` first, then the items gathered into chunks, each item taken (and, from the watch
-/// cache, encoded) only when its chunk is, so that neither the whole response nor every
-/// item's JSON is ever held at once.
+/// A list of `items` (each an object's JSON, or a run of them joined with commas) as the
+/// client takes it: the envelope with `metadata` first, then the items gathered into chunks,
+/// each item taken (and, from the watch cache, encoded) only when its chunk is, so that neither
+/// the whole response nor every item's JSON is ever held at once. A piece of [`SHARED`] bytes
+/// or more (a page the watch cache keeps whole) goes out as it is, between chunks, not copied.
 pub(crate) fn list(
     kind: &KindInfo,
     metadata: Value,
@@ -91,7 +95,12 @@ pub(crate) fn list(
     let mut head = Some(head.into_bytes());
     let mut items = items;
     let (mut first, mut ended) = (true, false);
+    // A large piece, to go out after the chunk before it.
+    let mut shared: Option<Bytes> = None;
     let chunks = futures_util::stream::poll_fn(move |_| {
+        if let Some(piece) = shared.take() {
+            return Poll::Ready(Some(Ok::<_, std::io::Error>(piece)));
+        }
         if ended {
             return Poll::Ready(None);
         }
@@ -104,6 +113,14 @@ pub(crate) fn list(
                 ended = true;
                 break;
             };
+            if !first {
+                chunk.push(b',');
+            }
+            first = false;
+            if item.len() >= SHARED {
+                shared = Some(item);
+                break;
+            }
             if !sized {
                 // Room for as many more items of this one's size as are left, up to a chunk.
                 let left = items.size_hint().0.saturating_add(1);
@@ -112,13 +129,9 @@ pub(crate) fn list(
                 );
                 sized = true;
             }
-            if !first {
-                chunk.push(b',');
-            }
-            first = false;
             chunk.extend_from_slice(&item);
         }
-        Poll::Ready(Some(Ok::<_, std::io::Error>(Bytes::from(chunk))))
+        Poll::Ready(Some(Ok(Bytes::from(chunk))))
     });
     stream(Body::from_stream(chunks))
 }
@@ -156,6 +169,38 @@ mod tests {
             frames.push(frame.expect("a frame"));
         }
         frames
+    }
+
+    #[tokio::test]
+    async fn a_large_piece_goes_out_as_it_is_between_chunks() {
+        let scheme = kayra_api::scheme::Scheme::new("example.com");
+        let kind = scheme.find("", "v1", "namespaces").expect("Namespaces are served").clone();
+        let small = |n: usize| Bytes::from(json!({"n": n}).to_string());
+        let page: Vec<Bytes> = (1..8000).map(small).collect();
+        let page = Bytes::from(page.iter().map(|b| b.to_vec()).collect::<Vec<_>>().join(&b","[..]));
+        assert!(page.len() >= SHARED);
+        for items in [vec![page.clone()], vec![small(0), page.clone(), small(8000)]] {
+            let count = items.len();
+            let response = list(&kind, list_metadata("7", None, None), items.into_iter());
+            let mut stream = response.into_body().into_data_stream();
+            let mut frames = Vec::new();
+            while let Some(frame) = stream.next().await {
+                frames.push(frame.expect("a frame"));
+            }
+            assert!(frames.iter().any(|frame| frame.as_ptr() == page.as_ptr()), "{count} pieces: not copied");
+            let body: Value = serde_json::from_slice(&frames.concat()).expect("one JSON document");
+            let numbers: Vec<u64> = body["items"]
+                .as_array()
+                .expect("items")
+                .iter()
+                .filter_map(|item| item["n"].as_u64())
+                .collect();
+            let expected: Vec<u64> = match count {
+                1 => (1..8000).collect(),
+                _ => (0..=8000).collect(),
+            };
+            assert_eq!(numbers, expected);
+        }
     }
 
     #[tokio::test]

@@ -270,9 +270,8 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
         loop {
             let json = w.registry.list_json(&w.widgets, namespace, &options).await.unwrap();
             let read = w.registry.list(&w.widgets, namespace, &options).await.unwrap();
-            let fresh: Vec<Vec<u8>> =
-                read.items.iter().map(|item| serde_json::to_vec(item).unwrap()).collect();
-            assert_eq!(json.items.clone().collect::<Vec<_>>(), fresh, "{namespace:?} {options:?}");
+            let fresh = read.items.iter().map(|item| serde_json::to_vec(item).unwrap().into());
+            assert_eq!(joined(json.items.clone()), joined(fresh), "{namespace:?} {options:?}");
             assert_eq!(json.resource_version, current, "{options:?}");
             assert_eq!(json.remaining_item_count, read.remaining_item_count, "{options:?}");
             assert_eq!(json.continue_token.is_some(), read.continue_token.is_some(), "{options:?}");
@@ -283,8 +282,10 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
             }
         }
     }
-    // Served from the cache: the very bytes a watch carries.
-    let all = w.registry.list_json(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
+    // Served from the cache: the very bytes a watch carries (on a page not asked for before,
+    // which is not kept whole).
+    let first_ask = ListOptions { limit: Some(1000), ..ListOptions::default() };
+    let all = w.registry.list_json(&w.widgets, Some("default"), &first_ask).await.unwrap();
     let first = all.items.clone().next().expect("an item");
     assert_eq!(first.as_ptr(), watched.as_ptr(), "one encoding for lists and watches");
     // What follows a page is still counted right once objects have gone.
@@ -305,28 +306,72 @@ async fn a_list_of_the_latest_state_answers_the_caches_encodings_as_a_store_read
 
 /// The first list of a cached resource encodes each object as the response takes it and keeps
 /// no copy (so a large first list does not hold every object twice); a version listed again
-/// is encoded once more and kept, and every later list answers those same bytes.
+/// is encoded once more and kept, and a page with no selector asked for again is kept whole,
+/// answered as those same bytes until an object changes.
 #[tokio::test]
-async fn a_cached_objects_encoding_is_kept_from_its_second_list_on() {
+async fn a_cached_page_is_kept_whole_from_its_second_list_on_until_an_object_changes() {
     let w = world().await;
     seed(&w, &[("default", "a", "web"), ("default", "b", "db")]).await;
     // The cache is started by a watch from the current revision: no event to encode.
     let current = w.store.revision().await.unwrap().to_string();
     let watch = kayra_registry::WatchOptions { resource_version: Some(current), ..Default::default() };
     let _watch = w.registry.watch(&w.widgets, &watch).await.unwrap();
-    let options = ListOptions::default();
-    let mut lists = Vec::new();
+    let list = |options: ListOptions| {
+        let registry = &w.registry;
+        let widgets = &w.widgets;
+        async move {
+            let list = registry.list_json(widgets, Some("default"), &options).await.unwrap();
+            list.items.collect::<Vec<bytes::Bytes>>()
+        }
+    };
+    let (first, second, third) = (
+        list(ListOptions::default()).await,
+        list(ListOptions::default()).await,
+        list(ListOptions::default()).await,
+    );
+    assert_eq!(first.len(), 2, "asked once: each object's JSON");
+    assert_eq!((second.len(), third.len()), (1, 1), "asked again: the page whole");
+    assert_eq!(joined(first.clone().into_iter()), second[0].to_vec(), "the same JSON");
+    assert_eq!(second[0].as_ptr(), third[0].as_ptr(), "the page's encoding is kept");
+    // A selector's page is never kept whole.
+    let web = || ListOptions { label_selector: Some("tier=web".into()), ..ListOptions::default() };
     for _ in 0..3 {
-        let list = w.registry.list_json(&w.widgets, Some("default"), &options).await.unwrap();
-        lists.push(list.items.collect::<Vec<bytes::Bytes>>());
+        assert_eq!(list(web()).await.len(), 1);
+        assert!(list(web()).await[0].starts_with(b"{"), "one object, not a kept page");
     }
-    let [first, second, third] = <[Vec<bytes::Bytes>; 3]>::try_from(lists).expect("three lists");
-    assert_eq!((first.len(), first == second, second == third), (2, true, true), "the same JSON each time");
-    // `first` is still held, so a kept copy could not share its address by chance.
-    for (at, item) in first.iter().enumerate() {
-        assert_ne!(item.as_ptr(), second[at].as_ptr(), "the first list kept no encoding");
-        assert_eq!(second[at].as_ptr(), third[at].as_ptr(), "the second list's encoding is kept");
+    // A change forgets the kept page: the next lists answer the objects as they are now.
+    let patch = json!({"spec": {"size": 9}}).to_string();
+    w.registry
+        .patch(
+            &w.widgets,
+            Some("default"),
+            "b",
+            kayra_registry::PatchKind::Merge,
+            patch.as_bytes(),
+            unadmitted(),
+        )
+        .await
+        .unwrap();
+    let current = w.store.revision().await.unwrap().to_string();
+    let caught_up = kayra_registry::WatchOptions { resource_version: Some(current), ..Default::default() };
+    w.registry.watch(&w.widgets, &caught_up).await.unwrap();
+    let (after, again) = (list(ListOptions::default()).await, list(ListOptions::default()).await);
+    assert_eq!(after.len(), 2, "the first list since the change");
+    assert_eq!(joined(after.into_iter()), again[0].to_vec());
+    let page: serde_json::Value = serde_json::from_slice(&[b"[", &again[0][..], b"]"].concat()).unwrap();
+    assert_eq!(page[1]["spec"]["size"], 9, "the kept page is the patched one");
+    // A page's kept form still carries its token and count.
+    let one = || ListOptions { limit: Some(1), ..ListOptions::default() };
+    for _ in 0..3 {
+        let page = w.registry.list_json(&w.widgets, Some("default"), &one()).await.unwrap();
+        assert_eq!((page.remaining_item_count, page.continue_token.is_some()), (Some(1), true));
+        assert!(page.items.collect::<Vec<_>>()[0].ends_with(b"}"));
     }
+}
+
+/// List items as the response joins them.
+fn joined(items: impl Iterator<Item = bytes::Bytes>) -> Vec<u8> {
+    items.map(|item| item.to_vec()).collect::<Vec<_>>().join(&b","[..])
 }
 
 /// A follower's list: every object at one revision, read from the store until a watch cache
