@@ -129,7 +129,9 @@ impl Caches {
             let keep = (whole && state.pages.asked_again(prefix, limit)).then_some(state.pages.generation);
             (page, keep)
         };
-        let Some(generation) = keep else {
+        // A page too large to keep is streamed as each object's JSON, never joined whole.
+        let small = || page.items.iter().map(|entry| entry.size).sum::<usize>() <= PAGE_BYTES;
+        let Some(generation) = keep.filter(|_| small()) else {
             return Some(JsonPage {
                 revision: page.revision,
                 items: JsonItems::cached(page.items),

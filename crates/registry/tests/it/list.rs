@@ -369,6 +369,25 @@ async fn a_cached_page_is_kept_whole_from_its_second_list_on_until_an_object_cha
     }
 }
 
+/// A page too large to keep whole is answered as each object's JSON however often it is asked
+/// for: the response never holds it whole.
+#[tokio::test]
+async fn a_page_too_large_to_keep_is_never_joined() {
+    let w = world().await;
+    for n in 0..48 {
+        let mut body = widget(&format!("w{n}"), 1);
+        body["metadata"]["annotations"] = json!({"example.com/pad": "x".repeat(100_000)});
+        w.registry.create(&w.widgets, Some("default"), body, unadmitted()).await.unwrap();
+    }
+    let current = w.store.revision().await.unwrap().to_string();
+    let watch = kayra_registry::WatchOptions { resource_version: Some(current), ..Default::default() };
+    let _watch = w.registry.watch(&w.widgets, &watch).await.unwrap();
+    for _ in 0..3 {
+        let list = w.registry.list_json(&w.widgets, Some("default"), &ListOptions::default()).await.unwrap();
+        assert_eq!(list.items.count(), 48, "each object's JSON, about 4.8 MB in all");
+    }
+}
+
 /// List items as the response joins them.
 fn joined(items: impl Iterator<Item = bytes::Bytes>) -> Vec<u8> {
     items.map(|item| item.to_vec()).collect::<Vec<_>>().join(&b","[..])
